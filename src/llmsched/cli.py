@@ -1,0 +1,177 @@
+"""The ``llmsched`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "parse_cost", "parse_workload"]
+
+WORKLOAD_HELP = (
+    "gsm8k | gsm8k-answers | exegpt:TASK (S, T, G, C1, C2) | csv:PATH | vidur:PATH | splitwise:PATH"
+)
+COST_HELP = (
+    "paper | linear:A_P,B_P,A_D,B_D[,CAPACITY] (seconds, seconds/token, seconds, seconds/client, "
+    "tokens) | levels:CAP1=T1,CAP2=T2,...;TD (the MIP's semantics)"
+)
+
+
+def parse_workload(spec: str, seed: int = 0, requests: int = 1000) -> Any:
+    """A workload from a command-line spec (see ``WORKLOAD_HELP``)."""
+    from llmsched import workloads
+
+    kind, _, arg = spec.partition(":")
+    if kind == "gsm8k" and not arg:
+        return workloads.gsm8k(seed)
+    if kind == "gsm8k-answers" and not arg:
+        return workloads.gsm8k(outputs="answers")
+    if kind == "exegpt" and arg:
+        return workloads.exegpt_task(arg, requests, seed)
+    loaders = {
+        "csv": workloads.from_csv,
+        "vidur": workloads.from_vidur_trace,
+        "splitwise": workloads.from_splitwise_trace,
+    }
+    if kind in loaders and arg:
+        if not Path(arg).is_file():
+            raise ValueError(f"workload file {arg!r} does not exist")
+        return loaders[kind](arg)
+    raise ValueError(f"unknown workload {spec!r}; expected {WORKLOAD_HELP}")
+
+
+def parse_cost(spec: str, clients: int | None = None) -> Any:
+    """A cost model from a command-line spec (see ``COST_HELP``)."""
+    from llmsched.cost import LevelCostModel, LinearCostModel
+
+    kind, _, arg = spec.partition(":")
+    try:
+        if kind == "paper" and not arg:
+            return LinearCostModel.paper()
+        if kind == "linear" and arg:
+            parts = [p.strip() for p in arg.split(",")]
+            if len(parts) not in (4, 5):
+                raise ValueError("linear needs 4 or 5 numbers")
+            a_p, b_p, a_d, b_d = (float(p) for p in parts[:4])
+            cap = int(parts[4]) if len(parts) == 5 else 5000
+            return LinearCostModel(a_p, b_p, a_d, b_d, prefill_capacity=cap)
+        if kind == "levels" and arg:
+            level_part, _, td = arg.partition(";")
+            levels = []
+            for item in level_part.split(","):
+                cap_s, _, time_s = item.partition("=")
+                levels.append((int(cap_s), float(time_s)))
+            return LevelCostModel(levels, float(td))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"bad cost model {spec!r}: {exc}; expected {COST_HELP}") from exc
+    raise ValueError(f"unknown cost model {spec!r}; expected {COST_HELP}")
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=float))
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from llmsched.bounds import lower_bounds
+    from llmsched.simulate import simulate
+    from llmsched.validate import validate
+
+    workload = parse_workload(args.workload, args.seed, args.requests)
+    cost = parse_cost(args.cost)
+    schedule = simulate(workload, cost, args.clients, args.request_policy, args.iteration_policy)
+    violations = validate(schedule)
+    bounds = lower_bounds(workload, cost, args.clients)
+    summary = schedule.summary()
+    result = {
+        "workload": workload.name,
+        "request_policy": args.request_policy,
+        "iteration_policy": args.iteration_policy,
+        **summary,
+        "lower_bound_s": bounds.strong,
+        "lower_bounds": bounds.as_dict(),
+        "gap_to_lb": schedule.makespan / bounds.strong - 1.0,
+        "valid": not violations,
+        "violations": [str(v) for v in violations],
+    }
+    if args.plot:
+        from llmsched.plot import save_gantt
+
+        save_gantt(
+            schedule, args.plot, title=f"{workload.name}: {args.request_policy} / {args.iteration_policy}"
+        )
+        result["plot"] = str(args.plot)
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"{workload!r} on {args.clients} clients, {args.request_policy} / {args.iteration_policy}")
+        print(
+            f"  makespan      {schedule.makespan:10.3f} s   (strong lower bound {bounds.strong:.3f} s, "
+            f"gap {result['gap_to_lb']:+.2%})"
+        )
+        print(f"  utilization   {schedule.utilization:10.2%}")
+        print(f"  throughput    {schedule.tokens_per_s:10.1f} output tokens/s")
+        print(f"  TTFT p50/p99  {summary['ttft_p50_s']:.3f} / {summary['ttft_p99_s']:.3f} s")
+        print(f"  latency p50/p99 {summary['latency_p50_s']:.3f} / {summary['latency_p99_s']:.3f} s")
+        print(f"  valid         {not violations}")
+        for v in violations[:10]:
+            print(f"    {v}")
+        if args.plot:
+            print(f"  Gantt chart written to {args.plot}")
+    return 0 if not violations else 1
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from llmsched.reproduce import format_report, reproduce_gsm8k
+
+    report = reproduce_gsm8k(seed=args.seed, plot_dir=args.plot)
+    if args.json:
+        _print_json(report)
+    else:
+        print(format_report(report))
+        if args.plot:
+            print(f"\nGantt charts written to {args.plot}/")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from llmsched.policies import iteration_policy_names, request_policy_names
+
+    parser = argparse.ArgumentParser(prog="llmsched", description="Schedule LLM inference.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="simulate a workload under a pair of policies")
+    sim.add_argument("--workload", default="gsm8k", help=WORKLOAD_HELP)
+    sim.add_argument("--seed", type=int, default=0, help="seed of generated workloads")
+    sim.add_argument("--requests", type=int, default=1000, help="requests of generated ExeGPT workloads")
+    sim.add_argument("--cost", default="paper", help=COST_HELP)
+    sim.add_argument("--clients", type=int, default=200, help="number of clients (batch slots)")
+    sim.add_argument("--request-policy", default="fcfs", help=f"one of {request_policy_names()}")
+    sim.add_argument("--iteration-policy", default="prefill-first", help=f"one of {iteration_policy_names()}")
+    sim.add_argument("--plot", type=Path, help="write a Gantt chart to this file (PNG, SVG, PDF)")
+    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    sim.set_defaults(func=_cmd_simulate)
+
+    rep = sub.add_parser("reproduce", help="reproduce a published experiment")
+    rep.add_argument("experiment", choices=["gsm8k"])
+    rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument("--json", action="store_true", help="print one JSON object")
+    rep.add_argument("--plot", type=Path, metavar="DIR", help="write Gantt charts to DIR")
+    rep.set_defaults(func=_cmd_reproduce)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        print(f"llmsched: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""Cost models: how long a prefill stage and a decode iteration take (seconds).
+
+Every cost model offers
+
+* ``prefill_time(tokens)``: time of a prefill stage holding ``tokens`` prompt tokens;
+* ``prefill_capacity``: the most prompt tokens one prefill stage may hold;
+* ``decode_iteration_time(active)``: time of one decode iteration with ``active`` clients
+  decoding (each produces one token);
+* ``min_prefill_time(total_tokens, stages)`` and ``min_decode_time(total_tokens, iterations)``:
+  lower bounds on the total time any schedule spends in prefill and in decode, used by
+  :mod:`llmsched.bounds`.
+
+Both functions of a stage accept scalars or numpy arrays.
+
+:class:`LinearCostModel` is the paper's measured model; :class:`LevelCostModel` has the
+semantics of the paper's MIP (prefill levels, constant per-token decode time).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "CostModel",
+    "LevelCostModel",
+    "LinearCostModel",
+    "PrefillLevel",
+    "cost_model_error",
+]
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """What the simulator, the validator and the bounds need of a cost model."""
+
+    @property
+    def prefill_capacity(self) -> int: ...
+
+    def prefill_time(self, tokens: Any) -> Any: ...
+
+    def decode_iteration_time(self, active: Any) -> Any: ...
+
+    def min_prefill_time(self, total_tokens: int, stages: int = 0) -> float: ...
+
+    def min_decode_time(self, total_tokens: int, iterations: int) -> float: ...
+
+
+def _check_finite(name: str, value: float, minimum: float = 0.0, strict: bool = False) -> None:
+    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        relation = ">" if strict else ">="
+        raise ValueError(f"{name} must be finite and {relation} {minimum}, got {value!r}")
+
+
+def _check_capacity(value: int) -> None:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"prefill_capacity must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PrefillLevel:
+    """A prefill level of the MIP: at most ``capacity`` tokens in ``time`` seconds."""
+
+    capacity: int
+    time: float
+
+
+@dataclass(frozen=True)
+class LinearCostModel:
+    """Prefill ``a_p + b_p * tokens``; decode iteration ``a_d + b_d * active``.
+
+    Parameters
+    ----------
+    prefill_base, prefill_per_token
+        a_p (s) and b_p (s per prompt token) of a prefill stage.
+    decode_base, decode_per_client
+        a_d (s) and b_d (s per active client) of a decode iteration.
+    prefill_capacity
+        The most prompt tokens one prefill stage may hold.
+    """
+
+    prefill_base: float
+    prefill_per_token: float
+    decode_base: float
+    decode_per_client: float
+    prefill_capacity: int = 5000
+
+    def __post_init__(self) -> None:
+        _check_finite("prefill_base", self.prefill_base)
+        _check_finite("prefill_per_token", self.prefill_per_token)
+        _check_finite("decode_base", self.decode_base)
+        _check_finite("decode_per_client", self.decode_per_client)
+        _check_capacity(self.prefill_capacity)
+        if self.prefill_base + self.prefill_per_token <= 0:
+            raise ValueError("a prefill stage must take some time: prefill_base + prefill_per_token > 0")
+        if self.decode_base + self.decode_per_client <= 0:
+            raise ValueError("a decode iteration must take some time: decode_base + decode_per_client > 0")
+
+    @classmethod
+    def paper(cls) -> LinearCostModel:
+        """LLaMA-65B on eight Ascend NPUs as measured by Pang et al. (Sec. V-A).
+
+        Prefill 25 ms + 0.13 ms/token, at most 5,000 tokens a stage (675 ms when full);
+        decode 29 ms + 0.21 ms per active client (71 ms for 200 clients).
+        """
+        return cls(0.025, 0.13e-3, 0.029, 0.21e-3, 5000)
+
+    def prefill_time(self, tokens: Any) -> Any:
+        return self.prefill_base + self.prefill_per_token * tokens
+
+    def decode_iteration_time(self, active: Any) -> Any:
+        return self.decode_base + self.decode_per_client * active
+
+    def min_prefill_time(self, total_tokens: int, stages: int = 0) -> float:
+        # At least ceil(total / capacity) stages (or ``stages``), each paying the base once.
+        stages = max(int(stages), -(-int(total_tokens) // self.prefill_capacity))
+        return stages * self.prefill_base + self.prefill_per_token * int(total_tokens)
+
+    def min_decode_time(self, total_tokens: int, iterations: int) -> float:
+        # sum over iterations of (a_d + b_d * active) = a_d * #iterations + b_d * #tokens.
+        return self.decode_base * int(iterations) + self.decode_per_client * int(total_tokens)
+
+    def levels(self, count: int = 5) -> tuple[PrefillLevel, ...]:
+        """``count`` prefill levels with evenly spaced capacities up to ``prefill_capacity``.
+
+        Level l holds ``ceil(l * capacity / count)`` tokens and takes this model's time for
+        that many tokens, so a stage at the smallest level that holds its tokens is never
+        faster than the linear model says.
+        """
+        if not isinstance(count, (int, np.integer)) or count < 1:
+            raise ValueError(f"count must be a positive integer, got {count!r}")
+        caps = sorted({-(-k * self.prefill_capacity // count) for k in range(1, count + 1)})
+        return tuple(PrefillLevel(int(c), float(self.prefill_time(c))) for c in caps)
+
+    def to_levels(self, clients: int, levels: int = 5) -> LevelCostModel:
+        """This model under the MIP's semantics.
+
+        Prefill runs at ``levels`` levels (see :meth:`levels`); a decode token costs the
+        iteration time of a full batch of ``clients``, whatever the batch.
+        """
+        if not isinstance(clients, (int, np.integer)) or clients < 1:
+            raise ValueError(f"clients must be a positive integer, got {clients!r}")
+        return LevelCostModel(self.levels(levels), float(self.decode_iteration_time(clients)))
+
+    @classmethod
+    def fit(
+        cls,
+        prefill_tokens: Any,
+        prefill_times: Any,
+        decode_active: Any,
+        decode_times: Any,
+        prefill_capacity: int,
+    ) -> LinearCostModel:
+        """Least-squares fit of both lines from measured stages.
+
+        Parameters
+        ----------
+        prefill_tokens, prefill_times
+            Measured prefill stages: total prompt tokens and seconds.
+        decode_active, decode_times
+            Measured decode iterations: active clients and seconds.
+        prefill_capacity
+            Capacity of the fitted model (not identifiable from times).
+
+        Negative fitted coefficients (noise on a flat line) are clipped to zero and the
+        other coefficient refitted, so the result is always a valid model.
+        """
+        a_p, b_p = _fit_line("prefill", prefill_tokens, prefill_times)
+        a_d, b_d = _fit_line("decode", decode_active, decode_times)
+        return cls(a_p, b_p, a_d, b_d, prefill_capacity)
+
+
+def _fit_line(what: str, x: Any, y: Any) -> tuple[float, float]:
+    xs = np.asarray(x, dtype=np.float64)
+    ys = np.asarray(y, dtype=np.float64)
+    if xs.shape != ys.shape or xs.ndim != 1:
+        raise ValueError(f"{what}: sizes and times must be one-dimensional arrays of one length")
+    if xs.size < 2 or np.unique(xs).size < 2:
+        raise ValueError(f"{what}: need samples at two or more distinct sizes to fit a line")
+    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))) or np.any(ys <= 0):
+        raise ValueError(f"{what}: times must be finite and positive")
+    design = np.column_stack([np.ones_like(xs), xs])
+    (base, slope), *_ = np.linalg.lstsq(design, ys, rcond=None)
+    if slope < 0:
+        base, slope = float(ys.mean()), 0.0
+    elif base < 0:
+        base, slope = 0.0, float((xs @ ys) / (xs @ xs))
+    return float(base), float(slope)
+
+
+@dataclass(frozen=True, init=False)
+class LevelCostModel:
+    """The MIP's semantics: prefill levels and a constant decode time per token.
+
+    A prefill stage takes the time of the smallest level that holds its tokens (Eqs. 5-7).
+    Every decode iteration takes ``decode_token_time`` whatever the batch, so a decode
+    stage lasts ``decode_token_time`` times the most tokens any client decodes in it (Eq. 8).
+
+    Parameters
+    ----------
+    levels
+        ``PrefillLevel`` objects or ``(capacity, time)`` pairs: capacities strictly
+        increasing, times positive and non-decreasing.
+    decode_token_time
+        T^d, seconds per decode iteration.
+    """
+
+    levels: tuple[PrefillLevel, ...]
+    decode_token_time: float
+    _caps: np.ndarray = field(repr=False, compare=False)
+    _times: np.ndarray = field(repr=False, compare=False)
+
+    def __init__(self, levels: Sequence[PrefillLevel | tuple[int, float]], decode_token_time: float):
+        parsed = tuple(
+            lv if isinstance(lv, PrefillLevel) else PrefillLevel(int(lv[0]), float(lv[1])) for lv in levels
+        )
+        if not parsed:
+            raise ValueError("levels must hold at least one (capacity, time) level")
+        caps = [lv.capacity for lv in parsed]
+        times = [lv.time for lv in parsed]
+        if caps[0] < 1 or any(b <= a for a, b in pairwise(caps)):
+            raise ValueError(f"level capacities must be positive and strictly increasing, got {caps}")
+        if any(not math.isfinite(t) or t <= 0 for t in times) or any(b < a for a, b in pairwise(times)):
+            raise ValueError(f"level times must be positive, finite and non-decreasing, got {times}")
+        _check_finite("decode_token_time", decode_token_time, strict=True)
+        object.__setattr__(self, "levels", parsed)
+        object.__setattr__(self, "decode_token_time", float(decode_token_time))
+        object.__setattr__(self, "_caps", np.array(caps, dtype=np.int64))
+        object.__setattr__(self, "_times", np.array(times, dtype=np.float64))
+
+    @property
+    def prefill_capacity(self) -> int:
+        return self.levels[-1].capacity
+
+    def prefill_time(self, tokens: Any) -> Any:
+        idx = np.searchsorted(self._caps, np.asarray(tokens), side="left")
+        if np.any(idx >= len(self.levels)):
+            raise ValueError(
+                f"a prefill stage of {np.max(tokens)} tokens exceeds the largest level's "
+                f"capacity of {self.prefill_capacity}"
+            )
+        out = self._times[idx]
+        return float(out) if np.ndim(out) == 0 else out
+
+    def decode_iteration_time(self, active: Any) -> Any:
+        if np.ndim(active) == 0:
+            return self.decode_token_time
+        return np.full(np.shape(active), self.decode_token_time)
+
+    def min_prefill_time(self, total_tokens: int, stages: int = 0) -> float:
+        total = int(total_tokens)
+        if total <= 0:
+            return 0.0
+        stages = max(int(stages), -(-total // self.prefill_capacity))
+        cheapest_stage = float(self._times.min())
+        best_rate = float((self._times / self._caps).min())
+        return max(stages * cheapest_stage, total * best_rate)
+
+    def min_decode_time(self, total_tokens: int, iterations: int) -> float:
+        return self.decode_token_time * int(iterations)
+
+
+def cost_model_error(
+    model: CostModel,
+    prefill_tokens: Any = (),
+    prefill_times: Any = (),
+    decode_active: Any = (),
+    decode_times: Any = (),
+) -> dict[str, float]:
+    """Mean absolute relative error of a model's stage times against measured ones.
+
+    Returns ``prefill_mape``, ``decode_mape`` (fractions, NaN where no sample was given)
+    and ``max_relative_error`` over all samples.
+    """
+    errors: dict[str, float] = {}
+    worst = 0.0
+    for key, sizes, times, fn in (
+        ("prefill_mape", prefill_tokens, prefill_times, model.prefill_time),
+        ("decode_mape", decode_active, decode_times, model.decode_iteration_time),
+    ):
+        xs = np.asarray(sizes, dtype=np.float64)
+        ys = np.asarray(times, dtype=np.float64)
+        if xs.size == 0:
+            errors[key] = float("nan")
+            continue
+        rel = np.abs(np.asarray(fn(xs), dtype=np.float64) - ys) / ys
+        errors[key] = float(rel.mean())
+        worst = max(worst, float(rel.max()))
+    errors["max_relative_error"] = worst
+    return errors

@@ -1,0 +1,334 @@
+"""Event-driven simulation of the PD-competition engine.
+
+The engine alternates prefill stages and decode stages (see DESIGN's system model). The
+simulator moves from one decision point to the next: after a prefill stage, when a
+request finishes, when a request arrives while a client is free, or when the iteration
+policy's requested number of decode iterations has run. Between decision points the set
+of decoding clients cannot change, so every iteration takes the same time and the whole
+run is one arithmetic step: the simulator never loops over single iterations in Python.
+
+Each request finishes at a known global decode iteration (the iteration counter at its
+prefill plus its output length), so finishes come off a heap in O(log J).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from llmsched.cost import CostModel
+from llmsched.policies import (
+    DECODE_UNTIL_EVENT,
+    PREFILL,
+    IterationPolicy,
+    RequestPolicy,
+    make_iteration_policy,
+    make_request_policy,
+)
+from llmsched.schedule import DECODE, Schedule
+from llmsched.schedule import PREFILL as PREFILL_STAGE
+from llmsched.workload import Workload
+
+__all__ = ["EngineView", "check_instance", "simulate"]
+
+
+class EngineView:
+    """What an iteration policy may look at when the simulator asks it (read-only).
+
+    Attributes
+    ----------
+    now
+        Current time (seconds).
+    clients
+        Number of clients J.
+    active
+        Clients decoding a request now.
+    free
+        Clients without a request.
+    ready
+        Requests a prefill could start now (from the request policy).
+    iteration_time
+        Time of one decode iteration with the current active clients.
+    iterations_to_finish
+        Decode iterations until the next request finishes.
+    stage_iterations
+        Iterations the current decode stage has run so far.
+    just_prefilled
+        True right after a prefill stage (the next iteration is forced to decode).
+    """
+
+    __slots__ = (
+        "_sim",
+        "active",
+        "clients",
+        "free",
+        "iteration_time",
+        "iterations_to_finish",
+        "just_prefilled",
+        "now",
+        "ready",
+        "stage_iterations",
+    )
+
+    def __init__(self, sim: _Simulation):
+        self._sim = sim
+        self.clients = sim.clients
+        self.now = 0.0
+        self.active = 0
+        self.free = sim.clients
+        self.ready = 0
+        self.iteration_time = 0.0
+        self.iterations_to_finish = 0
+        self.stage_iterations = 0
+        self.just_prefilled = False
+
+    @property
+    def workload(self) -> Workload:
+        return self._sim.workload
+
+    @property
+    def cost(self) -> CostModel:
+        return self._sim.cost
+
+    def decoding_requests(self) -> list[int]:
+        """Requests decoding now (O(active): for policies that need more than the counts)."""
+        return [entry[2] for entry in self._sim.heap]
+
+    def decoded_tokens(self, request: int) -> int:
+        """Tokens ``request`` has decoded so far (it must be decoding now)."""
+        return self._sim.iteration - self._sim.decode_start[request]
+
+
+def check_instance(workload: Workload, cost: CostModel, clients: int) -> None:
+    """Raise ValueError (or TypeError) unless (workload, cost, clients) is a valid instance."""
+    if not isinstance(workload, Workload):
+        raise TypeError(f"workload must be a llmsched.Workload, got {type(workload).__name__}")
+    if len(workload) == 0:
+        raise ValueError("the workload has no requests")
+    if not isinstance(cost, CostModel):
+        raise TypeError(
+            "cost must be a cost model (prefill_time, decode_iteration_time, prefill_capacity), "
+            f"got {type(cost).__name__}"
+        )
+    if not isinstance(clients, (int, np.integer)) or isinstance(clients, bool):
+        raise TypeError(f"clients must be an integer, got {type(clients).__name__}")
+    if clients < 1:
+        raise ValueError(f"clients must be at least 1, got {clients}")
+    capacity = cost.prefill_capacity
+    longest = int(workload.prompt_tokens.argmax())
+    if workload.prompt_tokens[longest] > capacity:
+        raise ValueError(
+            f"request {longest} has a prompt of {workload.prompt_tokens[longest]} tokens, more "
+            f"than the prefill capacity of {capacity} tokens: no prefill stage can hold it"
+        )
+
+
+class _Simulation:
+    def __init__(
+        self,
+        workload: Workload,
+        cost: CostModel,
+        clients: int,
+        request_policy: RequestPolicy,
+        iteration_policy: IterationPolicy,
+    ):
+        self.workload = workload
+        self.cost = cost
+        self.clients = int(clients)
+        self.rp = request_policy
+        self.ip = iteration_policy
+        n = len(workload)
+        self.decode_start = np.full(n, -1, dtype=np.int64)
+        self.heap: list[tuple[int, int, int]] = []  # (finish iteration, client, request)
+        self.iteration = 0
+
+    def run(self) -> Schedule:
+        wl, cost, clients = self.workload, self.cost, self.clients
+        rp, ip = self.rp, self.ip
+        n = len(wl)
+        prompt = wl.prompt_tokens.tolist()
+        output = wl.output_tokens.tolist()
+        capacity = int(cost.prefill_capacity)
+        tau = np.asarray(cost.decode_iteration_time(np.arange(clients + 1)), dtype=np.float64).tolist()
+
+        order = np.argsort(wl.arrival, kind="stable").tolist()
+        arrival = wl.arrival.tolist()
+        next_arrival = 0  # index into order
+
+        rp.start(wl, clients)
+        ip.start(wl, cost, clients)
+        view = EngineView(self)
+
+        client_of = [-1] * n
+        prefill_stage = [-1] * n
+        decode_start = self.decode_start
+        heap = self.heap
+
+        kinds: list[int] = []
+        starts: list[float] = []
+        ends: list[float] = []
+        firsts: list[int] = []
+        iters: list[int] = []
+        run_start: list[float] = []
+        run_len: list[int] = []
+        run_tau: list[float] = []
+
+        t = 0.0
+        g = 0  # global decode iteration counter
+        free = clients
+        just_prefilled = False
+        in_decode_stage = False
+        finished = 0
+
+        while finished < n:
+            while next_arrival < n and arrival[order[next_arrival]] <= t:
+                rp.arrive(order[next_arrival])
+                next_arrival += 1
+            active = len(heap)
+            ready = rp.ready() if free else 0
+            decision = DECODE_UNTIL_EVENT
+            if ready and active:
+                view.now, view.active, view.free, view.ready = t, active, free, ready
+                view.iteration_time = tau[active]
+                view.iterations_to_finish = heap[0][0] - g
+                view.stage_iterations = iters[-1] if in_decode_stage else 0
+                view.just_prefilled = just_prefilled
+                decision = int(ip.decide(view))
+                if decision < 0:
+                    raise ValueError(f"iteration policy returned {decision}; expected PREFILL (0) or n >= 1")
+            if ready and (not active or (decision == PREFILL and not just_prefilled)):
+                pairs = rp.take(capacity)
+                if not pairs:
+                    raise RuntimeError(
+                        f"request policy {type(rp).__name__} reported {ready} ready request(s) but took none"
+                    )
+                tokens = 0
+                stage = len(kinds)
+                for request, client in pairs:
+                    tokens += prompt[request]
+                    client_of[request] = client
+                    prefill_stage[request] = stage
+                    decode_start[request] = g
+                    heapq.heappush(heap, (g + output[request], client, request))
+                if tokens > capacity or len(pairs) > free:
+                    raise RuntimeError(
+                        f"request policy {type(rp).__name__} overfilled a prefill stage "
+                        f"({tokens} tokens, {len(pairs)} requests for {free} free clients)"
+                    )
+                free -= len(pairs)
+                duration = float(cost.prefill_time(tokens))
+                kinds.append(PREFILL_STAGE)
+                starts.append(t)
+                t += duration
+                ends.append(t)
+                firsts.append(g)
+                iters.append(0)
+                just_prefilled = True
+                in_decode_stage = False
+                continue
+
+            if not active:
+                # Nothing to decode and nothing to prefill: idle until the next arrival.
+                if next_arrival >= n:
+                    raise RuntimeError("no request can run, yet some are unfinished")
+                t = max(t, arrival[order[next_arrival]])
+                continue
+
+            # Decode a run of iterations over which the active set cannot change.
+            step = heap[0][0] - g
+            if ready:
+                step = min(step, decision if decision > 0 else 1)
+            if free and next_arrival < n:
+                wait = arrival[order[next_arrival]] - t
+                step = min(step, max(1, math.ceil(wait / tau[active])))
+            dt = tau[active]
+            if not in_decode_stage:
+                kinds.append(DECODE)
+                starts.append(t)
+                ends.append(t)
+                firsts.append(g)
+                iters.append(0)
+                in_decode_stage = True
+            run_start.append(t)
+            run_len.append(step)
+            run_tau.append(dt)
+            t = t + dt * step
+            g += step
+            ends[-1] = t
+            iters[-1] += step
+            just_prefilled = False
+            self.iteration = g
+            while heap and heap[0][0] == g:
+                _, client, _ = heapq.heappop(heap)
+                rp.release(client)
+                free += 1
+                finished += 1
+
+        lens = np.asarray(run_len, dtype=np.int64)
+        offsets = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+        iteration_end = np.repeat(np.asarray(run_start), lens) + np.repeat(np.asarray(run_tau), lens) * (
+            offsets + 1
+        )
+        starts_arr = np.asarray(starts)
+        out = np.asarray(output, dtype=np.int64)
+        return Schedule(
+            workload=wl,
+            cost=cost,
+            clients=clients,
+            stage_kind=np.asarray(kinds, dtype=np.int8),
+            stage_start=starts_arr,
+            stage_end=np.asarray(ends),
+            stage_first_iteration=np.asarray(firsts, dtype=np.int64),
+            stage_iterations=np.asarray(iters, dtype=np.int64),
+            iteration_end=iteration_end,
+            request_client=np.asarray(client_of, dtype=np.int64),
+            request_prefill_stage=np.asarray(prefill_stage, dtype=np.int64),
+            request_decode_start=decode_start.copy(),
+            request_decode_end=decode_start + out,
+            makespan=t,
+            info={
+                "request_policy": getattr(rp, "name", type(rp).__name__),
+                "iteration_policy": getattr(ip, "name", type(ip).__name__),
+            },
+        )
+
+
+def simulate(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    request_policy: str | RequestPolicy = "fcfs",
+    iteration_policy: str | IterationPolicy = "prefill-first",
+) -> Schedule:
+    """Run ``workload`` on ``clients`` clients under the two policies and return the schedule.
+
+    Parameters
+    ----------
+    workload
+        The requests (true output lengths decide when each finishes).
+    cost
+        Cost model of prefill stages and decode iterations.
+    clients
+        Number of clients J (batch slots).
+    request_policy
+        A name (``"fcfs"``, ``"static"``, or any registered one) or a request-policy object.
+    iteration_policy
+        A name (``"prefill-first"``, or any registered one) or an iteration-policy object.
+
+    Returns
+    -------
+    Schedule
+        Every stage and every request's placement; ``llmsched.validate`` accepts it.
+
+    Raises
+    ------
+    ValueError
+        On an invalid instance (no requests, fewer than one client, a prompt longer than the
+        prefill capacity) or an unknown policy name, before any work.
+    """
+    check_instance(workload, cost, clients)
+    rp = make_request_policy(request_policy)
+    ip = make_iteration_policy(iteration_policy)
+    return _Simulation(workload, cost, int(clients), rp, ip).run()

@@ -1,0 +1,364 @@
+"""Check a schedule against every rule of the system model.
+
+The validator shares no code with the simulator: it recomputes everything (stage token
+totals, active clients per decode iteration, finish times, client occupancy) from the
+schedule's arrays and the workload, and compares.
+
+Rules (``Violation.rule``):
+
+``structure``        arrays of consistent sizes and indices in range (checked first; the
+                     other rules run only on a well-formed schedule)
+``prefill_once``     each request is prefilled exactly once, in a prefill stage, onto one
+                     existing client
+``capacity``         a prefill stage holds at most ``cost.prefill_capacity`` prompt tokens
+``stage_time``       prefill stages last ``cost.prefill_time(tokens)``; decode iterations
+                     last ``cost.decode_iteration_time(active)``; a decode stage spans its
+                     iterations exactly
+``alternation``      stages alternate prefill, decode, prefill, ... starting with a prefill,
+                     and never overlap
+``decode_continuity`` a request decodes from the first iteration after its prefill stage in
+                     every iteration until it is done
+``no_idle_work``     no prefill stage without a request, no decode iteration without one
+``one_per_client``   a client holds one request at a time, from its prefill to its last token
+``arrival``          no request is prefilled in a stage that starts before it arrives
+``tokens``           every request decodes exactly its output tokens
+``makespan``         the reported makespan is the end of the last stage, which is when the
+                     last request finishes
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from llmsched.schedule import DECODE, PREFILL, Schedule
+
+__all__ = ["RULES", "Violation", "validate"]
+
+RULES = (
+    "structure",
+    "prefill_once",
+    "capacity",
+    "stage_time",
+    "alternation",
+    "decode_continuity",
+    "no_idle_work",
+    "one_per_client",
+    "arrival",
+    "tokens",
+    "makespan",
+)
+
+_MAX_PER_RULE = 5
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule: its name and a sentence saying where and how."""
+
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.message}"
+
+
+class _Report:
+    def __init__(self, skip: set[str]):
+        self.skip = skip
+        self.items: list[Violation] = []
+
+    def add(self, rule: str, where: Iterable[int], describe: object) -> None:
+        """Record up to _MAX_PER_RULE messages for the offending indices, then a count."""
+        if rule in self.skip:
+            return
+        idx = np.asarray(list(where) if not isinstance(where, np.ndarray) else where)
+        if idx.size == 0:
+            return
+        for i in idx[:_MAX_PER_RULE].tolist():
+            self.items.append(Violation(rule, describe(i)))  # type: ignore[operator]
+        if idx.size > _MAX_PER_RULE:
+            self.items.append(Violation(rule, f"... and {idx.size - _MAX_PER_RULE} more of the same rule"))
+
+
+def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -> list[Violation]:
+    """Every way ``schedule`` breaks the system model; an empty list when it is valid.
+
+    Parameters
+    ----------
+    schedule
+        The schedule to check.
+    skip
+        Rule names not to check, e.g. ``("stage_time",)`` for a measured schedule whose
+        times come from a clock rather than the cost model.
+    rtol
+        Times are compared with a tolerance of ``rtol * max(1, makespan)`` seconds.
+    """
+    skip_set = set(skip)
+    unknown = skip_set - set(RULES)
+    if unknown:
+        raise ValueError(f"unknown rule(s) {sorted(unknown)}; rules are {list(RULES)}")
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"validate expects a llmsched.Schedule, got {type(schedule).__name__}")
+    report = _Report(skip_set)
+    if not _check_structure(schedule, report):
+        return report.items
+
+    s, wl, cost = schedule, schedule.workload, schedule.cost
+    n, num_stages = len(wl), s.num_stages
+    tol = rtol * max(1.0, float(np.max(s.stage_end, initial=0.0)))
+    kind, start, end = s.stage_kind, s.stage_start, s.stage_end
+    is_prefill, is_decode = kind == PREFILL, kind == DECODE
+
+    # prefill_once -----------------------------------------------------------
+    pst, client = s.request_prefill_stage, s.request_client
+    unscheduled = pst < 0
+    report.add(
+        "prefill_once",
+        np.flatnonzero(unscheduled),
+        lambda i: f"request {i} is never prefilled",
+    )
+    wrong_kind = ~unscheduled & ~is_prefill[np.where(unscheduled, 0, pst)]
+    report.add(
+        "prefill_once",
+        np.flatnonzero(wrong_kind),
+        lambda i: f"request {i} is prefilled in stage {pst[i]}, which is a decode stage",
+    )
+    bad_client = ~unscheduled & ((client < 0) | (client >= s.clients))
+    report.add(
+        "prefill_once",
+        np.flatnonzero(bad_client),
+        lambda i: f"request {i} is placed on client {client[i]}, but clients are 0..{s.clients - 1}",
+    )
+    placed = ~unscheduled & ~wrong_kind & ~bad_client
+
+    # capacity and prefill stage times ----------------------------------------
+    tokens = np.zeros(num_stages, dtype=np.int64)
+    members = np.zeros(num_stages, dtype=np.int64)
+    np.add.at(tokens, pst[placed], wl.prompt_tokens[placed])
+    np.add.at(members, pst[placed], 1)
+    capacity = int(cost.prefill_capacity)
+    report.add(
+        "capacity",
+        np.flatnonzero(is_prefill & (tokens > capacity)),
+        lambda k: f"prefill stage {k} holds {tokens[k]} prompt tokens, above the capacity of {capacity}",
+    )
+    report.add(
+        "no_idle_work",
+        np.flatnonzero(is_prefill & (members == 0)),
+        lambda k: f"prefill stage {k} prefills no request",
+    )
+    pf = np.flatnonzero(is_prefill & (members > 0) & (tokens <= capacity))
+    if pf.size:
+        expected = np.asarray(cost.prefill_time(tokens[pf]), dtype=np.float64)
+        actual = end[pf] - start[pf]
+        off = np.flatnonzero(np.abs(actual - expected) > tol)
+        report.add(
+            "stage_time",
+            pf[off],
+            lambda k: (
+                f"prefill stage {k} ({tokens[k]} tokens) lasts {end[k] - start[k]:.9g}s but the cost "
+                f"model gives {float(cost.prefill_time(int(tokens[k]))):.9g}s"
+            ),
+        )
+
+    # alternation and overlap --------------------------------------------------
+    if num_stages and kind[0] != PREFILL:
+        report.add("alternation", [0], lambda k: "the first stage is a decode stage; it must be a prefill")
+    same = np.flatnonzero(kind[1:] == kind[:-1]) + 1
+    report.add(
+        "alternation",
+        same,
+        lambda k: f"stages {k - 1} and {k} are both {'prefill' if kind[k] == PREFILL else 'decode'} stages",
+    )
+    report.add(
+        "alternation",
+        np.flatnonzero(end < start - tol),
+        lambda k: f"stage {k} ends ({end[k]:.9g}s) before it starts ({start[k]:.9g}s)",
+    )
+    overlap = np.flatnonzero(start[1:] < end[:-1] - tol) + 1
+    report.add(
+        "alternation",
+        overlap,
+        lambda k: f"stage {k} starts at {start[k]:.9g}s, before stage {k - 1} ends at {end[k - 1]:.9g}s",
+    )
+
+    # decode iterations: active clients and times -----------------------------
+    num_it = s.num_iterations
+    dstart, dend = s.request_decode_start, s.request_decode_end
+    ranged = (dstart >= 0) & (dend > dstart) & (dend <= num_it)
+    delta = np.bincount(dstart[ranged], minlength=num_it + 1) - np.bincount(
+        dend[ranged], minlength=num_it + 1
+    )
+    active = np.cumsum(delta)[:num_it]
+    report.add(
+        "no_idle_work",
+        np.flatnonzero(active == 0),
+        lambda g: f"decode iteration {g} runs with no client decoding",
+    )
+    it_end = s.iteration_end
+    dec = np.flatnonzero(is_decode)
+    it_start = np.empty_like(it_end)
+    if num_it:
+        it_start[1:] = it_end[:-1]
+        first = s.stage_first_iteration[dec]
+        has = s.stage_iterations[dec] > 0
+        it_start[first[has]] = start[dec[has]]
+        expected_it = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
+        actual_it = it_end - it_start
+        off = np.flatnonzero(np.abs(actual_it - expected_it) > tol)
+        report.add(
+            "stage_time",
+            off,
+            lambda g: (
+                f"decode iteration {g} with {active[g]} active clients lasts {actual_it[g]:.9g}s but the "
+                f"cost model gives {expected_it[g]:.9g}s"
+            ),
+        )
+    nonempty = dec[s.stage_iterations[dec] > 0]
+    last_end = it_end[s.stage_first_iteration[nonempty] + s.stage_iterations[nonempty] - 1]
+    report.add(
+        "stage_time",
+        nonempty[np.abs(end[nonempty] - last_end) > tol],
+        lambda k: (
+            f"decode stage {k} ends at {end[k]:.9g}s but its last iteration ends at "
+            f"{it_end[s.stage_first_iteration[k] + s.stage_iterations[k] - 1]:.9g}s"
+        ),
+    )
+    report.add(
+        "no_idle_work",
+        dec[s.stage_iterations[dec] == 0],
+        lambda k: f"decode stage {k} runs no iteration",
+    )
+
+    # decode continuity and tokens ----------------------------------------------
+    # The first iteration a request may decode in: the first of the decode stage after its prefill.
+    next_stage = np.where(placed, pst + 1, 0)
+    follows = placed & (next_stage < num_stages)
+    follows &= kind[np.minimum(next_stage, max(num_stages - 1, 0))] == DECODE
+    expected_start = np.where(
+        follows, s.stage_first_iteration[np.minimum(next_stage, max(num_stages - 1, 0))], -1
+    )
+    report.add(
+        "decode_continuity",
+        np.flatnonzero(placed & ~follows),
+        lambda i: f"request {i} is prefilled in stage {pst[i]}, but no decode stage follows it",
+    )
+    late = np.flatnonzero(follows & (dstart != expected_start))
+    report.add(
+        "decode_continuity",
+        late,
+        lambda i: (
+            f"request {i} starts decoding at iteration {dstart[i]}, not at iteration "
+            f"{expected_start[i]}, the first after its prefill stage {pst[i]}"
+        ),
+    )
+    decoded = dend - dstart
+    report.add(
+        "tokens",
+        np.flatnonzero(placed & (decoded != wl.output_tokens)),
+        lambda i: f"request {i} decodes {decoded[i]} tokens but its output has {wl.output_tokens[i]}",
+    )
+    report.add(
+        "tokens",
+        np.flatnonzero(placed & (dend > num_it)),
+        lambda i: f"request {i} would decode until iteration {dend[i] - 1}, but the schedule has {num_it}",
+    )
+
+    # client occupancy ----------------------------------------------------------
+    ok = placed & ranged
+    hold_from = start[np.where(ok, pst, 0)]
+    hold_to = it_end[np.where(ok, dend - 1, 0)]
+    idx = np.flatnonzero(ok)
+    if idx.size > 1:
+        order = idx[np.lexsort((hold_from[idx], client[idx]))]
+        same_client = client[order[1:]] == client[order[:-1]]
+        clash = same_client & (hold_from[order[1:]] < hold_to[order[:-1]] - tol)
+        prev, nxt = order[:-1][clash], order[1:][clash]
+        pairs = dict(zip(nxt.tolist(), prev.tolist(), strict=True))
+        report.add(
+            "one_per_client",
+            nxt,
+            lambda i: (
+                f"client {client[i]} takes request {i} at {hold_from[i]:.9g}s while request "
+                f"{pairs[i]} holds it until {hold_to[pairs[i]]:.9g}s"
+            ),
+        )
+
+    # arrivals ------------------------------------------------------------------
+    stage_begin = start[np.where(placed, pst, 0)]
+    report.add(
+        "arrival",
+        np.flatnonzero(placed & (stage_begin < wl.arrival - tol)),
+        lambda i: (
+            f"request {i} arrives at {wl.arrival[i]:.9g}s but is prefilled in stage {pst[i]}, which "
+            f"starts at {start[pst[i]]:.9g}s"
+        ),
+    )
+
+    # makespan ----------------------------------------------------------------
+    last_stage_end = float(end.max()) if num_stages else 0.0
+    if abs(s.makespan - last_stage_end) > tol:
+        report.add(
+            "makespan",
+            [0],
+            lambda _: f"the makespan is {s.makespan:.9g}s but the last stage ends at {last_stage_end:.9g}s",
+        )
+    if num_stages and n and ok.all():
+        last_finish = float(hold_to.max())
+        if abs(last_stage_end - last_finish) > tol:
+            report.add(
+                "makespan",
+                [0],
+                lambda _: (
+                    f"the last stage ends at {last_stage_end:.9g}s but the last request finishes at "
+                    f"{last_finish:.9g}s"
+                ),
+            )
+    return report.items
+
+
+def _check_structure(s: Schedule, report: _Report) -> bool:
+    """Sizes and index ranges; other rules cannot run if these fail."""
+    problems: list[str] = []
+    n = len(s.workload)
+    stages = s.stage_kind.size
+    for name in ("stage_start", "stage_end", "stage_first_iteration", "stage_iterations"):
+        if getattr(s, name).shape != (stages,):
+            problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({stages},)")
+    for name in ("request_client", "request_prefill_stage", "request_decode_start", "request_decode_end"):
+        if getattr(s, name).shape != (n,):
+            problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({n},) (one per request)")
+    if not problems:
+        if not np.isin(s.stage_kind, (PREFILL, DECODE)).all():
+            problems.append("stage_kind holds values other than PREFILL (0) and DECODE (1)")
+        if not (np.isfinite(s.stage_start).all() and np.isfinite(s.stage_end).all()):
+            problems.append("stage times must be finite")
+        if not np.isfinite(s.iteration_end).all():
+            problems.append("iteration_end must be finite")
+        if (s.stage_iterations < 0).any() or (s.stage_iterations[s.stage_kind == PREFILL] != 0).any():
+            problems.append("stage_iterations must be >= 0, and 0 for prefill stages")
+        dec = np.flatnonzero(s.stage_kind == DECODE)
+        counts = s.stage_iterations[dec]
+        expected_first = np.cumsum(counts) - counts
+        if not np.array_equal(s.stage_first_iteration[dec], expected_first):
+            problems.append(
+                "decode stages must number their iterations consecutively: stage_first_iteration "
+                "of each decode stage must be the previous decode stages' iteration total"
+            )
+        if int(counts.sum()) != s.iteration_end.size:
+            problems.append(
+                f"decode stages have {int(counts.sum())} iterations but iteration_end has "
+                f"{s.iteration_end.size} entries"
+            )
+        if (s.request_prefill_stage >= stages).any():
+            problems.append("request_prefill_stage refers to a stage that does not exist")
+        if (s.request_decode_end < s.request_decode_start).any():
+            problems.append("a request's decode range ends before it starts")
+        if s.clients < 1:
+            problems.append(f"clients is {s.clients}; it must be at least 1")
+    for p in problems:
+        report.items.append(Violation("structure", p))
+    return not problems
