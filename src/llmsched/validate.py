@@ -92,14 +92,17 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
         The schedule to check.
     skip
         Rule names not to check, e.g. ``("stage_time",)`` for a measured schedule whose
-        times come from a clock rather than the cost model.
+        times come from a clock rather than the cost model. ``structure`` cannot be skipped.
     rtol
-        Times are compared with a tolerance of ``rtol * max(1, makespan)`` seconds.
+        Times are compared with a tolerance of ``rtol * max(1, T)`` seconds, where T is the
+        end of the last stage.
     """
     skip_set = set(skip)
     unknown = skip_set - set(RULES)
     if unknown:
         raise ValueError(f"unknown rule(s) {sorted(unknown)}; rules are {list(RULES)}")
+    if "structure" in skip_set:
+        raise ValueError("the structure rule cannot be skipped: no other rule can run without it")
     if not isinstance(schedule, Schedule):
         raise TypeError(f"validate expects a llmsched.Schedule, got {type(schedule).__name__}")
     report = _Report(skip_set)
@@ -108,6 +111,11 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
 
     s, wl, cost = schedule, schedule.workload, schedule.cost
     n, num_stages = len(wl), s.num_stages
+    if num_stages == 0:
+        report.add("prefill_once", np.arange(n), lambda i: f"request {i} is never prefilled (no stages)")
+        if s.makespan != 0.0:
+            report.add("makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s but there are no stages")
+        return report.items
     tol = rtol * max(1.0, float(np.max(s.stage_end, initial=0.0)))
     kind, start, end = s.stage_kind, s.stage_start, s.stage_end
     is_prefill, is_decode = kind == PREFILL, kind == DECODE
@@ -189,8 +197,11 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
     num_it = s.num_iterations
     dstart, dend = s.request_decode_start, s.request_decode_end
     ranged = (dstart >= 0) & (dend > dstart) & (dend <= num_it)
-    delta = np.bincount(dstart[ranged], minlength=num_it + 1) - np.bincount(
-        dend[ranged], minlength=num_it + 1
+    # Count a range that runs past the last iteration in the iterations it does reach (the
+    # overrun itself is a ``tokens`` violation).
+    counted = (dstart >= 0) & (dstart < num_it) & (dend > dstart)
+    delta = np.bincount(dstart[counted], minlength=num_it + 1) - np.bincount(
+        np.minimum(dend[counted], num_it), minlength=num_it + 1
     )
     active = np.cumsum(delta)[:num_it]
     report.add(
@@ -270,20 +281,25 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
     # client occupancy ----------------------------------------------------------
     ok = placed & ranged
     hold_from = start[np.where(ok, pst, 0)]
-    hold_to = it_end[np.where(ok, dend - 1, 0)]
+    hold_to = np.append(it_end, 0.0)[np.where(ok, dend - 1, num_it)]
     idx = np.flatnonzero(ok)
     if idx.size > 1:
-        order = idx[np.lexsort((hold_from[idx], client[idx]))]
-        same_client = client[order[1:]] == client[order[:-1]]
-        clash = same_client & (hold_from[order[1:]] < hold_to[order[:-1]] - tol)
-        prev, nxt = order[:-1][clash], order[1:][clash]
-        pairs = dict(zip(nxt.tolist(), prev.tolist(), strict=True))
+        # Per client, in order of start: a request must not start before every earlier one ended.
+        order = idx[np.lexsort((hold_from[idx], client[idx]))].tolist()
+        holder: dict[int, int] = {}
+        clashes: dict[int, int] = {}
+        for i in order:
+            j = holder.get(int(client[i]))
+            if j is not None and hold_from[i] < hold_to[j] - tol:
+                clashes[i] = j
+            if j is None or hold_to[i] > hold_to[j]:
+                holder[int(client[i])] = i
         report.add(
             "one_per_client",
-            nxt,
+            list(clashes),
             lambda i: (
                 f"client {client[i]} takes request {i} at {hold_from[i]:.9g}s while request "
-                f"{pairs[i]} holds it until {hold_to[pairs[i]]:.9g}s"
+                f"{clashes[i]} holds it until {hold_to[clashes[i]]:.9g}s"
             ),
         )
 

@@ -27,13 +27,13 @@ def _as_int_array(name: str, values: Any) -> IntArray:
     as_float = arr.astype(np.float64)
     if arr.size and not np.all(np.isfinite(as_float)):
         bad = int(np.flatnonzero(~np.isfinite(as_float))[0])
-        raise ValueError(f"{name}[{bad}] is {arr[bad]!r}; token counts must be finite")
+        raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be finite")
     if arr.size and np.any(as_float != np.round(as_float)):
         bad = int(np.flatnonzero(as_float != np.round(as_float))[0])
-        raise ValueError(f"{name}[{bad}] is {arr[bad]!r}; token counts must be whole numbers")
+        raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be whole numbers")
     if arr.size and np.any(as_float < 1):
         bad = int(np.flatnonzero(as_float < 1)[0])
-        raise ValueError(f"{name}[{bad}] is {arr[bad]!r}; token counts must be at least 1")
+        raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be at least 1")
     out = as_float.astype(np.int64)
     out.setflags(write=False)
     return out
@@ -48,10 +48,10 @@ def _as_arrival_array(values: Any, n: int) -> FloatArray:
             raise ValueError(f"arrival must be a one-dimensional array, got shape {out.shape}")
         if out.size and not np.all(np.isfinite(out)):
             bad = int(np.flatnonzero(~np.isfinite(out))[0])
-            raise ValueError(f"arrival[{bad}] is {out[bad]!r}; arrival times must be finite")
+            raise ValueError(f"arrival[{bad}] is {out[bad].item()!r}; arrival times must be finite")
         if out.size and np.any(out < 0):
             bad = int(np.flatnonzero(out < 0)[0])
-            raise ValueError(f"arrival[{bad}] is {out[bad]!r}; arrival times must be >= 0 seconds")
+            raise ValueError(f"arrival[{bad}] is {out[bad].item()!r}; arrival times must be >= 0 seconds")
     out.setflags(write=False)
     return out
 

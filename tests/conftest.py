@@ -1,0 +1,25 @@
+"""Shared fixtures and hypothesis settings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=60, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+SHARED_GSM8K = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k"
+
+
+@pytest.fixture(scope="session")
+def shared_gsm8k() -> Path:
+    """The GSM8K data folder beside the repository, or skip when it is absent."""
+    if not (SHARED_GSM8K / "test_lengths_llama.csv").is_file():
+        pytest.skip("../shared/data/gsm8k is not present")
+    return SHARED_GSM8K

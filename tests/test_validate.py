@@ -1,0 +1,427 @@
+"""Tests of ``llmsched.validate``: a valid schedule passes, and each rule catches its own breakage.
+
+The base schedule is simulated with a one-level ``LevelCostModel`` (every prefill stage takes
+1.0 s whatever its tokens, every decode iteration 0.5 s whatever the batch), so a test can break
+one rule of the system model without breaking another. Its layout (checked by
+``test_base_schedule_layout``) is:
+
+====== ======= ============ ============ ======================================
+stage  kind    time         iterations   requests (client)
+====== ======= ============ ============ ======================================
+0      prefill 0.0 - 1.0                 0 (c0, 10 tok), 1 (c1, 20 tok)
+1      decode  1.0 - 2.0    0, 1         0, 1 (1 finishes)
+2      prefill 2.0 - 3.0                 2 (c1, 40 tok)
+3      decode  3.0 - 3.5    2            0, 2 (0 finishes)
+4      prefill 3.5 - 4.5                 3 (c0, 15 tok)
+5      decode  4.5 - 5.5    3, 4         2, 3 (3 finishes)
+6      prefill 5.5 - 6.5                 4 (c0, 25 tok)
+7      decode  6.5 - 8.0    5, 6, 7      2, 4 (2 finishes after 5, 4 after 7)
+====== ======= ============ ============ ======================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from llmsched import LevelCostModel, Schedule, Violation, Workload, simulate, validate
+from llmsched.schedule import DECODE, PREFILL
+from llmsched.validate import RULES
+
+PREFILL_TIME = 1.0
+DECODE_TIME = 0.5
+CAPACITY = 100
+
+
+def _cost(
+    capacity: int = CAPACITY, prefill: float = PREFILL_TIME, decode: float = DECODE_TIME
+) -> LevelCostModel:
+    return LevelCostModel([(capacity, prefill)], decode)
+
+
+@pytest.fixture(scope="module")
+def schedule() -> Schedule:
+    workload = Workload(prompt_tokens=[10, 20, 40, 15, 25], output_tokens=[3, 2, 4, 2, 3])
+    return simulate(workload, _cost(), clients=2)
+
+
+def _rules(violations: list[Violation]) -> set[str]:
+    return {v.rule for v in violations}
+
+
+def _assert_only(violations: list[Violation], rule: str, *fragments: str) -> None:
+    """Every violation is of ``rule``, there is at least one, and some message holds each fragment."""
+    assert violations, f"expected a {rule} violation, got none"
+    assert _rules(violations) == {rule}, [str(v) for v in violations]
+    for fragment in fragments:
+        assert any(fragment in v.message for v in violations), (fragment, [v.message for v in violations])
+
+
+def _set(array: np.ndarray, index: int | slice, value: object) -> np.ndarray:
+    out = np.array(array, copy=True)
+    out[index] = value
+    return out
+
+
+def _prepend_idle_bin(s: Schedule, iterations: int) -> Schedule:
+    """``s`` after an empty prefill stage and a decode stage of ``iterations`` idle iterations."""
+    shift = PREFILL_TIME + DECODE_TIME * iterations
+    decode = s.stage_kind == DECODE
+    first = np.where(decode, s.stage_first_iteration + iterations, s.stage_first_iteration)
+    idle_iteration_end = PREFILL_TIME + DECODE_TIME * np.arange(1, iterations + 1)
+    return replace(
+        s,
+        stage_kind=np.concatenate([[PREFILL, DECODE], s.stage_kind]),
+        stage_start=np.concatenate([[0.0, PREFILL_TIME], s.stage_start + shift]),
+        stage_end=np.concatenate([[PREFILL_TIME, shift], s.stage_end + shift]),
+        stage_first_iteration=np.concatenate([[0, 0], first]),
+        stage_iterations=np.concatenate([[0, iterations], s.stage_iterations]),
+        iteration_end=np.concatenate([idle_iteration_end, s.iteration_end + shift]),
+        request_prefill_stage=s.request_prefill_stage + 2,
+        request_decode_start=s.request_decode_start + iterations,
+        request_decode_end=s.request_decode_end + iterations,
+        makespan=s.makespan + shift,
+    )
+
+
+# ------------------------------------------------------------------ valid schedules
+def test_base_schedule_layout(schedule: Schedule) -> None:
+    """The simulated base schedule has the layout the mutations below rely on."""
+    np.testing.assert_array_equal(schedule.stage_kind, [0, 1, 0, 1, 0, 1, 0, 1])
+    np.testing.assert_allclose(schedule.stage_start, [0, 1, 2, 3, 3.5, 4.5, 5.5, 6.5])
+    np.testing.assert_allclose(schedule.stage_end, [1, 2, 3, 3.5, 4.5, 5.5, 6.5, 8])
+    np.testing.assert_array_equal(schedule.stage_first_iteration, [0, 0, 2, 2, 3, 3, 5, 5])
+    np.testing.assert_array_equal(schedule.stage_iterations, [0, 2, 0, 1, 0, 2, 0, 3])
+    np.testing.assert_allclose(schedule.iteration_end, [1.5, 2, 3.5, 5, 5.5, 7, 7.5, 8])
+    np.testing.assert_array_equal(schedule.request_client, [0, 1, 1, 0, 0])
+    np.testing.assert_array_equal(schedule.request_prefill_stage, [0, 0, 2, 4, 6])
+    np.testing.assert_array_equal(schedule.request_decode_start, [0, 0, 2, 3, 5])
+    np.testing.assert_array_equal(schedule.request_decode_end, [3, 2, 6, 5, 8])
+    assert schedule.makespan == 8.0
+
+
+def test_simulated_schedule_is_valid(schedule: Schedule) -> None:
+    """A schedule produced by the simulator breaks no rule."""
+    assert validate(schedule) == []
+
+
+def test_arrival_at_stage_start_is_valid(schedule: Schedule) -> None:
+    """A request arriving exactly when its prefill stage starts is on time."""
+    workload = schedule.workload.replace(arrival=[0.0, 0.0, 2.0, 3.5, 5.5])
+    assert validate(replace(schedule, workload=workload)) == []
+
+
+def test_times_within_tolerance_are_valid(schedule: Schedule) -> None:
+    """Time errors far below ``rtol`` (float rounding) are not violations."""
+    nudged = replace(
+        schedule,
+        stage_end=schedule.stage_end + 1e-13,
+        iteration_end=schedule.iteration_end + 1e-13,
+        makespan=schedule.makespan + 1e-13,
+    )
+    assert validate(nudged) == []
+
+
+def test_online_simulation_is_valid() -> None:
+    """A simulated schedule with staggered arrivals and idle gaps validates."""
+    workload = Workload(
+        prompt_tokens=[10, 20, 40, 15, 25, 30],
+        output_tokens=[3, 2, 4, 2, 3, 5],
+        arrival=[0, 0, 0.7, 9, 9.2, 20],
+    )
+    s = simulate(workload, _cost(), clients=2)
+    assert validate(s) == []
+
+
+# ------------------------------------------------------------------ prefill_once
+def test_prefill_once_request_never_prefilled(schedule: Schedule) -> None:
+    """A request with no prefill stage is reported as never prefilled."""
+    broken = replace(schedule, request_prefill_stage=_set(schedule.request_prefill_stage, 1, -1))
+    _assert_only(validate(broken), "prefill_once", "request 1 is never prefilled")
+
+
+def test_prefill_once_prefilled_in_decode_stage(schedule: Schedule) -> None:
+    """A request whose prefill stage is a decode stage is reported with that stage."""
+    broken = replace(schedule, request_prefill_stage=_set(schedule.request_prefill_stage, 1, 1))
+    _assert_only(validate(broken), "prefill_once", "request 1", "stage 1", "decode stage")
+
+
+def test_prefill_once_client_out_of_range(schedule: Schedule) -> None:
+    """A request placed on a client that does not exist is reported with the client."""
+    broken = replace(schedule, request_client=_set(schedule.request_client, 1, 2))
+    _assert_only(validate(broken), "prefill_once", "request 1 is placed on client 2", "0..1")
+
+
+# ------------------------------------------------------------------ capacity
+def test_capacity_exceeded(schedule: Schedule) -> None:
+    """A prefill stage holding more prompt tokens than the capacity is reported with its tokens."""
+    broken = replace(schedule, cost=_cost(capacity=35))
+    violations = validate(broken)
+    _assert_only(violations, "capacity", "prefill stage 2 holds 40 prompt tokens", "capacity of 35")
+    assert len(violations) == 1
+
+
+# ------------------------------------------------------------------ stage_time
+def test_stage_time_decode_iterations(schedule: Schedule) -> None:
+    """Decode iterations that do not last the cost model's time are reported, capped at five plus a count."""
+    violations = validate(replace(schedule, cost=_cost(decode=0.6)))
+    _assert_only(violations, "stage_time", "decode iteration 0", "2 active clients", "0.6s")
+    assert len(violations) == 6
+    assert violations[-1].message == "... and 3 more of the same rule"
+
+
+def test_stage_time_prefill_stages(schedule: Schedule) -> None:
+    """Prefill stages that do not last the cost model's time are reported with their tokens."""
+    violations = validate(replace(schedule, cost=_cost(prefill=1.5)))
+    _assert_only(violations, "stage_time", "prefill stage 0 (30 tokens) lasts 1s", "prefill stage 6")
+    assert len(violations) == 4
+
+
+def test_stage_time_decode_stage_end(schedule: Schedule) -> None:
+    """A decode stage that ends before its last iteration is reported."""
+    broken = replace(schedule, stage_end=_set(schedule.stage_end, 1, 1.9))
+    violations = validate(broken)
+    _assert_only(violations, "stage_time", "decode stage 1 ends at 1.9s but its last iteration ends at 2s")
+    assert len(violations) == 1
+
+
+# ------------------------------------------------------------------ alternation
+def test_alternation_overlapping_stages(schedule: Schedule) -> None:
+    """A decode stage starting before the prefill stage before it ends is reported."""
+    shift = 0.25
+    broken = replace(
+        schedule,
+        stage_start=_set(schedule.stage_start, 7, schedule.stage_start[7] - shift),
+        stage_end=_set(schedule.stage_end, 7, schedule.stage_end[7] - shift),
+        iteration_end=_set(schedule.iteration_end, slice(5, 8), schedule.iteration_end[5:8] - shift),
+        makespan=schedule.makespan - shift,
+    )
+    violations = validate(broken)
+    _assert_only(violations, "alternation", "stage 7 starts at 6.25s, before stage 6 ends at 6.5s")
+    assert len(violations) == 1
+
+
+def test_alternation_two_decode_stages_in_a_row(schedule: Schedule) -> None:
+    """A decode stage split into two consecutive decode stages is reported."""
+    broken = replace(
+        schedule,
+        stage_kind=np.append(schedule.stage_kind, DECODE),
+        stage_start=np.append(schedule.stage_start, 7.0),
+        stage_end=np.append(_set(schedule.stage_end, 7, 7.0), 8.0),
+        stage_first_iteration=np.append(schedule.stage_first_iteration, 6),
+        stage_iterations=np.append(_set(schedule.stage_iterations, 7, 1), 2),
+    )
+    violations = validate(broken)
+    _assert_only(violations, "alternation", "stages 7 and 8 are both decode stages")
+    assert len(violations) == 1
+
+
+def test_alternation_stage_ends_before_it_starts(schedule: Schedule) -> None:
+    """A stage whose end precedes its start is reported (stage_time skipped: its length is wrong too)."""
+    broken = replace(schedule, stage_end=_set(schedule.stage_end, 6, 5.0))
+    violations = validate(broken, skip=("stage_time",))
+    _assert_only(violations, "alternation", "stage 6 ends (5s) before it starts (5.5s)")
+
+
+# ------------------------------------------------------------------ decode_continuity
+def test_decode_continuity_late_start(schedule: Schedule) -> None:
+    """A request that starts decoding one iteration after the first one following its prefill is reported."""
+    broken = replace(
+        schedule,
+        request_decode_start=_set(schedule.request_decode_start, 2, 3),
+        request_decode_end=_set(schedule.request_decode_end, 2, 7),
+    )
+    violations = validate(broken)
+    _assert_only(
+        violations,
+        "decode_continuity",
+        "request 2 starts decoding at iteration 3, not at iteration 2, the first after its prefill stage 2",
+    )
+    assert len(violations) == 1
+
+
+# ------------------------------------------------------------------ no_idle_work
+def test_no_idle_work_empty_prefill_and_idle_iteration(schedule: Schedule) -> None:
+    """An empty prefill stage and a decode iteration with nobody decoding are both reported."""
+    broken = _prepend_idle_bin(schedule, iterations=1)
+    violations = validate(broken)
+    _assert_only(
+        violations,
+        "no_idle_work",
+        "prefill stage 0 prefills no request",
+        "decode iteration 0 runs with no client decoding",
+    )
+    assert len(violations) == 2
+
+
+def test_no_idle_work_decode_stage_without_iterations(schedule: Schedule) -> None:
+    """A decode stage that runs no iteration is reported, as is the empty prefill stage before it."""
+    broken = _prepend_idle_bin(schedule, iterations=0)
+    violations = validate(broken)
+    _assert_only(
+        violations, "no_idle_work", "prefill stage 0 prefills no request", "decode stage 1 runs no iteration"
+    )
+    assert len(violations) == 2
+
+
+# ------------------------------------------------------------------ one_per_client
+def test_one_per_client_busy_client(schedule: Schedule) -> None:
+    """A request placed on a client that still holds another request is reported with both requests."""
+    broken = replace(schedule, request_client=_set(schedule.request_client, 3, 1))
+    violations = validate(broken)
+    _assert_only(
+        violations,
+        "one_per_client",
+        "client 1 takes request 3 at 3.5s while request 2 holds it until 7s",
+    )
+    assert len(violations) == 1
+
+
+# ------------------------------------------------------------------ arrival
+def test_arrival_after_prefill_start(schedule: Schedule) -> None:
+    """A request prefilled in a stage that starts before it arrives is reported."""
+    workload = schedule.workload.replace(arrival=[0.0, 0.0, 0.0, 4.0, 0.0])
+    violations = validate(replace(schedule, workload=workload))
+    _assert_only(
+        violations, "arrival", "request 3 arrives at 4s but is prefilled in stage 4, which starts at 3.5s"
+    )
+    assert len(violations) == 1
+
+
+# ------------------------------------------------------------------ tokens
+def test_tokens_wrong_count(schedule: Schedule) -> None:
+    """A request that decodes fewer tokens than its output has is reported."""
+    workload = schedule.workload.replace(output_tokens=[3, 2, 5, 2, 3])
+    violations = validate(replace(schedule, workload=workload))
+    _assert_only(violations, "tokens", "request 2 decodes 4 tokens but its output has 5")
+    assert len(violations) == 1
+
+
+def test_tokens_range_beyond_last_iteration(schedule: Schedule) -> None:
+    """A decode range running past the schedule's last iteration is reported, not indexed out of bounds."""
+    workload = schedule.workload.replace(output_tokens=[3, 2, 4, 2, 4])
+    broken = replace(schedule, workload=workload, request_decode_end=_set(schedule.request_decode_end, 4, 9))
+    violations = validate(broken)
+    tokens = [v for v in violations if v.rule == "tokens"]
+    assert [v.message for v in tokens] == ["request 4 would decode until iteration 8, but the schedule has 8"]
+    # The iterations the request does reach still count it as active: nothing else is reported.
+    assert _rules(violations) == {"tokens"}
+
+
+# ------------------------------------------------------------------ makespan
+def test_makespan_misreported(schedule: Schedule) -> None:
+    """A reported makespan other than the end of the last stage is reported with both values."""
+    violations = validate(replace(schedule, makespan=9.0))
+    _assert_only(violations, "makespan", "the makespan is 9s but the last stage ends at 8s")
+    assert len(violations) == 1
+
+
+# ------------------------------------------------------------------ structure
+@pytest.mark.parametrize(
+    ("field", "fragment"),
+    [
+        ("request_client", "request_client has shape (4,), expected (5,)"),
+        ("request_decode_end", "request_decode_end has shape (4,), expected (5,)"),
+        ("stage_start", "stage_start has shape (7,), expected (8,)"),
+        ("stage_iterations", "stage_iterations has shape (7,), expected (8,)"),
+    ],
+)
+def test_structure_wrong_length(schedule: Schedule, field: str, fragment: str) -> None:
+    """An array of the wrong length gives only structure violations, without crashing."""
+    broken = replace(schedule, **{field: getattr(schedule, field)[:-1]})
+    _assert_only(validate(broken), "structure", fragment)
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"stage_kind": [0, 1, 0, 1, 0, 1, 0, 2]}, "stage_kind holds values other than"),
+        (
+            {"request_prefill_stage": [0, 0, 2, 4, 8]},
+            "request_prefill_stage refers to a stage that does not exist",
+        ),
+        ({"iteration_end": [1.5, 2, 3.5, 5, 5.5, 7, 7.5]}, "iteration_end has 7 entries"),
+        ({"iteration_end": [1.5, 2, 3.5, 5, 5.5, 7, 7.5, np.nan]}, "iteration_end must be finite"),
+        ({"stage_end": [1, 2, 3, 3.5, 4.5, 5.5, 6.5, np.inf]}, "stage times must be finite"),
+        ({"stage_first_iteration": [0, 0, 2, 3, 5, 3, 0, 5]}, "number their iterations consecutively"),
+        ({"stage_iterations": [1, 2, 0, 1, 0, 2, 0, 3]}, "0 for prefill stages"),
+        ({"request_decode_end": [3, 2, 6, 5, 4]}, "decode range ends before it starts"),
+        ({"clients": 0}, "clients is 0"),
+    ],
+)
+def test_structure_bad_values(schedule: Schedule, changes: dict[str, object], fragment: str) -> None:
+    """Out-of-range indices and values give only structure violations, without crashing."""
+    _assert_only(validate(replace(schedule, **changes)), "structure", fragment)
+
+
+# ------------------------------------------------------------------ options and API
+def test_every_rule_is_tested() -> None:
+    """RULES lists exactly the rules this module covers, structure first."""
+    assert RULES == (
+        "structure",
+        "prefill_once",
+        "capacity",
+        "stage_time",
+        "alternation",
+        "decode_continuity",
+        "no_idle_work",
+        "one_per_client",
+        "arrival",
+        "tokens",
+        "makespan",
+    )
+
+
+def test_skip_suppresses_rule(schedule: Schedule) -> None:
+    """Skipping stage_time hides stage-time violations and leaves other rules checked."""
+    broken = replace(schedule, cost=_cost(decode=0.6))
+    assert _rules(validate(broken)) == {"stage_time"}
+    assert validate(broken, skip=("stage_time",)) == []
+    both = replace(broken, makespan=9.0)
+    assert _rules(validate(both, skip=("stage_time",))) == {"makespan"}
+
+
+def test_skip_unknown_rule_raises(schedule: Schedule) -> None:
+    """An unknown rule name in skip raises ValueError naming it."""
+    with pytest.raises(ValueError, match="no_such_rule"):
+        validate(schedule, skip=("stage_time", "no_such_rule"))
+
+
+def test_non_schedule_raises_type_error() -> None:
+    """Validating something that is not a Schedule raises TypeError."""
+    with pytest.raises(TypeError, match="Schedule"):
+        validate("not a schedule")  # type: ignore[arg-type]
+
+
+def test_violation_str_names_rule() -> None:
+    """A violation prints as its rule in brackets followed by its message."""
+    assert str(Violation("tokens", "request 0 decodes 1 tokens")) == "[tokens] request 0 decodes 1 tokens"
+
+
+# ------------------------------------------------------------------ degenerate schedules
+def test_schedule_without_stages_reports_unprefilled_request() -> None:
+    """A schedule with no stage at all reports its request as never prefilled instead of crashing."""
+    s = Schedule(Workload([10], [1]), _cost(), 1, [], [], [], [], [], [], [0], [-1], [0], [0], 0.0)
+    assert "prefill_once" in _rules(validate(s))
+
+
+def test_schedule_without_decode_iterations_reports_missing_decode() -> None:
+    """A schedule with a prefill stage but no decode iteration reports its missing decode, not a crash."""
+    s = Schedule(Workload([10], [1]), _cost(), 1, [0], [0.0], [1.0], [0], [0], [], [0], [0], [0], [0], 1.0)
+    assert _rules(validate(s)) >= {"decode_continuity", "tokens"}
+
+
+def test_structure_cannot_be_skipped(schedule: Schedule) -> None:
+    """Asking to skip the structure rule is refused: no other rule can run without it."""
+    with pytest.raises(ValueError, match="cannot be skipped"):
+        validate(schedule, skip=("structure",))
+
+
+def test_one_per_client_reports_every_overlapping_request(schedule: Schedule) -> None:
+    """With every request on client 0, each request that starts while another holds the client is named."""
+    violations = validate(replace(schedule, request_client=np.zeros(5, dtype=np.int64)))
+    _assert_only(violations, "one_per_client", "client 0 takes request 1")
+    # Requests 1 and 2 overlap request 0, 3 overlaps 2, 4 overlaps 2: four clashes, not two.
+    assert len(violations) == 4
