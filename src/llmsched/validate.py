@@ -114,7 +114,9 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
     if num_stages == 0:
         report.add("prefill_once", np.arange(n), lambda i: f"request {i} is never prefilled (no stages)")
         if s.makespan != 0.0:
-            report.add("makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s but there are no stages")
+            report.add(
+                "makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s but there are no stages"
+            )
         return report.items
     tol = rtol * max(1.0, float(np.max(s.stage_end, initial=0.0)))
     kind, start, end = s.stage_kind, s.stage_start, s.stage_end
