@@ -158,7 +158,7 @@ class LinearCostModel:
         decode_times: Any,
         prefill_capacity: int,
     ) -> LinearCostModel:
-        """Least-squares fit of both lines from measured stages.
+        """Least-squares fit of both lines from measured stages (relative errors weighted equally).
 
         Parameters
         ----------
@@ -178,6 +178,12 @@ class LinearCostModel:
 
 
 def _fit_line(what: str, x: Any, y: Any) -> tuple[float, float]:
+    """Fit ``y = base + slope * x`` minimising the squared *relative* errors.
+
+    Stage times span one to two orders of magnitude (a 1-token prefill against a full one),
+    and what matters is the relative error of each prediction, so each sample is weighted
+    by ``1 / y``. Coefficients are kept non-negative.
+    """
     xs = np.asarray(x, dtype=np.float64)
     ys = np.asarray(y, dtype=np.float64)
     if xs.shape != ys.shape or xs.ndim != 1:
@@ -186,12 +192,13 @@ def _fit_line(what: str, x: Any, y: Any) -> tuple[float, float]:
         raise ValueError(f"{what}: need samples at two or more distinct sizes to fit a line")
     if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))) or np.any(ys <= 0):
         raise ValueError(f"{what}: times must be finite and positive")
-    design = np.column_stack([np.ones_like(xs), xs])
-    (base, slope), *_ = np.linalg.lstsq(design, ys, rcond=None)
-    if slope < 0:
-        base, slope = float(ys.mean()), 0.0
-    elif base < 0:
-        base, slope = 0.0, float((xs @ ys) / (xs @ xs))
+    w = 1.0 / ys
+    design = np.column_stack([w, xs * w])
+    (base, slope), *_ = np.linalg.lstsq(design, np.ones_like(ys), rcond=None)
+    if slope < 0:  # flat within noise: the best constant in relative terms
+        base, slope = float((w @ np.ones_like(ys)) / (w @ w)), 0.0
+    elif base < 0:  # proportional: the best slope through the origin
+        base, slope = 0.0, float(((xs * w) @ np.ones_like(ys)) / ((xs * w) @ (xs * w)))
     return float(base), float(slope)
 
 

@@ -107,8 +107,9 @@ def gantt(
     )
     ax.legend(
         handles=[Patch(color=COLORS[1], label="prefill"), Patch(color=COLORS[2], label="decode")],
-        loc="upper right",
-        framealpha=0.9,
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        frameon=False,
     )
     fig.tight_layout()
     return fig

@@ -29,6 +29,7 @@ __all__ = [
     "from_splitwise_trace",
     "from_vidur_trace",
     "gsm8k",
+    "gsm8k_like",
     "gsm8k_lengths",
     "to_csv",
     "truncated_normal_lengths",
@@ -110,13 +111,30 @@ def gsm8k(seed: int | np.random.Generator | None = 0, outputs: str = "llama65b")
         return Workload(prompt, answer, name="gsm8k-answers")
     if outputs != "llama65b":
         raise ValueError(f"outputs must be 'llama65b' or 'answers', got {outputs!r}")
-    rng = _rng(seed)
-    n = prompt.size
+    return Workload(prompt, _llama65b_outputs(answer, _rng(seed)), name="gsm8k")
+
+
+def _llama65b_outputs(answer: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    n = answer.size
     finished = np.clip(np.rint(answer * _SHORT_SCALE), 1, GSM8K_OUTPUT_MAX - 1).astype(np.int64)
     runaway = np.zeros(n, dtype=bool)
     runaway[rng.choice(n, size=round(_RUNAWAY_SHARE * n), replace=False)] = True
-    output = np.where(runaway, GSM8K_OUTPUT_MAX, finished)
-    return Workload(prompt, output, name="gsm8k")
+    return np.where(runaway, GSM8K_OUTPUT_MAX, finished)
+
+
+def gsm8k_like(n: int, seed: int | np.random.Generator | None = 0) -> Workload:
+    """``n`` GSM8K-shaped requests: GSM8K problems drawn with replacement, outputs as in :func:`gsm8k`.
+
+    Each request is a GSM8K test problem chosen uniformly at random; its prompt is that
+    problem's real token count and its output follows the same runaway-or-finished model
+    as :func:`gsm8k` (so the output moments match the reported LLaMA-65B ones for large ``n``).
+    """
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    rng = _rng(seed)
+    prompt, answer = gsm8k_lengths()
+    pick = rng.integers(0, prompt.size, size=int(n))
+    return Workload(prompt[pick], _llama65b_outputs(answer[pick], rng), name=f"gsm8k-like-{n}")
 
 
 @dataclass(frozen=True)

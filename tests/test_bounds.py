@@ -1,0 +1,58 @@
+"""Lower bounds: the paper's (Eqs. 31-32) and the strong one."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmsched import LevelCostModel, LinearCostModel, Workload, lower_bounds, simulate, workloads
+
+
+def test_paper_formula_under_the_mips_semantics() -> None:
+    """With one level and constant T^d, the bound is exactly T^p_L ceil(sum N^p / cap) + T^d C*."""
+    wl = workloads.gsm8k(0)
+    cost = LevelCostModel([(5000, 0.675)], 0.071)
+    lb = lower_bounds(wl, cost, 200)
+    assert lb.prefill == pytest.approx(19 * 0.675)
+    total = wl.total_output_tokens
+    assert lb.decode_tokens_makespan == max(-(-total // 200), 512)
+    assert lb.decode == pytest.approx(0.071 * lb.decode_tokens_makespan)
+    assert lb.paper == pytest.approx(lb.prefill + lb.decode)
+
+
+def test_gsm8k_bounds_with_the_linear_model() -> None:
+    """On gsm8k(0) with the paper's costs: prefill 12.2 s and decode 161.7 s, near the paper's 13 + 167 s."""
+    lb = lower_bounds(workloads.gsm8k(0), LinearCostModel.paper(), 200)
+    assert lb.prefill == pytest.approx(19 * 0.025 + 90258 * 1.3e-4)
+    assert 155 < lb.decode < 167
+    assert lb.paper <= lb.strong
+
+
+def test_single_request_bound_dominates_with_spare_clients() -> None:
+    """One long request on many clients: the bound is at least that request alone at batch size one."""
+    cost = LinearCostModel.paper()
+    wl = Workload([100, 10], [500, 5], arrival=[0.0, 1.0])
+    lb = lower_bounds(wl, cost, 200)
+    alone = cost.prefill_time(100) + 500 * cost.decode_iteration_time(1)
+    assert lb.single_request == pytest.approx(alone)
+    assert lb.strong == pytest.approx(max(alone, lb.paper)) and lb.strong >= alone
+    assert simulate(wl, cost, 200).makespan >= lb.strong - 1e-9
+
+
+def test_indivisible_long_prompts_raise_the_strong_bound() -> None:
+    """Prompts longer than half the capacity need a stage each."""
+    cost = LinearCostModel(1.0, 0.0, 0.01, 0.0, prefill_capacity=100)
+    wl = Workload([60, 60, 60], [1, 1, 1])
+    lb = lower_bounds(wl, cost, 3)
+    assert lb.prefill == pytest.approx(2.0)  # ceil(180 / 100) stages
+    assert lb.strong >= 3.0  # three stages of 1 s
+    assert simulate(wl, cost, 3).makespan >= lb.strong
+
+
+def test_exact_decode_makespan_is_used_and_checked() -> None:
+    """A supplied bin-packing makespan raises t_d; one below the trivial bound is refused."""
+    wl = Workload([10, 10, 10], [5, 5, 5])
+    cost = LevelCostModel([(100, 1.0)], 0.5)
+    assert lower_bounds(wl, cost, 2).decode_tokens_makespan == 8
+    assert lower_bounds(wl, cost, 2, decode_tokens_makespan=10).decode == pytest.approx(5.0)
+    with pytest.raises(ValueError, match="below the trivial bound"):
+        lower_bounds(wl, cost, 2, decode_tokens_makespan=7)
