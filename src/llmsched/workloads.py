@@ -29,8 +29,8 @@ __all__ = [
     "from_splitwise_trace",
     "from_vidur_trace",
     "gsm8k",
-    "gsm8k_like",
     "gsm8k_lengths",
+    "gsm8k_like",
     "to_csv",
     "truncated_normal_lengths",
 ]
