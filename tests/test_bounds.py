@@ -56,3 +56,13 @@ def test_exact_decode_makespan_is_used_and_checked() -> None:
     assert lower_bounds(wl, cost, 2, decode_tokens_makespan=10).decode == pytest.approx(5.0)
     with pytest.raises(ValueError, match="below the trivial bound"):
         lower_bounds(wl, cost, 2, decode_tokens_makespan=7)
+
+
+def test_paper_literal_arithmetic_is_not_a_bound() -> None:
+    """The paper's arithmetic (full stages, full batches) exceeds a real makespan when batches are small."""
+    cost = LinearCostModel.paper()
+    wl = Workload([100], [500])
+    lb = lower_bounds(wl, cost, 200)
+    assert lb.paper_literal == pytest.approx(0.675 + 500 * 0.071)
+    makespan = simulate(wl, cost, 200).makespan
+    assert lb.paper_literal > makespan >= lb.strong
