@@ -66,3 +66,31 @@ def test_paper_literal_arithmetic_is_not_a_bound() -> None:
     assert lb.paper_literal == pytest.approx(0.675 + 500 * 0.071)
     makespan = simulate(wl, cost, 200).makespan
     assert lb.paper_literal > makespan >= lb.strong
+
+
+def test_release_dates_raise_the_strong_bound() -> None:
+    """Late arrivals: the strong bound counts the work that can only start after them."""
+    cost = LevelCostModel([(100, 1.0)], 0.5)
+    wl = Workload([10, 10, 10], [2, 2, 10], arrival=[0.0, 0.0, 20.0])
+    lb = lower_bounds(wl, cost, 3)
+    # The last request cannot start before 20 s: one prefill stage and 10 iterations.
+    assert lb.strong == pytest.approx(20.0 + 1.0 + 10 * 0.5)
+    assert simulate(wl, cost, 3).makespan >= lb.strong - 1e-9
+
+
+def test_bounds_need_a_cost_model_that_can_bound() -> None:
+    """A cost model without min_prefill_time/min_decode_time simulates but cannot be bounded."""
+
+    class Plain:
+        prefill_capacity = 10
+
+        def prefill_time(self, tokens):
+            return 0.1 + 0 * tokens
+
+        def decode_iteration_time(self, active):
+            return 0.01 + 0 * active
+
+    wl = Workload([5], [3])
+    assert simulate(wl, Plain(), 1).makespan == pytest.approx(0.13)
+    with pytest.raises(TypeError, match="min_prefill_time"):
+        lower_bounds(wl, Plain(), 1)

@@ -57,8 +57,10 @@ def test_levels_derived_from_the_linear_model() -> None:
     levels = LinearCostModel.paper().levels(5)
     assert [lv.capacity for lv in levels] == [1000, 2000, 3000, 4000, 5000]
     assert [lv.time for lv in levels] == pytest.approx([0.155, 0.285, 0.415, 0.545, 0.675])
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="count must be at least 1"):
         LinearCostModel.paper().levels(0)
+    with pytest.raises(TypeError, match="count must be an integer"):
+        LinearCostModel.paper().levels(True)
 
 
 def test_level_model_has_the_mip_semantics() -> None:
@@ -83,6 +85,10 @@ def test_level_model_has_the_mip_semantics() -> None:
         ([(10, 2.0), (20, 1.0)], "non-decreasing"),
         ([(10, 0.0)], "positive"),
         ([(0, 1.0)], "positive"),
+        ([100], "a level must be a \\(capacity, time\\) pair"),
+        ([(100.7, 1.0)], "capacity must be a positive integer"),
+        ([("a", 1.0)], "capacity must be a positive integer"),
+        ([(100, "x")], "time must be a number"),
     ],
 )
 def test_level_model_rejects_bad_levels(levels: list, message: str) -> None:

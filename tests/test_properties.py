@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmsched import LevelCostModel, LinearCostModel, Workload, lower_bounds, simulate, validate
-from llmsched.policies import PREFILL
+from llmsched.policies import PREFILL_NOW
 
 
 @st.composite
@@ -58,7 +58,7 @@ class RandomIterationPolicy:
 
     def decide(self, engine) -> int:
         assert engine.ready > 0 and engine.active > 0
-        return PREFILL if self.rng.random() < 0.4 else int(self.rng.integers(1, 20))
+        return PREFILL_NOW if self.rng.random() < 0.4 else int(self.rng.integers(1, 20))
 
 
 def _check(schedule, workload, cost, clients) -> None:

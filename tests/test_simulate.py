@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llmsched import LinearCostModel, Workload, lower_bounds, simulate, validate, workloads
-from llmsched.policies import PREFILL, StaticQueues
+from llmsched.policies import PREFILL_NOW, StaticQueues
 from llmsched.schedule import DECODE
 from llmsched.schedule import PREFILL as PREFILL_STAGE
 
@@ -93,7 +93,7 @@ def test_decide_is_asked_only_with_a_real_choice() -> None:
 
         def decide(self, engine) -> int:
             seen.append((engine.ready, engine.active, engine.free))
-            return 4 if engine.stage_iterations < 4 else PREFILL
+            return 4 if engine.stage_iterations < 4 else PREFILL_NOW
 
     wl = Workload([5] * 4, [10, 2, 10, 10])
     s = simulate(wl, SMALL_COST, 3, "fcfs", DecodeFour())
@@ -168,3 +168,51 @@ def test_broken_policy_is_reported() -> None:
 
     with pytest.raises(RuntimeError, match="took none"):
         simulate(Workload([5], [1]), SMALL_COST, 1, Liar())
+
+
+@pytest.mark.parametrize("prompt", [57, 100, 3])
+def test_arrival_on_an_iteration_boundary_is_not_delayed(prompt: int) -> None:
+    """A request arriving exactly when an iteration ends is prefilled then, not one iteration later."""
+    cost = LinearCostModel.paper()
+    for k in range(1, 120):
+        arrival = cost.prefill_time(prompt) + k * cost.decode_iteration_time(1)
+        s = simulate(Workload([prompt, 5], [500, 1], arrival=[0.0, arrival]), cost, 2)
+        start = s.stage_start[s.request_prefill_stage[1]]
+        assert abs(start - arrival) < 1e-9, (k, start, arrival)
+        assert validate(s) == []
+
+
+def test_memory_follows_requests_not_clients() -> None:
+    """A billion clients for three requests is as cheap as three clients (nothing is sized by J)."""
+    wl = Workload([5, 6, 7], [3, 2, 1])
+    for policy in ("fcfs", "static"):
+        s = simulate(wl, SMALL_COST, 10**9, policy)
+        assert validate(s) == []
+        assert sorted(s.request_client.tolist()) == [0, 1, 2]
+
+
+def test_decision_must_be_a_non_negative_integer() -> None:
+    """An iteration policy answering 0.7, None or -1 is reported with its name."""
+
+    def policy(answer):
+        class Answer:
+            def start(self, workload, cost, clients) -> None:
+                pass
+
+            def decide(self, engine):
+                return answer
+
+        return Answer()
+
+    wl = Workload([5] * 3, [4, 1, 4])
+    for answer, error in ((0.7, TypeError), (None, TypeError), (True, TypeError), (-1, ValueError)):
+        with pytest.raises(error, match=r"Answer.decide returned"):
+            simulate(wl, SMALL_COST, 2, "fcfs", policy(answer))
+    assert validate(simulate(wl, SMALL_COST, 2, "fcfs", policy(np.int64(2)))) == []
+
+
+def test_arrivals_too_large_for_float_precision_are_refused() -> None:
+    """Epoch-style arrival times cannot time 29 ms iterations in float64: a clear error says so."""
+    wl = Workload([5, 6], [3, 4], arrival=[1.7e9, 1.7e9])
+    with pytest.raises(ValueError, match="subtract the first arrival"):
+        simulate(wl, LinearCostModel.paper(), 2)

@@ -425,3 +425,47 @@ def test_one_per_client_reports_every_overlapping_request(schedule: Schedule) ->
     _assert_only(violations, "one_per_client", "client 0 takes request 1")
     # Requests 1 and 2 overlap request 0, 3 overlaps 2, 4 overlaps 2: four clashes, not two.
     assert len(violations) == 4
+
+
+def test_large_absolute_times_keep_a_tight_tolerance(schedule: Schedule) -> None:
+    """Shifted to 1e6 s, a schedule still validates, and a 1 ms error in one iteration is caught."""
+    shift = 1e6
+    moved = replace(
+        schedule,
+        stage_start=schedule.stage_start + shift,
+        stage_end=schedule.stage_end + shift,
+        iteration_end=schedule.iteration_end + shift,
+        makespan=schedule.makespan + shift,
+        workload=schedule.workload.replace(arrival=np.full(5, shift)),
+    )
+    assert validate(moved) == []
+    late = _set(moved.iteration_end, slice(3, None), moved.iteration_end[3:] + 1e-3)
+    stage_end = moved.stage_end.copy()
+    stage_end[5:] += 1e-3
+    broken = replace(
+        moved,
+        iteration_end=late,
+        stage_start=_set(moved.stage_start, slice(6, None), moved.stage_start[6:] + 1e-3),
+        stage_end=stage_end,
+        makespan=moved.makespan + 1e-3,
+    )
+    assert _rules(validate(broken)) == {"stage_time"}
+
+
+def test_tolerances_and_skip_arguments_are_checked(schedule: Schedule) -> None:
+    """A NaN or negative tolerance is refused; a single rule name may be passed as a string."""
+    for bad in (float("nan"), -1.0, float("inf")):
+        with pytest.raises(ValueError, match="rtol"):
+            validate(schedule, rtol=bad)
+        with pytest.raises(ValueError, match="atol"):
+            validate(schedule, atol=bad)
+    broken = replace(schedule, cost=_cost(decode=0.6))
+    assert validate(broken, skip="stage_time") == []
+
+
+def test_schedule_refuses_lossy_arrays(schedule: Schedule) -> None:
+    """Array values that the schedule's integer fields cannot hold exactly are refused."""
+    with pytest.raises(ValueError, match="stage_kind"):
+        replace(schedule, stage_kind=np.array([257] * schedule.num_stages))
+    with pytest.raises(ValueError, match="request_client"):
+        replace(schedule, request_client=np.array([0.5, 1, 1, 0, 0]))

@@ -26,7 +26,7 @@ def test_arrays_are_read_only_copies() -> None:
     ("kwargs", "message"),
     [
         ({"prompt_tokens": [1, 0], "output_tokens": [1, 1]}, r"prompt_tokens\[1\] is 0"),
-        ({"prompt_tokens": [1, -3], "output_tokens": [1, 1]}, "at least 1"),
+        ({"prompt_tokens": [1, -3], "output_tokens": [1, 1]}, r"must be in \[1, "),
         ({"prompt_tokens": [1, 2], "output_tokens": [1, np.nan]}, r"output_tokens\[1\] is nan"),
         ({"prompt_tokens": [1, 2], "output_tokens": [1, np.inf]}, "finite"),
         ({"prompt_tokens": [1.5, 2], "output_tokens": [1, 1]}, "whole numbers"),
@@ -36,7 +36,11 @@ def test_arrays_are_read_only_copies() -> None:
         ({"prompt_tokens": [1], "output_tokens": [1], "arrival": [np.nan]}, "finite"),
         ({"prompt_tokens": [1], "output_tokens": [1], "arrival": [0.0, 1.0]}, "arrival has 2"),
         ({"prompt_tokens": [1], "output_tokens": [1], "predicted_output": [0]}, "predicted_output"),
-        ({"prompt_tokens": ["a"], "output_tokens": [1]}, "numbers"),
+        ({"prompt_tokens": ["a"], "output_tokens": [1]}, "real numbers"),
+        ({"prompt_tokens": [1j], "output_tokens": [1]}, "real numbers"),
+        ({"prompt_tokens": [2**40], "output_tokens": [1]}, r"must be in \[1, 2147483647\]"),
+        ({"prompt_tokens": [1e20], "output_tokens": [1]}, r"must be in \[1, 2147483647\]"),
+        ({"prompt_tokens": [1], "output_tokens": [1], "arrival": ["1.5"]}, "real numbers of seconds"),
     ],
 )
 def test_bad_input_is_rejected_with_the_field_named(kwargs: dict, message: str) -> None:
@@ -48,7 +52,7 @@ def test_bad_input_is_rejected_with_the_field_named(kwargs: dict, message: str) 
 def test_replace_and_subset_return_new_validated_workloads() -> None:
     """replace() re-validates; subset() keeps every field aligned."""
     wl = Workload([1, 2, 3], [4, 5, 6], predicted_output=[7, 8, 9], arrival=[0, 1, 2], name="x")
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match=r"output_tokens\[0\] is 0"):
         wl.replace(output_tokens=[0, 1, 1])
     with pytest.raises(ValueError, match="unknown Workload field"):
         wl.replace(outputs=[1, 1, 1])

@@ -27,11 +27,13 @@ Two bounds, both valid for every schedule the system model allows:
     compare with the paper's 180 s.
 
 ``strong``
-    The paper's bound with two refinements, and beside it the slowest single request
-    run alone (``arrival + prefill_time(N^p_i) + N^d_i * decode_iteration_time(1)``); the
-    larger of the two. The refinements: no work starts before the earliest arrival, and
-    prompts are indivisible, so prompts longer than half the capacity need a stage each
-    (the number of stages is at least the larger of that count and ``ceil(sum N^p / cap)``).
+    The paper's bound with refinements, and beside it the slowest single request run
+    alone (``arrival + prefill_time(N^p_i) + N^d_i * decode_iteration_time(1)``); the
+    larger of the two. The refinements: the number of prefill stages is at least
+    ``ceil(sum N^p / cap)``, the number of prompts longer than half the capacity (they
+    cannot share a stage), and ``ceil(n / J)`` (a client prefills its requests in distinct
+    stages); and release dates: for every arrival time a, no schedule ends before
+    ``a`` plus the least work of the requests arriving at or after ``a``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmsched.cost import CostModel
+from llmsched.cost import BoundedCostModel, CostModel
 from llmsched.simulate import check_instance
 from llmsched.workload import Workload
 
@@ -77,6 +79,43 @@ def trivial_decode_tokens_makespan(output_tokens: np.ndarray, clients: int) -> i
     return max(-(-total // clients), int(output_tokens.max()))
 
 
+def _work_bound(
+    prompt: np.ndarray,
+    output: np.ndarray,
+    cost: BoundedCostModel,
+    clients: int,
+    tokens_makespan: int | None = None,
+) -> float:
+    """Least prefill plus decode time of a set of requests, prompts being indivisible."""
+    capacity = int(cost.prefill_capacity)
+    total_prompt = int(prompt.sum())
+    stages = max(
+        -(-total_prompt // capacity),  # tokens over full stages
+        int(np.count_nonzero(2 * prompt > capacity)),  # a stage each for prompts over half
+        -(-prompt.size // clients),  # a client prefills its requests in distinct stages
+    )
+    iterations = tokens_makespan or trivial_decode_tokens_makespan(output, clients)
+    return float(cost.min_prefill_time(total_prompt, stages)) + float(
+        cost.min_decode_time(int(output.sum()), iterations)
+    )
+
+
+def _release_date_bound(workload: Workload, cost: BoundedCostModel, clients: int) -> float:
+    """max over arrival times a of (a + work of the requests arriving at or after a).
+
+    Evaluated at every distinct arrival time (only the latest 200 are tried when there are
+    more, which keeps it cheap and still a valid bound).
+    """
+    arrival = workload.arrival
+    times = np.unique(arrival)[-200:]
+    best = 0.0
+    for a in times.tolist():
+        late = arrival >= a
+        work = _work_bound(workload.prompt_tokens[late], workload.output_tokens[late], cost, clients)
+        best = max(best, a + work)
+    return best
+
+
 def lower_bounds(
     workload: Workload,
     cost: CostModel,
@@ -90,10 +129,15 @@ def lower_bounds(
     decode_tokens_makespan
         A lower bound (ideally the optimum) on the largest number of decode tokens any one
         client must produce when the requests' output tokens are split over the clients
-        (the bin packing of Eqs. 26-30). Defaults to the trivial bound. It must not be
-        below the trivial bound's largest request, or it would not be a bound at all.
+        (the bin packing of Eqs. 26-30). Defaults to the trivial bound
+        ``max(ceil(sum N^d / J), max N^d)``, and may not be below it (no split does better).
     """
     check_instance(workload, cost, clients)
+    if not isinstance(cost, BoundedCostModel):
+        raise TypeError(
+            f"lower_bounds needs a cost model with min_prefill_time and min_decode_time; "
+            f"{type(cost).__name__} has not got them"
+        )
     out = workload.output_tokens
     trivial = trivial_decode_tokens_makespan(out, clients)
     if decode_tokens_makespan is None:
@@ -115,12 +159,10 @@ def lower_bounds(
     single = float(alone.max())
     paper = t_p + t_d
     capacity = int(cost.prefill_capacity)
-    stages = max(
-        -(-workload.total_prompt_tokens // capacity),
-        int(np.count_nonzero(2 * workload.prompt_tokens > capacity)),
+    everything = float(workload.arrival.min()) + _work_bound(
+        workload.prompt_tokens, out, cost, clients, tokens_makespan
     )
-    t_p_strong = float(cost.min_prefill_time(workload.total_prompt_tokens, stages))
-    strong = max(float(workload.arrival.min()) + t_p_strong + t_d, single)
+    strong = max(single, everything, _release_date_bound(workload, cost, clients))
     # The paper's arithmetic: every stage full, every decode token at the full batch's rate.
     literal = (
         float(cost.prefill_time(capacity)) * -(-workload.total_prompt_tokens // capacity)

@@ -26,7 +26,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from llmsched._checks import positive_int
+
 __all__ = [
+    "BoundedCostModel",
     "CostModel",
     "LevelCostModel",
     "LinearCostModel",
@@ -37,7 +40,7 @@ __all__ = [
 
 @runtime_checkable
 class CostModel(Protocol):
-    """What the simulator, the validator and the bounds need of a cost model."""
+    """What the simulator and the validator need of a cost model."""
 
     @property
     def prefill_capacity(self) -> int: ...
@@ -45,6 +48,11 @@ class CostModel(Protocol):
     def prefill_time(self, tokens: Any) -> Any: ...
 
     def decode_iteration_time(self, active: Any) -> Any: ...
+
+
+@runtime_checkable
+class BoundedCostModel(CostModel, Protocol):
+    """A cost model that can also bound total stage times from below (for ``lower_bounds``)."""
 
     def min_prefill_time(self, total_tokens: int, stages: int = 0) -> float: ...
 
@@ -60,8 +68,10 @@ def _check_finite(name: str, value: float, minimum: float = 0.0, strict: bool = 
 
 
 def _check_capacity(value: int) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"prefill_capacity must be a positive integer, got {value!r}")
+    try:
+        positive_int("prefill_capacity", value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"prefill_capacity must be a positive integer, got {value!r}") from exc
 
 
 @dataclass(frozen=True)
@@ -134,8 +144,7 @@ class LinearCostModel:
         that many tokens, so a stage at the smallest level that holds its tokens is never
         faster than the linear model says.
         """
-        if not isinstance(count, (int, np.integer)) or count < 1:
-            raise ValueError(f"count must be a positive integer, got {count!r}")
+        positive_int("count", count)
         caps = sorted({-(-k * self.prefill_capacity // count) for k in range(1, count + 1)})
         return tuple(PrefillLevel(int(c), float(self.prefill_time(c))) for c in caps)
 
@@ -145,8 +154,7 @@ class LinearCostModel:
         Prefill runs at ``levels`` levels (see :meth:`levels`); a decode token costs the
         iteration time of a full batch of ``clients``, whatever the batch.
         """
-        if not isinstance(clients, (int, np.integer)) or clients < 1:
-            raise ValueError(f"clients must be a positive integer, got {clients!r}")
+        positive_int("clients", clients)
         return LevelCostModel(self.levels(levels), float(self.decode_iteration_time(clients)))
 
     @classmethod
@@ -202,6 +210,23 @@ def _fit_line(what: str, x: Any, y: Any) -> tuple[float, float]:
     return float(base), float(slope)
 
 
+def _parse_level(level: Any) -> PrefillLevel:
+    if isinstance(level, PrefillLevel):
+        capacity, time = level.capacity, level.time
+    else:
+        try:
+            capacity, time = level
+        except (TypeError, ValueError):
+            raise ValueError(f"a level must be a (capacity, time) pair, got {level!r}") from None
+    try:
+        capacity = positive_int("a level's capacity", capacity)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a level's capacity must be a positive integer, got {capacity!r}") from exc
+    if isinstance(time, bool) or not isinstance(time, (int, float, np.integer, np.floating)):
+        raise ValueError(f"a level's time must be a number of seconds, got {time!r}")
+    return PrefillLevel(capacity, float(time))
+
+
 @dataclass(frozen=True, init=False)
 class LevelCostModel:
     """The MIP's semantics: prefill levels and a constant decode time per token.
@@ -225,9 +250,7 @@ class LevelCostModel:
     _times: np.ndarray = field(repr=False, compare=False)
 
     def __init__(self, levels: Sequence[PrefillLevel | tuple[int, float]], decode_token_time: float):
-        parsed = tuple(
-            lv if isinstance(lv, PrefillLevel) else PrefillLevel(int(lv[0]), float(lv[1])) for lv in levels
-        )
+        parsed = tuple(_parse_level(lv) for lv in levels)
         if not parsed:
             raise ValueError("levels must hold at least one (capacity, time) level")
         caps = [lv.capacity for lv in parsed]

@@ -30,6 +30,8 @@ def occupancy_grid(schedule: Schedule, bins: int = 2000) -> tuple[np.ndarray, np
     """
     if bins < 1:
         raise ValueError(f"bins must be >= 1, got {bins}")
+    if schedule.clients * bins > 50_000_000:
+        raise ValueError(f"{schedule.clients} clients x {bins} bins is too large a picture; pass fewer bins")
     span = schedule.makespan
     times = (np.arange(bins) + 0.5) * (span / bins) if span > 0 else np.zeros(bins)
     stage = np.searchsorted(schedule.stage_start, times, side="right") - 1

@@ -19,7 +19,7 @@ The simulator calls a request policy as follows:
 
 An iteration policy has ``start(workload, cost, clients)`` and ``decide(engine)``. The
 simulator asks only when there is a real choice (a prefill is possible and some client is
-decoding). ``decide`` returns ``PREFILL`` (0) to prefill now, or ``n >= 1`` to decode ``n``
+decoding). ``decide`` returns ``PREFILL_NOW`` (0) to prefill now, or ``n >= 1`` to decode ``n``
 more iterations; the simulator asks again after those ``n`` iterations, or earlier when a
 request finishes or arrives. Stages alternate, so right after a prefill stage at least one
 decode iteration runs whatever the answer. ``engine`` is a read-only view of the simulator
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DECODE_UNTIL_EVENT",
     "FCFS",
-    "PREFILL",
+    "PREFILL_NOW",
     "IterationPolicy",
     "PrefillFirst",
     "RequestPolicy",
@@ -57,7 +57,7 @@ __all__ = [
     "request_policy_names",
 ]
 
-PREFILL = 0
+PREFILL_NOW = 0
 # "Keep decoding until something happens": the simulator stops at the next finish/arrival.
 DECODE_UNTIL_EVENT = 1 << 62
 
@@ -95,13 +95,13 @@ class FCFS:
     def start(self, workload: Workload, clients: int) -> None:
         self._prompt = workload.prompt_tokens.tolist()
         self._queue: deque[int] = deque()
-        self._free = list(range(clients))  # a heap; sorted lists are valid heaps
+        self._free = _FreeClients(clients)
 
     def arrive(self, request: int) -> None:
         self._queue.append(request)
 
     def release(self, client: int) -> None:
-        heapq.heappush(self._free, client)
+        self._free.release(client)
 
     def ready(self) -> int:
         return min(len(self._queue), len(self._free))
@@ -113,8 +113,29 @@ class FCFS:
         while queue and free and prompt[queue[0]] <= room:
             request = queue.popleft()
             room -= prompt[request]
-            pairs.append((request, heapq.heappop(free)))
+            pairs.append((request, free.pop_lowest()))
         return pairs
+
+
+class _FreeClients:
+    """The free clients, lowest index first, in memory proportional to the clients ever used."""
+
+    def __init__(self, clients: int):
+        self._released: list[int] = []  # heap of clients that were used and are free again
+        self._fresh = 0  # clients fresh..J-1 have never been used
+        self._clients = clients
+
+    def __len__(self) -> int:
+        return len(self._released) + self._clients - self._fresh
+
+    def release(self, client: int) -> None:
+        heapq.heappush(self._released, client)
+
+    def pop_lowest(self) -> int:
+        if self._released and (self._fresh >= self._clients or self._released[0] < self._fresh):
+            return heapq.heappop(self._released)
+        self._fresh += 1
+        return self._fresh - 1
 
 
 class StaticQueues:
@@ -138,7 +159,7 @@ class StaticQueues:
     def start(self, workload: Workload, clients: int) -> None:
         n = len(workload)
         if self._given is None:
-            queues = [list(range(j, n, clients)) for j in range(clients)]
+            queues = [list(range(j, n, clients)) for j in range(min(clients, n))]
         else:
             queues = self._given
             if len(queues) != clients:
@@ -150,18 +171,20 @@ class StaticQueues:
                 )
         self._arrival = workload.arrival.tolist()
         self._prompt = workload.prompt_tokens.tolist()
-        self._queues = [deque(q) for q in queues]
-        self._owner = np.empty(n, dtype=np.int64)
-        for j, q in enumerate(queues):
-            self._owner[q] = j
-        self._owner_list = self._owner.tolist()
+        # Only clients with work get a queue: memory grows with requests, not clients.
+        self._queues = {j: deque(q) for j, q in enumerate(queues) if q}
+        owner = [0] * n
+        for j, q in self._queues.items():
+            for request in q:
+                owner[request] = j
+        self._owner_list = owner
         self._arrived = [False] * n
-        self._free = [True] * clients
+        self._busy: set[int] = set()
         # Heap of (arrival, request, client) for free clients whose head has arrived.
         self._ready: list[tuple[float, int, int]] = []
 
     def _offer(self, client: int) -> None:
-        queue = self._queues[client]
+        queue = self._queues.get(client)
         if queue and self._arrived[queue[0]]:
             head = queue[0]
             heapq.heappush(self._ready, (self._arrival[head], head, client))
@@ -169,11 +192,11 @@ class StaticQueues:
     def arrive(self, request: int) -> None:
         self._arrived[request] = True
         client = self._owner_list[request]
-        if self._free[client] and self._queues[client][0] == request:
+        if client not in self._busy and self._queues[client][0] == request:
             self._offer(client)
 
     def release(self, client: int) -> None:
-        self._free[client] = True
+        self._busy.discard(client)
         self._offer(client)
 
     def ready(self) -> int:
@@ -187,7 +210,7 @@ class StaticQueues:
             _, request, client = heapq.heappop(ready)
             room -= prompt[request]
             self._queues[client].popleft()
-            self._free[client] = False
+            self._busy.add(client)
             pairs.append((request, client))
         return pairs
 
@@ -201,7 +224,7 @@ class PrefillFirst:
         pass
 
     def decide(self, engine: EngineView) -> int:
-        return PREFILL
+        return PREFILL_NOW
 
 
 _REQUEST_POLICIES: dict[str, Callable[..., Any]] = {"fcfs": FCFS, "static": StaticQueues}

@@ -163,7 +163,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"  decode t_d             {lb['decode_s']:8.2f}  {paper['lower_bound_decode_s']:8.2f}",
         f"  paper bound t_p + t_d  {lb['paper_s']:8.2f}  {paper['lower_bound_s']:8.2f}",
         f"  strong bound           {lb['strong_s']:8.2f}         -",
-        f"  paper's arithmetic     {lb['paper_literal_s']:8.2f}         -   (full stages and batches; not a bound)",
+        f"  paper's arithmetic     {lb['paper_literal_s']:8.2f}         -"
+        "   (full stages and batches; not a bound)",
         "  (t_d from the balanced decode load of "
         f"{int(lb['decode_tokens_makespan'])} tokens on the busiest client)",
     ]

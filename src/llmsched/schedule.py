@@ -38,8 +38,16 @@ DECODE = 1
 _KIND_NAMES = np.array(["prefill", "decode"])
 
 
-def _frozen(values: Any, dtype: Any) -> np.ndarray:
-    arr = np.array(values, dtype=dtype)
+def _frozen(name: str, values: Any, dtype: Any) -> np.ndarray:
+    raw = np.asarray(values)
+    arr = raw.astype(dtype)
+    lossy = (
+        raw.size
+        and raw.dtype.kind in "iufb"
+        and not np.array_equal(arr, raw, equal_nan=raw.dtype.kind == "f")
+    )
+    if lossy:
+        raise ValueError(f"Schedule.{name} holds values that are not {np.dtype(dtype).name}")
     arr.setflags(write=False)
     return arr
 
@@ -78,7 +86,7 @@ class Schedule:
             ("request_decode_start", np.int64),
             ("request_decode_end", np.int64),
         ):
-            object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
+            object.__setattr__(self, name, _frozen(name, getattr(self, name), dtype))
         object.__setattr__(self, "makespan", float(self.makespan))
 
     # ------------------------------------------------------------------ sizes

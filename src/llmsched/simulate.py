@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import heapq
 import math
+import numbers
 
 import numpy as np
 
+from llmsched._checks import positive_int
 from llmsched.cost import CostModel
 from llmsched.policies import (
     DECODE_UNTIL_EVENT,
-    PREFILL,
+    PREFILL_NOW,
     IterationPolicy,
     RequestPolicy,
     make_iteration_policy,
     make_request_policy,
 )
-from llmsched.schedule import DECODE, Schedule
-from llmsched.schedule import PREFILL as PREFILL_STAGE
+from llmsched.schedule import DECODE, PREFILL, Schedule
 from llmsched.workload import Workload
 
 __all__ = ["EngineView", "check_instance", "simulate"]
@@ -109,19 +110,24 @@ def check_instance(workload: Workload, cost: CostModel, clients: int) -> None:
         raise ValueError("the workload has no requests")
     if not isinstance(cost, CostModel):
         raise TypeError(
-            "cost must be a cost model (prefill_time, decode_iteration_time, prefill_capacity), "
-            f"got {type(cost).__name__}"
+            "cost must be a cost model with prefill_capacity, prefill_time(tokens) and "
+            f"decode_iteration_time(active), got {type(cost).__name__}"
         )
-    if not isinstance(clients, (int, np.integer)) or isinstance(clients, bool):
-        raise TypeError(f"clients must be an integer, got {type(clients).__name__}")
-    if clients < 1:
-        raise ValueError(f"clients must be at least 1, got {clients}")
+    positive_int("clients", clients)
     capacity = cost.prefill_capacity
     longest = int(workload.prompt_tokens.argmax())
     if workload.prompt_tokens[longest] > capacity:
         raise ValueError(
             f"request {longest} has a prompt of {workload.prompt_tokens[longest]} tokens, more "
             f"than the prefill capacity of {capacity} tokens: no prefill stage can hold it"
+        )
+    # Times are absolute seconds in float64; far from 0 they cannot resolve an iteration.
+    latest = float(workload.arrival.max())
+    shortest = min(float(cost.decode_iteration_time(1)), float(cost.prefill_time(1)))
+    if np.spacing(latest) * 1e6 > shortest:
+        raise ValueError(
+            f"arrival times up to {latest:.6g}s are too large to time stages of {shortest:.3g}s "
+            "in double precision; subtract the first arrival so that times start near 0"
         )
 
 
@@ -151,7 +157,10 @@ class _Simulation:
         prompt = wl.prompt_tokens.tolist()
         output = wl.output_tokens.tolist()
         capacity = int(cost.prefill_capacity)
-        tau = np.asarray(cost.decode_iteration_time(np.arange(clients + 1)), dtype=np.float64).tolist()
+        # Iteration time by active count; at most min(J, n) clients are ever active.
+        tau = np.asarray(
+            cost.decode_iteration_time(np.arange(min(clients, n) + 1)), dtype=np.float64
+        ).tolist()
 
         order = np.argsort(wl.arrival, kind="stable").tolist()
         arrival = wl.arrival.tolist()
@@ -178,27 +187,24 @@ class _Simulation:
         t = 0.0
         g = 0  # global decode iteration counter
         free = clients
-        just_prefilled = False
-        in_decode_stage = False
         finished = 0
 
         while finished < n:
-            while next_arrival < n and arrival[order[next_arrival]] <= t:
+            while next_arrival < n and _admits(t, arrival[order[next_arrival]]):
                 rp.arrive(order[next_arrival])
                 next_arrival += 1
             active = len(heap)
             ready = rp.ready() if free else 0
+            just_prefilled = bool(kinds) and kinds[-1] == PREFILL
             decision = DECODE_UNTIL_EVENT
             if ready and active:
                 view.now, view.active, view.free, view.ready = t, active, free, ready
                 view.iteration_time = tau[active]
                 view.iterations_to_finish = heap[0][0] - g
-                view.stage_iterations = iters[-1] if in_decode_stage else 0
+                view.stage_iterations = 0 if just_prefilled else iters[-1]
                 view.just_prefilled = just_prefilled
-                decision = int(ip.decide(view))
-                if decision < 0:
-                    raise ValueError(f"iteration policy returned {decision}; expected PREFILL (0) or n >= 1")
-            if ready and (not active or (decision == PREFILL and not just_prefilled)):
+                decision = _check_decision(ip.decide(view), ip)
+            if ready and (not active or (decision == PREFILL_NOW and not just_prefilled)):
                 pairs = rp.take(capacity)
                 if not pairs:
                     raise RuntimeError(
@@ -218,15 +224,12 @@ class _Simulation:
                         f"({tokens} tokens, {len(pairs)} requests for {free} free clients)"
                     )
                 free -= len(pairs)
-                duration = float(cost.prefill_time(tokens))
-                kinds.append(PREFILL_STAGE)
+                kinds.append(PREFILL)
                 starts.append(t)
-                t += duration
+                t += float(cost.prefill_time(tokens))
                 ends.append(t)
                 firsts.append(g)
                 iters.append(0)
-                just_prefilled = True
-                in_decode_stage = False
                 continue
 
             if not active:
@@ -237,20 +240,23 @@ class _Simulation:
                 continue
 
             # Decode a run of iterations over which the active set cannot change.
+            dt = tau[active]
             step = heap[0][0] - g
             if ready:
                 step = min(step, decision if decision > 0 else 1)
             if free and next_arrival < n:
-                wait = arrival[order[next_arrival]] - t
-                step = min(step, max(1, math.ceil(wait / tau[active])))
-            dt = tau[active]
-            if not in_decode_stage:
+                # The fewest iterations after which the next arrival counts as arrived.
+                due = arrival[order[next_arrival]]
+                until = max(1, math.ceil((due - t) / dt))
+                if until > 1 and _admits(t + dt * (until - 1), due):
+                    until -= 1
+                step = min(step, until)
+            if just_prefilled:
                 kinds.append(DECODE)
                 starts.append(t)
                 ends.append(t)
                 firsts.append(g)
                 iters.append(0)
-                in_decode_stage = True
             run_start.append(t)
             run_len.append(step)
             run_tau.append(dt)
@@ -258,7 +264,6 @@ class _Simulation:
             g += step
             ends[-1] = t
             iters[-1] += step
-            just_prefilled = False
             self.iteration = g
             while heap and heap[0][0] == g:
                 _, client, _ = heapq.heappop(heap)
@@ -271,14 +276,13 @@ class _Simulation:
         iteration_end = np.repeat(np.asarray(run_start), lens) + np.repeat(np.asarray(run_tau), lens) * (
             offsets + 1
         )
-        starts_arr = np.asarray(starts)
         out = np.asarray(output, dtype=np.int64)
         return Schedule(
             workload=wl,
             cost=cost,
             clients=clients,
             stage_kind=np.asarray(kinds, dtype=np.int8),
-            stage_start=starts_arr,
+            stage_start=np.asarray(starts),
             stage_end=np.asarray(ends),
             stage_first_iteration=np.asarray(firsts, dtype=np.int64),
             stage_iterations=np.asarray(iters, dtype=np.int64),
@@ -293,6 +297,29 @@ class _Simulation:
                 "iteration_policy": getattr(ip, "name", type(ip).__name__),
             },
         )
+
+
+def _admits(t: float, due: float) -> bool:
+    """Whether a request due at ``due`` has arrived at ``t``.
+
+    Within a few ulps counts: ``t`` is a sum of iteration times that may fall a rounding
+    error short of an arrival a decode run was sized to reach.
+    """
+    return due <= t + 8 * math.ulp(t)
+
+
+def _check_decision(decision: object, policy: IterationPolicy) -> int:
+    if isinstance(decision, bool) or not isinstance(decision, numbers.Integral):
+        raise TypeError(
+            f"iteration policy {type(policy).__name__}.decide returned {decision!r}; expected "
+            "PREFILL_NOW (0) or a number of decode iterations n >= 1"
+        )
+    if decision < 0:
+        raise ValueError(
+            f"iteration policy {type(policy).__name__}.decide returned {decision}; expected "
+            "PREFILL_NOW (0) or a number of decode iterations n >= 1"
+        )
+    return int(decision)
 
 
 def simulate(

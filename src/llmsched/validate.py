@@ -83,7 +83,9 @@ class _Report:
             self.items.append(Violation(rule, f"... and {idx.size - _MAX_PER_RULE} more of the same rule"))
 
 
-def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -> list[Violation]:
+def validate(
+    schedule: Schedule, skip: str | Iterable[str] = (), rtol: float = 1e-9, atol: float = 1e-9
+) -> list[Violation]:
     """Every way ``schedule`` breaks the system model; an empty list when it is valid.
 
     Parameters
@@ -93,11 +95,15 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
     skip
         Rule names not to check, e.g. ``("stage_time",)`` for a measured schedule whose
         times come from a clock rather than the cost model. ``structure`` cannot be skipped.
-    rtol
-        Times are compared with a tolerance of ``rtol * max(1, T)`` seconds, where T is the
-        end of the last stage.
+    rtol, atol
+        Two instants are equal within ``atol`` seconds plus 64 units in the last place of
+        the schedule's latest time (what float arithmetic on absolute times can lose); a
+        duration may differ from the cost model's by that much plus ``rtol`` of itself.
     """
-    skip_set = set(skip)
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    skip_set = {skip} if isinstance(skip, str) else set(skip)
     unknown = skip_set - set(RULES)
     if unknown:
         raise ValueError(f"unknown rule(s) {sorted(unknown)}; rules are {list(RULES)}")
@@ -118,7 +124,8 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
                 "makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s but there are no stages"
             )
         return report.items
-    tol = rtol * max(1.0, float(np.max(s.stage_end, initial=0.0)))
+    latest = max(float(np.max(np.abs(s.stage_end), initial=0.0)), abs(s.makespan))
+    tol = atol + 64 * float(np.spacing(latest))  # for instants and durations alike
     kind, start, end = s.stage_kind, s.stage_start, s.stage_end
     is_prefill, is_decode = kind == PREFILL, kind == DECODE
 
@@ -164,7 +171,7 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
     if pf.size:
         expected = np.asarray(cost.prefill_time(tokens[pf]), dtype=np.float64)
         actual = end[pf] - start[pf]
-        off = np.flatnonzero(np.abs(actual - expected) > tol)
+        off = np.flatnonzero(np.abs(actual - expected) > tol + rtol * np.abs(expected))
         report.add(
             "stage_time",
             pf[off],
@@ -221,7 +228,7 @@ def validate(schedule: Schedule, skip: Iterable[str] = (), rtol: float = 1e-9) -
         it_start[first[has]] = start[dec[has]]
         expected_it = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
         actual_it = it_end - it_start
-        off = np.flatnonzero(np.abs(actual_it - expected_it) > tol)
+        off = np.flatnonzero(np.abs(actual_it - expected_it) > tol + rtol * np.abs(expected_it))
         report.add(
             "stage_time",
             off,

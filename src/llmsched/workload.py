@@ -18,12 +18,26 @@ FloatArray = npt.NDArray[np.float64]
 __all__ = ["Workload"]
 
 
+# Token counts beyond this are refused: far above any context length, and safe from overflow
+# when the simulator adds counts to its iteration counter.
+MAX_TOKENS = 2**31 - 1
+
+
 def _as_int_array(name: str, values: Any) -> IntArray:
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a one-dimensional array, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype}")
+    if arr.size and arr.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.dtype.kind in "iu":
+        if arr.size and (arr.max() > MAX_TOKENS or arr.min() < 1):
+            bad = int(np.flatnonzero((arr > MAX_TOKENS) | (arr < 1))[0])
+            raise ValueError(
+                f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be in [1, {MAX_TOKENS}]"
+            )
+        out = arr.astype(np.int64)
+        out.setflags(write=False)
+        return out
     as_float = arr.astype(np.float64)
     if arr.size and not np.all(np.isfinite(as_float)):
         bad = int(np.flatnonzero(~np.isfinite(as_float))[0])
@@ -31,9 +45,9 @@ def _as_int_array(name: str, values: Any) -> IntArray:
     if arr.size and np.any(as_float != np.round(as_float)):
         bad = int(np.flatnonzero(as_float != np.round(as_float))[0])
         raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be whole numbers")
-    if arr.size and np.any(as_float < 1):
-        bad = int(np.flatnonzero(as_float < 1)[0])
-        raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be at least 1")
+    if arr.size and np.any((as_float < 1) | (as_float > MAX_TOKENS)):
+        bad = int(np.flatnonzero((as_float < 1) | (as_float > MAX_TOKENS))[0])
+        raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be in [1, {MAX_TOKENS}]")
     out = as_float.astype(np.int64)
     out.setflags(write=False)
     return out
@@ -43,7 +57,10 @@ def _as_arrival_array(values: Any, n: int) -> FloatArray:
     if values is None:
         out = np.zeros(n, dtype=np.float64)
     else:
-        out = np.array(values, dtype=np.float64)
+        raw = np.asarray(values)
+        if raw.size and raw.dtype.kind not in "iuf":
+            raise ValueError(f"arrival must hold real numbers of seconds, got dtype {raw.dtype}")
+        out = np.array(raw, dtype=np.float64)
         if out.ndim != 1:
             raise ValueError(f"arrival must be a one-dimensional array, got shape {out.shape}")
         if out.size and not np.all(np.isfinite(out)):
