@@ -255,12 +255,9 @@ def validate(
 
     # decode continuity and tokens ----------------------------------------------
     # The first iteration a request may decode in: the first of the decode stage after its prefill.
-    next_stage = np.where(placed, pst + 1, 0)
-    follows = placed & (next_stage < num_stages)
-    follows &= kind[np.minimum(next_stage, max(num_stages - 1, 0))] == DECODE
-    expected_start = np.where(
-        follows, s.stage_first_iteration[np.minimum(next_stage, max(num_stages - 1, 0))], -1
-    )
+    next_stage = np.minimum(np.where(placed, pst + 1, 0), num_stages - 1)
+    follows = placed & (pst + 1 < num_stages) & (kind[next_stage] == DECODE)
+    expected_start = np.where(follows, s.stage_first_iteration[next_stage], -1)
     report.add(
         "decode_continuity",
         np.flatnonzero(placed & ~follows),

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from llmsched._checks import positive_int
 from llmsched.workload import Workload
 
 __all__ = [
@@ -129,8 +130,7 @@ def gsm8k_like(n: int, seed: int | np.random.Generator | None = 0) -> Workload:
     problem's real token count and its output follows the same runaway-or-finished model
     as :func:`gsm8k` (so the output moments match the reported LLaMA-65B ones for large ``n``).
     """
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    positive_int("n", n)
     rng = _rng(seed)
     prompt, answer = gsm8k_lengths()
     pick = rng.integers(0, prompt.size, size=int(n))
@@ -146,7 +146,8 @@ class LengthSpec:
     max: int
 
     def __post_init__(self) -> None:
-        if not (self.max >= 1 and 1 <= self.mean <= self.max and self.sd > 0):
+        positive_int("max", self.max)
+        if not (1 <= self.mean <= self.max and self.sd > 0):
             raise ValueError(
                 f"need 1 <= mean <= max and sd > 0, got mean={self.mean}, sd={self.sd}, max={self.max}"
             )
@@ -174,8 +175,7 @@ def truncated_normal_lengths(
     """
     from scipy.stats import truncnorm
 
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    positive_int("n", n, minimum=0)
     low, high = 0.5, spec.max + 0.5
     a, b = (low - spec.mean) / spec.sd, (high - spec.mean) / spec.sd
     draws = truncnorm.rvs(a, b, loc=spec.mean, scale=spec.sd, size=n, random_state=_rng(seed))
@@ -188,11 +188,10 @@ def exegpt_task(task: str, n: int = 1000, seed: int | np.random.Generator | None
     Input and output lengths are independent truncated normals with the table's
     (mean, sd, max); see :func:`truncated_normal_lengths`.
     """
-    key = task.upper()
+    key = task.upper() if isinstance(task, str) else task
     if key not in EXEGPT_TASKS:
         raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
-    if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
+    positive_int("n", n)
     rng = _rng(seed)
     spec_in, spec_out = EXEGPT_TASKS[key]
     prompt = truncated_normal_lengths(spec_in, n, rng)
@@ -200,11 +199,11 @@ def exegpt_task(task: str, n: int = 1000, seed: int | np.random.Generator | None
     return Workload(prompt, output, name=f"exegpt-{key}")
 
 
-def _read_table(path: str | PathLike[str], needed: dict[str, str], fmt: str) -> Any:
+def _read_table(path: str | PathLike[str], columns: tuple[str, ...], fmt: str) -> Any:
     import pandas as pd
 
     frame = pd.read_csv(path)
-    missing = [col for col in needed if col not in frame.columns]
+    missing = [col for col in columns if col not in frame.columns]
     if missing:
         raise ValueError(
             f"{path}: not a {fmt} file; missing column(s) {missing}, found {list(frame.columns)}"
@@ -212,9 +211,21 @@ def _read_table(path: str | PathLike[str], needed: dict[str, str], fmt: str) -> 
     return frame
 
 
+def _load_trace(
+    path: str | PathLike[str], name: str | None, fmt: str, arrival: str, prompt: str, output: str
+) -> Workload:
+    frame = _read_table(path, (arrival, prompt, output), fmt)
+    return Workload(
+        prompt_tokens=frame[prompt].to_numpy(),
+        output_tokens=frame[output].to_numpy(),
+        arrival=frame[arrival].to_numpy(),
+        name=name or str(path),
+    )
+
+
 def from_csv(path: str | PathLike[str], name: str | None = None) -> Workload:
     """Read the project's CSV: ``prompt_tokens,output_tokens[,predicted_output][,arrival]``."""
-    frame = _read_table(path, {"prompt_tokens": "", "output_tokens": ""}, "llmsched workload")
+    frame = _read_table(path, ("prompt_tokens", "output_tokens"), "llmsched workload")
     return Workload(
         prompt_tokens=frame["prompt_tokens"].to_numpy(),
         output_tokens=frame["output_tokens"].to_numpy(),
@@ -233,29 +244,9 @@ def to_csv(workload: Workload, path: str | PathLike[str]) -> None:
 
 def from_vidur_trace(path: str | PathLike[str], name: str | None = None) -> Workload:
     """Read a Vidur request trace (columns ``arrived_at,num_prefill_tokens,num_decode_tokens``)."""
-    frame = _read_table(
-        path,
-        {"arrived_at": "", "num_prefill_tokens": "", "num_decode_tokens": ""},
-        "Vidur trace",
-    )
-    return Workload(
-        prompt_tokens=frame["num_prefill_tokens"].to_numpy(),
-        output_tokens=frame["num_decode_tokens"].to_numpy(),
-        arrival=frame["arrived_at"].to_numpy(),
-        name=name or str(path),
-    )
+    return _load_trace(path, name, "Vidur trace", "arrived_at", "num_prefill_tokens", "num_decode_tokens")
 
 
 def from_splitwise_trace(path: str | PathLike[str], name: str | None = None) -> Workload:
     """Read a SplitwiseSim trace (columns ``arrival_timestamp, prompt_size, token_size``, among others)."""
-    frame = _read_table(
-        path,
-        {"arrival_timestamp": "", "prompt_size": "", "token_size": ""},
-        "SplitwiseSim trace",
-    )
-    return Workload(
-        prompt_tokens=frame["prompt_size"].to_numpy(),
-        output_tokens=frame["token_size"].to_numpy(),
-        arrival=frame["arrival_timestamp"].to_numpy(),
-        name=name or str(path),
-    )
+    return _load_trace(path, name, "SplitwiseSim trace", "arrival_timestamp", "prompt_size", "token_size")
