@@ -179,16 +179,16 @@ class Schedule:
         mask = self.stage_kind == DECODE
         return float((self.stage_end[mask] - self.stage_start[mask]).sum())
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, float | int]:
         """Headline figures: makespan, utilization, throughput, TTFT and latency percentiles."""
-        out: dict[str, float] = {
-            "requests": float(len(self.workload)),
-            "clients": float(self.clients),
+        out: dict[str, float | int] = {
+            "requests": len(self.workload),
+            "clients": self.clients,
             "makespan_s": self.makespan,
             "utilization": self.utilization,
             "tokens_per_s": self.tokens_per_s,
-            "prefill_stages": float(np.count_nonzero(self.stage_kind == PREFILL)),
-            "decode_iterations": float(self.num_iterations),
+            "prefill_stages": int(np.count_nonzero(self.stage_kind == PREFILL)),
+            "decode_iterations": self.num_iterations,
             "prefill_time_s": self.prefill_time_total,
             "decode_time_s": self.decode_time_total,
         }
