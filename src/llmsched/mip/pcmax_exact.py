@@ -1,0 +1,275 @@
+"""Exact step of the P||Cmax pipeline, in CP-SAT.
+
+First choice: the arc-flow model of bin packing (Valerio de Carvalho) over aggregated job
+sizes, with the makespan as the largest load a bin path ends at; its LP relaxation is the
+strong Gilmore-Gomory bound. When its graph is too large (wide job sizes), a model that
+counts how many jobs of each size a machine gets (``y[s, j]``), machines ordered by load
+to break their symmetry, warm-started from the incumbent.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from llmsched.mip.pcmax import _Pipeline
+
+__all__ = ["solve_aggregated", "solve_uniform"]
+
+# Above this many count variables the model is too large to help within typical limits.
+MAX_VARIABLES = 60_000
+# Arc-flow graphs larger than this are not built.
+MAX_ARCS = 60_000
+
+
+def _solver(pipe: _Pipeline) -> Any:
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, pipe.tracer.remaining())
+    solver.parameters.num_workers = max(1, int(pipe.workers))
+    solver.parameters.log_search_progress = bool(pipe.display)
+    return cp_model, solver
+
+
+def arcflow_graph(
+    sizes: np.ndarray, counts: np.ndarray, capacity: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Arcs (tail, size index) of Valerio de Carvalho's arc-flow graph for bin packing.
+
+    Nodes are partial loads 0..capacity; items are placed in non-increasing size order, so
+    an arc of size s leaves only loads reachable with larger sizes and fewer copies of s.
+    ``sizes`` must be non-increasing. None when the graph would exceed ``MAX_ARCS``.
+    """
+    reach = np.zeros(capacity + 1, dtype=bool)
+    reach[0] = True
+    tails: list[np.ndarray] = []
+    kinds: list[np.ndarray] = []
+    total = 0
+    for k, (size, count) in enumerate(zip(sizes.tolist(), counts.tolist(), strict=True)):
+        frontier = np.flatnonzero(reach)
+        seen = np.zeros(capacity + 1, dtype=bool)  # tails already given an arc of this size
+        added = np.zeros(capacity + 1, dtype=bool)
+        for _ in range(min(count, capacity // max(size, 1))):
+            frontier = frontier[frontier + size <= capacity]
+            frontier = frontier[~seen[frontier]]
+            if frontier.size == 0:
+                break
+            seen[frontier] = True
+            tails.append(frontier)
+            kinds.append(np.full(frontier.size, k))
+            total += frontier.size
+            if total > MAX_ARCS:
+                return None
+            frontier = frontier + size
+            added[frontier] = True
+        reach |= added
+    if not tails:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(tails), np.concatenate(kinds)
+
+
+def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
+    """Minimise the makespan over the arc-flow model; False when the graph is too large.
+
+    The graph is built for capacity UB - 1 (anything better than the incumbent). Every bin
+    is a path from load 0 to the sink, ending with an item arc into the sink or a loss arc
+    from its final load; the makespan is the largest final load of a used path. Its LP
+    relaxation is the Gilmore-Gomory bound, which is rarely below the optimum.
+    """
+    from ortools.sat.python import cp_model
+
+    p, m = pipe.p, pipe.m
+    sizes, counts = np.unique(sorted_p, return_counts=True)
+    sizes, counts = sizes[::-1], counts[::-1]
+    positive = sizes > 0
+    sizes, counts = sizes[positive], counts[positive]
+    capacity = int(pipe.tracer.upper_bound) - 1
+    lower = math.ceil(pipe.tracer.lower_bound)
+    if sizes.size == 0 or capacity < lower:
+        return True
+    graph = arcflow_graph(sizes, counts, capacity)
+    if graph is None or pipe.tracer.expired():
+        return False
+    tails, kinds = graph
+    heads = tails + sizes[kinds]
+    nodes = np.unique(np.concatenate([[0, capacity], tails, heads]))
+    model = cp_model.CpModel()
+    makespan = model.new_int_var(lower, capacity, "makespan")
+    flow = [model.new_int_var(0, int(counts[k]), "") for k in kinds.tolist()]
+    used = model.new_int_var(1, m, "bins")
+    out_edges: dict[int, list] = {int(v): [] for v in nodes.tolist()}
+    in_edges: dict[int, list] = {int(v): [] for v in nodes.tolist()}
+    for a, (t, h) in enumerate(zip(tails.tolist(), heads.tolist(), strict=True)):
+        out_edges[t].append(flow[a])
+        in_edges[h].append(flow[a])
+    # Loss arcs close a bin at load v < capacity, which then sets the makespan >= v.
+    loss: dict[int, Any] = {}
+    for v in nodes.tolist():
+        if 0 < v < capacity:
+            var = loss[v] = model.new_int_var(0, m, "")
+            out_edges[v].append(var)
+            in_edges[capacity].append(var)
+            if v > lower:
+                closes = model.new_bool_var("")
+                model.add(var == 0).only_enforce_if(~closes)
+                model.add(makespan >= v).only_enforce_if(closes)
+    into_sink = [flow[a] for a in np.flatnonzero(heads == capacity).tolist()]
+    if into_sink:
+        full = model.new_bool_var("")
+        model.add(sum(into_sink) == 0).only_enforce_if(~full)
+        model.add(makespan >= capacity).only_enforce_if(full)
+    for v in nodes.tolist():
+        if v == 0:
+            model.add(sum(out_edges[v]) == used)
+        elif v == capacity:
+            model.add(sum(in_edges[v]) == used)
+        else:
+            model.add(sum(in_edges[v]) == sum(out_edges[v]))
+    for k in range(sizes.size):
+        model.add(sum(flow[a] for a in np.flatnonzero(kinds == k).tolist()) == int(counts[k]))
+    model.minimize(makespan)
+    _, solver = _solver(pipe)
+    status = solver.solve(model)
+    pipe.hit_limit |= status in (cp_model.FEASIBLE, cp_model.UNKNOWN)
+    if status == cp_model.INFEASIBLE:
+        pipe.bound(capacity + 1, "exact (arc-flow)")  # nothing beats the incumbent
+        return True
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        pipe.offer(
+            _decompose(p, sizes, (tails, heads, kinds), capacity, solver, flow, used), "exact (arc-flow)"
+        )
+    if status == cp_model.OPTIMAL:
+        pipe.bound(float(solver.objective_value), "exact (arc-flow)")
+    elif status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+        pipe.bound(float(math.ceil(solver.best_objective_bound - 1e-9)), "exact (arc-flow)")
+    return True
+
+
+def _decompose(
+    p: np.ndarray,
+    sizes: np.ndarray,
+    arcs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    capacity: int,
+    solver: Any,
+    flow: list[Any],
+    used: Any,
+) -> np.ndarray:
+    """Split the flow into paths from 0 to the sink (one per machine) and place the jobs."""
+    tails, heads, kinds = arcs
+    remaining = [solver.value(f) for f in flow]
+    by_tail: dict[int, list[int]] = {}
+    for a, t in enumerate(tails.tolist()):
+        by_tail.setdefault(t, []).append(a)
+    assignment = np.zeros(p.size, dtype=np.int64)  # zero-size jobs stay on machine 0
+    pools = {int(v): list(np.flatnonzero(p == v)) for v in sizes.tolist()}
+    for j in range(solver.value(used)):
+        node = 0
+        while node != capacity:
+            arc = next((a for a in by_tail.get(node, []) if remaining[a] > 0), None)
+            if arc is None:
+                break  # the bin closes here through its loss arc
+            remaining[arc] -= 1
+            assignment[pools[int(sizes[kinds[arc]])].pop()] = j
+            node = int(heads[arc])
+    return assignment
+
+
+def solve_aggregated(pipe: _Pipeline, sorted_p: np.ndarray) -> None:
+    """Close the gap of an identical-machines instance, or raise its bound as far as time allows."""
+    if solve_arcflow(pipe, sorted_p):
+        return
+    p, m = pipe.p, pipe.m
+    sizes, counts = np.unique(sorted_p, return_counts=True)
+    sizes, counts = sizes[::-1], counts[::-1]
+    used = min(m, p.size)  # machines beyond the number of jobs stay empty
+    if sizes.size * used > MAX_VARIABLES:
+        return
+    cp_model, solver = _solver(pipe)
+    model = cp_model.CpModel()
+    upper = int(pipe.tracer.upper_bound)
+    lower = math.ceil(pipe.tracer.lower_bound)
+    y = {
+        (k, j): model.new_int_var(0, int(counts[k]), f"y[{sizes[k]},{j}]")
+        for k in range(sizes.size)
+        for j in range(used)
+    }
+    loads = [model.new_int_var(0, upper, f"load[{j}]") for j in range(used)]
+    cmax = model.new_int_var(lower, upper, "cmax")
+    for k in range(sizes.size):
+        model.add(sum(y[k, j] for j in range(used)) == int(counts[k]))
+    for j in range(used):
+        model.add(loads[j] == sum(int(sizes[k]) * y[k, j] for k in range(sizes.size)))
+        model.add(loads[j] <= cmax)
+        if j:
+            model.add(loads[j - 1] >= loads[j])  # identical machines: order them by load
+    model.minimize(cmax)
+
+    # Warm start: the incumbent's machines in order of load.
+    assert pipe.assignment is not None
+    inc_loads = np.bincount(pipe.assignment, weights=p, minlength=m)
+    rank = np.argsort(-inc_loads, kind="stable")[:used]
+    index = {int(v): k for k, v in enumerate(sizes.tolist())}
+    for j, machine in enumerate(rank.tolist()):
+        on = p[pipe.assignment == machine]
+        tally = np.zeros(sizes.size, dtype=np.int64)
+        for v in on.tolist():
+            tally[index[v]] += 1
+        for k in range(sizes.size):
+            model.add_hint(y[k, j], int(tally[k]))
+
+    status = solver.solve(model)
+    pipe.hit_limit |= status in (cp_model.FEASIBLE, cp_model.UNKNOWN)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        # Turn counts back into an assignment of the original jobs.
+        assignment = np.empty(p.size, dtype=np.int64)
+        pools = {int(v): list(np.flatnonzero(p == v)) for v in sizes.tolist()}
+        for j in range(used):
+            for k in range(sizes.size):
+                for _ in range(solver.value(y[k, j])):
+                    assignment[pools[int(sizes[k])].pop()] = j
+        pipe.offer(assignment, "exact (cp-sat)")
+    if status == cp_model.OPTIMAL:
+        pipe.bound(float(solver.objective_value), "exact (cp-sat)")
+    elif status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+        pipe.bound(float(math.ceil(solver.best_objective_bound - 1e-9)), "exact (cp-sat)")
+
+
+def solve_uniform(pipe: _Pipeline) -> None:
+    """Exact step for uniform machines with integer speeds (makespan scaled by lcm(speeds))."""
+    p, m, speeds = pipe.p, pipe.m, pipe.speeds
+    assert speeds is not None and pipe.assignment is not None
+    if not np.all(speeds == np.round(speeds)) or p.size * m > MAX_VARIABLES:
+        return
+    s = speeds.astype(np.int64)
+    scale = math.lcm(*s.tolist())
+    if scale > 10**6:
+        return
+    cp_model, solver = _solver(pipe)
+    model = cp_model.CpModel()
+    upper = math.ceil(pipe.tracer.upper_bound * scale)
+    lower = math.ceil(pipe.tracer.lower_bound * scale - 1e-9)
+    x = {(i, j): model.new_bool_var(f"x[{i},{j}]") for i in range(p.size) for j in range(m)}
+    t = model.new_int_var(lower, upper, "scaled_makespan")
+    for i in range(p.size):
+        model.add_exactly_one(x[i, j] for j in range(m))
+    for j in range(m):
+        load = sum(int(p[i]) * x[i, j] for i in range(p.size))
+        model.add(load * (scale // int(s[j])) <= t)
+    model.minimize(t)
+    for i in range(p.size):
+        for j in range(m):
+            model.add_hint(x[i, j], int(pipe.assignment[i] == j))
+    status = solver.solve(model)
+    pipe.hit_limit |= status in (cp_model.FEASIBLE, cp_model.UNKNOWN)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        assignment = np.array(
+            [next(j for j in range(m) if solver.value(x[i, j])) for i in range(p.size)], dtype=np.int64
+        )
+        pipe.offer(assignment, "exact (cp-sat)")
+    bound = solver.objective_value if status == cp_model.OPTIMAL else solver.best_objective_bound
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
+        pipe.bound(float(math.ceil(bound - 1e-9)) / scale, "exact (cp-sat)")

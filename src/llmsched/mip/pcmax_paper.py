@@ -1,0 +1,160 @@
+"""The paper's offline model (Eqs. 26-30) as written, in SCIP or CP-SAT.
+
+    min  t_max
+    s.t. sum_j x_ij = 1                   for every request i         (27)
+         sum_i x_ij T_i <= t_j <= t_max   for every client j          (28)
+         x_ij in {0, 1}                                               (29)
+         t_j, t_max >= 0                                              (30)
+
+One binary per job and machine, no symmetry breaking: this is the model Pang et al. solved
+with SCIP in about 20 minutes, kept literal so its cost can be compared with the pipeline.
+(With speeds, constraint 28 divides machine j's load by its speed.)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from llmsched.mip.result import Status, Tracer, relative_gap
+
+__all__ = ["solve_paper_model"]
+
+
+def solve_paper_model(
+    p: np.ndarray,
+    m: int,
+    speeds: np.ndarray | None,
+    tracer: Tracer,
+    backend: str,
+    workers: int,
+    display: bool,
+) -> Any:
+    tracer.bound(0.0, "non-negative times")
+    if backend == "scip":
+        assignment, status = _scip(p, m, speeds, tracer, workers, display)
+    else:
+        assignment, status = _cpsat(p, m, speeds, tracer, workers, display)
+    from llmsched.mip.pcmax import PcmaxResult
+
+    if assignment is None:  # no solution within the limit
+        assignment = np.full(p.size, -1, dtype=np.int64)
+        makespan = math.inf
+    else:
+        loads = np.bincount(assignment, weights=p, minlength=m)
+        makespan = float((loads if speeds is None else loads / speeds).max())
+    return PcmaxResult(
+        makespan=makespan,
+        lower_bound=min(tracer.lower_bound, makespan),
+        assignment=assignment,
+        status=status,
+        gap=relative_gap(makespan, tracer.lower_bound),
+        runtime=time.perf_counter() - tracer.start,
+        trace=list(tracer.points),
+        backend=backend,
+        closed_by=backend if status is Status.OPTIMAL else "",
+    )
+
+
+def _scip(
+    p: np.ndarray, m: int, speeds: np.ndarray | None, tracer: Tracer, workers: int, display: bool
+) -> tuple[np.ndarray | None, Status]:
+    from pyscipopt import SCIP_EVENTTYPE, Eventhdlr, Model, quicksum
+
+    n = p.size
+    model = Model("paper-offline-eqs-26-30")
+    if not display:
+        model.hideOutput()
+    x = {(i, j): model.addVar(vtype="B", name=f"x({i},{j})") for i in range(n) for j in range(m)}
+    t = {j: model.addVar(lb=0, name=f"t({j})") for j in range(m)}
+    tmax = model.addVar(lb=0, name="t_max")
+    for i in range(n):
+        model.addCons(quicksum(x[i, j] for j in range(m)) == 1, name=f"assign({i})")  # Eq. 27
+    for j in range(m):
+        speed = 1.0 if speeds is None else float(speeds[j])
+        model.addCons(quicksum(float(p[i]) / speed * x[i, j] for i in range(n)) <= t[j], name=f"load({j})")
+        model.addCons(t[j] <= tmax, name=f"makespan({j})")  # Eq. 28
+    model.setObjective(tmax, "minimize")  # Eq. 26
+
+    class Trace(Eventhdlr):
+        def eventinit(self) -> None:
+            self.model.catchEvent(SCIP_EVENTTYPE.BESTSOLFOUND, self)
+            self.model.catchEvent(SCIP_EVENTTYPE.NODESOLVED, self)
+
+        def eventexec(self, event: Any) -> None:
+            if self.model.getNSols() > 0:
+                tracer.incumbent(self.model.getPrimalbound(), "scip")
+            tracer.bound(self.model.getDualbound(), "scip")
+
+    model.includeEventhdlr(Trace(), "trace", "primal and dual bound over time")
+    model.setParam("limits/time", max(tracer.remaining(), 0.01))  # building the model counts too
+    model.setParam("parallel/maxnthreads", max(1, workers))
+    model.optimize()
+    raw = model.getStatus()
+    solution = None
+    if model.getNSols() > 0:
+        best = model.getBestSol()
+        solution = np.array(
+            [max(range(m), key=lambda j, i=i: model.getSolVal(best, x[i, j])) for i in range(n)],
+            dtype=np.int64,
+        )
+        tracer.incumbent(model.getPrimalbound(), "scip")
+    tracer.bound(model.getDualbound(), "scip")
+    status = {
+        "optimal": Status.OPTIMAL,
+        "timelimit": Status.TIME_LIMIT,
+        "infeasible": Status.INFEASIBLE,
+    }.get(raw, Status.FEASIBLE if solution is not None else Status.UNKNOWN)
+    return solution, status
+
+
+def _cpsat(
+    p: np.ndarray, m: int, speeds: np.ndarray | None, tracer: Tracer, workers: int, display: bool
+) -> tuple[np.ndarray | None, Status]:
+    from ortools.sat.python import cp_model
+
+    n = p.size
+    scale = 1
+    weights = [1] * m
+    if speeds is not None:
+        if not np.all(speeds == np.round(speeds)):
+            raise ValueError("the CP-SAT backend needs integer speeds")
+        scale = math.lcm(*speeds.astype(np.int64).tolist())
+        weights = [scale // int(v) for v in speeds.tolist()]
+    model = cp_model.CpModel()
+    horizon = int(p.sum()) * scale
+    x = {(i, j): model.new_bool_var(f"x({i},{j})") for i in range(n) for j in range(m)}
+    t = [model.new_int_var(0, horizon, f"t({j})") for j in range(m)]
+    tmax = model.new_int_var(0, horizon, "t_max")
+    for i in range(n):
+        model.add_exactly_one(x[i, j] for j in range(m))  # Eq. 27
+    for j in range(m):
+        model.add(sum(int(p[i]) * weights[j] * x[i, j] for i in range(n)) <= t[j])  # Eq. 28
+        model.add(t[j] <= tmax)
+    model.minimize(tmax)  # Eq. 26
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(tracer.remaining(), 0.01)
+    solver.parameters.num_workers = max(1, workers)
+    solver.parameters.log_search_progress = display
+
+    class Trace(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            tracer.incumbent(self.objective_value / scale, "cp-sat")
+            tracer.bound(self.best_objective_bound / scale, "cp-sat")
+
+    raw = solver.solve(model, Trace())
+    solution = None
+    if raw in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        solution = np.array(
+            [next(j for j in range(m) if solver.value(x[i, j])) for i in range(n)], dtype=np.int64
+        )
+        tracer.incumbent(solver.objective_value / scale, "cp-sat")
+        tracer.bound(solver.best_objective_bound / scale, "cp-sat")
+    if raw == cp_model.OPTIMAL:
+        return solution, Status.OPTIMAL
+    if raw == cp_model.INFEASIBLE:
+        return None, Status.INFEASIBLE
+    return solution, Status.TIME_LIMIT  # stopped by the time limit, the only limit set

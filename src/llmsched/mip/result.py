@@ -1,0 +1,84 @@
+"""Result objects shared by the solvers: status, objective, bound, gap, runtime, trace."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Status", "TracePoint", "Tracer"]
+
+
+class Status(StrEnum):
+    """How a solve ended. ``OPTIMAL`` only when the bound proves the incumbent optimal."""
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"  # a solution, not proven optimal, and the solver stopped on its own
+    TIME_LIMIT = "time_limit"  # stopped by the time limit, with the best solution and bound
+    INFEASIBLE = "infeasible"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class TracePoint:
+    """Incumbent and bound at a moment of the solve, and what produced the change."""
+
+    time: float
+    lower_bound: float
+    upper_bound: float
+    source: str
+
+
+@dataclass
+class Tracer:
+    """Collects the trace of bound and incumbent over a solve and keeps the deadline."""
+
+    time_limit: float
+    start: float = field(default_factory=time.perf_counter)
+    lower_bound: float = -np.inf
+    upper_bound: float = np.inf
+    points: list[TracePoint] = field(default_factory=list)
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def remaining(self) -> float:
+        return max(0.0, self.time_limit - self.elapsed())
+
+    def expired(self) -> bool:
+        return self.elapsed() >= self.time_limit
+
+    def bound(self, value: float, source: str) -> None:
+        if value > self.lower_bound:
+            self.lower_bound = float(value)
+            self._record(source)
+
+    def incumbent(self, value: float, source: str) -> bool:
+        if value < self.upper_bound:
+            self.upper_bound = float(value)
+            self._record(source)
+            return True
+        return False
+
+    def closed(self) -> bool:
+        return self.lower_bound >= self.upper_bound
+
+    def _record(self, source: str) -> None:
+        self.points.append(TracePoint(self.elapsed(), self.lower_bound, self.upper_bound, source))
+
+    def frame(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame([p.__dict__ for p in self.points])
+
+
+def relative_gap(upper: float, lower: float) -> float:
+    """(upper - lower) / upper, 0 when closed, inf when there is no solution."""
+    if not np.isfinite(upper):
+        return float("inf")
+    if upper <= 0:
+        return 0.0
+    return max(0.0, (upper - lower) / upper)
