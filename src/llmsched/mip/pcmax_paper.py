@@ -97,10 +97,8 @@ def _scip(
     solution = None
     if model.getNSols() > 0:
         best = model.getBestSol()
-        solution = np.array(
-            [max(range(m), key=lambda j, i=i: model.getSolVal(best, x[i, j])) for i in range(n)],
-            dtype=np.int64,
-        )
+        values = np.array([[model.getSolVal(best, x[i, j]) for j in range(m)] for i in range(n)])
+        solution = values.argmax(axis=1).astype(np.int64)
         tracer.incumbent(model.getPrimalbound(), "scip")
     tracer.bound(model.getDualbound(), "scip")
     status = {
