@@ -10,11 +10,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed-core: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[solvers]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev,runtime]'
+	$(BIN)/python -m pip install -q -e '.[dev,runtime,solvers]'
 	touch $@ $(VENV)/.installed-core
 
 reproduce: $(VENV)/.installed-core
@@ -34,6 +34,7 @@ test: lint typecheck unit
 
 bench: $(VENV)/.installed-core
 	$(BIN)/python benchmarks/simulator_speed.py
+	$(BIN)/python benchmarks/pcmax_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info

@@ -227,7 +227,24 @@ class PrefillFirst:
         return PREFILL_NOW
 
 
-_REQUEST_POLICIES: dict[str, Callable[..., Any]] = {"fcfs": FCFS, "static": StaticQueues}
+def _offline_oracle() -> Any:
+    from llmsched.mip.offline import OfflineQueues  # solvers load only when asked for
+
+    return OfflineQueues(sizes="oracle")
+
+
+def _offline_predicted() -> Any:
+    from llmsched.mip.offline import OfflineQueues
+
+    return OfflineQueues(sizes="predicted")
+
+
+_REQUEST_POLICIES: dict[str, Callable[..., Any]] = {
+    "fcfs": FCFS,
+    "static": StaticQueues,
+    "offline": _offline_predicted,
+    "offline-oracle": _offline_oracle,
+}
 _ITERATION_POLICIES: dict[str, Callable[..., Any]] = {"prefill-first": PrefillFirst}
 
 

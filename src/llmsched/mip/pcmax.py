@@ -175,6 +175,21 @@ def solve_pcmax(
     return _Pipeline(p, m, s, tracer, exact, workers, display).run()
 
 
+def _have_ortools() -> bool:
+    """The exact step needs OR-Tools (the ``solvers`` extra); without it the gap stays open."""
+    import importlib.util
+    import warnings
+
+    if importlib.util.find_spec("ortools") is None:
+        warnings.warn(
+            "OR-Tools is not installed (pip install 'llmsched[solvers]'): solve_pcmax skips its "
+            "exact step and may return a gap",
+            stacklevel=4,
+        )
+        return False
+    return True
+
+
 class _Pipeline:
     def __init__(
         self,
@@ -230,7 +245,7 @@ class _Pipeline:
             return ub.improve(p, assignment, m, self.tracer.lower_bound, deadline=deadline)
 
         def exact_step() -> None:
-            if self.exact and not self.tracer.closed():
+            if self.exact and not self.tracer.closed() and _have_ortools():
                 from llmsched.mip.pcmax_exact import solve_aggregated
 
                 solve_aggregated(self, sorted_p)
@@ -300,7 +315,7 @@ class _Pipeline:
             return float(max(p.sum() / s.sum(), (big / fast).max()))
 
         def exact_step() -> None:
-            if self.exact and not self.tracer.closed():
+            if self.exact and not self.tracer.closed() and _have_ortools():
                 from llmsched.mip.pcmax_exact import solve_uniform
 
                 solve_uniform(self)

@@ -265,6 +265,8 @@ def _fill(
     kinds = np.arange(sizes.size) if rng is None else rng.permutation(sizes.size)
     for k in kinds.tolist():
         size, count = int(sizes[k]), int(counts[k])
+        if size == 0:
+            continue  # zero-size jobs fit anywhere; the caller places them
         c, piece = count, 1
         while c > 0 and size <= room:
             take = min(piece, c, room // size)

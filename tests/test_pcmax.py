@@ -1,0 +1,197 @@
+"""solve_pcmax: exact answers on small instances, bounds that hold, limits, bad input."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmsched import workloads
+from llmsched.mip import Status, solve_pcmax
+from llmsched.mip import pcmax_bounds as lb
+from llmsched.mip import pcmax_heuristics as ub
+from llmsched.mip.mico import mico_distribute
+
+
+def brute_force(times: np.ndarray, m: int, speeds: np.ndarray | None = None) -> float:
+    """The optimal makespan by dynamic programming over subsets (fine for n <= 12)."""
+    n = times.size
+    full = (1 << n) - 1
+    load = np.zeros(1 << n)
+    for i in range(n):
+        load[1 << i : 1 << (i + 1)] = load[: 1 << i] + times[i]
+    s = np.ones(m) if speeds is None else np.asarray(speeds, dtype=float)
+    # best[S] for machines 0..k: min over submask T for machine k of max(best_prev[S\\T], load[T]/s_k)
+    best = load / s[0]
+    for k in range(1, m):
+        new = best.copy()
+        for mask in range(1, full + 1):
+            sub = mask
+            value = new[mask]
+            while sub:
+                cand = max(best[mask ^ sub], load[sub] / s[k])
+                if cand < value:
+                    value = cand
+                sub = (sub - 1) & mask
+            new[mask] = value
+        best = new
+    return float(best[full])
+
+
+def _check(result, times, m, speeds=None) -> None:
+    assert result.assignment.shape == times.shape
+    assert result.assignment.min() >= 0 and result.assignment.max() < m
+    loads = np.bincount(result.assignment, weights=times, minlength=m)
+    if speeds is not None:
+        loads = loads / np.asarray(speeds, dtype=float)
+    assert result.makespan == pytest.approx(loads.max())
+    assert result.lower_bound <= result.makespan + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_equals_brute_force_on_small_instances(seed: int) -> None:
+    """On random instances of up to 12 jobs and 4 machines the pipeline proves the true optimum."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 13 if seed < 5 else 10))
+    m = int(rng.integers(1, 5))
+    times = rng.integers(0, [10, 100, 1000][seed % 3], size=n)
+    result = solve_pcmax(times, m, time_limit=20)
+    _check(result, times, m)
+    assert result.status is Status.OPTIMAL
+    assert result.makespan == brute_force(times, m)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=9),
+    st.integers(1, 4),
+    st.floats(0.0, 0.05),
+)
+def test_never_claims_better_than_the_optimum(times, m, limit) -> None:
+    """With any time limit, the bound never exceeds the optimum and 'optimal' is only claimed at it."""
+    arr = np.array(times)
+    opt = brute_force(arr, m)
+    result = solve_pcmax(arr, m, time_limit=limit)
+    _check(result, arr, m)
+    assert result.lower_bound <= opt + 1e-9
+    assert result.makespan >= opt - 1e-9
+    if result.status is Status.OPTIMAL:
+        assert result.makespan == opt
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_uniform_machines_equal_brute_force(seed: int) -> None:
+    """With integer speeds the pipeline proves the optimum of Q||Cmax."""
+    rng = np.random.default_rng(100 + seed)
+    n, m = int(rng.integers(2, 10)), int(rng.integers(2, 4))
+    times = rng.integers(1, 50, size=n)
+    speeds = rng.integers(1, 4, size=m)
+    result = solve_pcmax(times, m, time_limit=20, speeds=speeds)
+    _check(result, times, m, speeds)
+    assert result.status is Status.OPTIMAL
+    assert result.makespan == pytest.approx(brute_force(times, m, speeds))
+
+
+@pytest.mark.parametrize("backend", ["scip", "cpsat"])
+def test_paper_model_backends_agree(backend: str) -> None:
+    """The paper's Eqs. 26-30 in SCIP and CP-SAT reach the pipeline's optimum on a small instance."""
+    times = np.array([9, 8, 7, 6, 5, 5, 4, 3, 2])
+    ours = solve_pcmax(times, 3)
+    theirs = solve_pcmax(times, 3, time_limit=30, backend=backend)
+    assert theirs.status is Status.OPTIMAL and ours.status is Status.OPTIMAL
+    assert theirs.makespan == ours.makespan == 17
+    assert theirs.trace, "the solver's progress is traced"
+    _check(theirs, times, 3)
+
+
+def test_gsm8k_instance_is_proven_optimal_quickly() -> None:
+    """The paper's offline instance (1,319 outputs on 200 clients) closes at ceil(sum/m)."""
+    times = workloads.gsm8k(0).output_tokens
+    result = solve_pcmax(times, 200, time_limit=10)
+    assert result.status is Status.OPTIMAL
+    assert result.makespan == -(-int(times.sum()) // 200) == 2277
+    assert result.runtime < 5
+    frame = result.trace_frame()
+    assert list(frame.columns) == ["time", "lower_bound", "upper_bound", "source"]
+    assert frame["upper_bound"].is_monotonic_decreasing and frame["lower_bound"].is_monotonic_increasing
+
+
+def test_time_limit_is_honoured_with_best_solution_and_bound() -> None:
+    """A hard instance stops within its limit with a valid solution, a bound and status time_limit."""
+    rng = np.random.default_rng(0)
+    times = rng.integers(1, 10001, size=50)
+    start = time.perf_counter()
+    result = solve_pcmax(times, 10, time_limit=1.0)
+    elapsed = time.perf_counter() - start
+    assert elapsed <= 1.0 * 1.1 + 0.5
+    _check(result, times, 10)
+    if result.status is not Status.OPTIMAL:
+        assert result.status is Status.TIME_LIMIT
+        assert result.gap > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (([3, -1], 2), {}, r"times\[1\] is -1"),
+        (([3, 1.5], 2), {}, "whole numbers"),
+        (([3, float("nan")], 2), {}, "whole numbers"),
+        (([], 2), {}, "no jobs"),
+        (([3, 4], 0), {}, "machines must be at least 1"),
+        (([3, 4], 1.5), {}, "machines must be a positive integer"),
+        (([3, 4], 2), {"speeds": [1, 0]}, r"speeds\[1\]"),
+        (([3, 4], 2), {"speeds": [1, 2, 3]}, "one entry per machine"),
+        (([3, 4], 2), {"backend": "gurobi"}, "unknown backend"),
+        (([3, 4], 2), {"time_limit": -1}, "time_limit"),
+    ],
+)
+def test_bad_input_is_rejected(args, kwargs, message) -> None:
+    """Negative or fractional times, no jobs or machines, bad speeds or backends raise ValueError."""
+    with pytest.raises(ValueError, match=message):
+        solve_pcmax(*args, **kwargs)
+
+
+def test_bounds_are_valid_and_ordered() -> None:
+    """Each lower bound holds against the brute-force optimum on small random instances."""
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        n, m = int(rng.integers(2, 10)), int(rng.integers(2, 4))
+        p = np.sort(rng.integers(1, 40, size=n))[::-1]
+        opt = brute_force(p, m)
+        trivial = lb.trivial_bound(p, m)
+        assert trivial <= opt
+        assert lb.dell_amico_martello_bound(p, m) <= opt
+        assert lb.bpp_bound(p, m, trivial, int(p.sum())) <= opt
+        assert lb.lift_to_subset_sum(p, trivial, int(p.sum())) <= opt
+
+
+def test_heuristics_return_complete_assignments() -> None:
+    """LPT, largest differencing, MULTIFIT and bin completion place every job on a machine."""
+    p = workloads.gsm8k(2).output_tokens
+    for assignment in (
+        ub.lpt(p, 200),
+        ub.largest_differencing(p, 200),
+        ub.multifit(p, 200, 2200, 2400),
+        ub.bin_completion(p, 200, 2300),
+    ):
+        assert assignment is not None and assignment.shape == p.shape
+        assert assignment.min() >= 0 and assignment.max() < 200
+    assert ub.bin_completion(p, 200, 1000) is None  # below the trivial bound
+
+
+def test_mico_group_distribution_balances_tokens() -> None:
+    """Mico's rule balances tokens far better than round-robin by count, and handles speeds."""
+    p = workloads.gsm8k(0).output_tokens
+    mico = ub.makespan(p, mico_distribute(p, 8, max_length=512), 8)
+    round_robin = ub.makespan(p, np.arange(p.size) % 8, 8)
+    exact = solve_pcmax(p, 8).makespan
+    assert exact <= mico < round_robin
+    speeds = np.array([1, 1, 2, 2, 3, 3, 4, 4])
+    fast = mico_distribute(p, 8, speeds, max_length=512)
+    loads = np.bincount(fast, weights=p, minlength=8)
+    assert loads[-1] > loads[0]  # faster engines get more tokens
+    with pytest.raises(ValueError, match="buckets"):
+        mico_distribute(p, 8, buckets=0)
