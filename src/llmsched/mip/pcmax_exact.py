@@ -1,7 +1,7 @@
-"""Exact step of the P||Cmax pipeline, in CP-SAT.
+"""Exact step of the P||Cmax pipeline.
 
 First choice: the arc-flow model of bin packing (Valerio de Carvalho) over aggregated job
-sizes, with the makespan as the largest load a bin path ends at; its LP relaxation is the
+sizes, in SCIP, deciding capacities from the lower bound upwards; its LP relaxation is the
 strong Gilmore-Gomory bound. When its graph is too large (wide job sizes), a model that
 counts how many jobs of each size a machine gets (``y[s, j]``), machines ordered by load
 to break their symmetry, warm-started from the incumbent.
@@ -22,7 +22,7 @@ __all__ = ["solve_aggregated", "solve_uniform"]
 # Above this many count variables the model is too large to help within typical limits.
 MAX_VARIABLES = 60_000
 # Arc-flow graphs larger than this are not built.
-MAX_ARCS = 60_000
+MAX_ARCS = 100_000
 
 
 def _solver(pipe: _Pipeline) -> Any:
@@ -73,79 +73,79 @@ def arcflow_graph(
 
 
 def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
-    """Minimise the makespan over the arc-flow model; False when the graph is too large.
+    """Decide capacities from the bound upwards with the arc-flow model of bin packing (SCIP).
 
-    The graph is built for capacity UB - 1 (anything better than the incumbent). Every bin
-    is a path from load 0 to the sink, ending with an item arc into the sink or a loss arc
-    from its final load; the makespan is the largest final load of a used path. Its LP
-    relaxation is the Gilmore-Gomory bound, which is rarely below the optimum.
+    For capacity C, the model asks for at most m bins (paths from load 0 to C) holding
+    every job; its LP relaxation is the Gilmore-Gomory bound, so a capacity that needs more
+    than m bins is usually refuted at the root. Each refuted capacity raises the bound by
+    one; the first capacity that fits is optimal. Returns False, untouched, when a graph is
+    too large to build or SCIP is not installed.
     """
-    from ortools.sat.python import cp_model
+    import importlib.util
+
+    if importlib.util.find_spec("pyscipopt") is None:
+        return False
+    from pyscipopt import Model, quicksum
 
     p, m = pipe.p, pipe.m
     sizes, counts = np.unique(sorted_p, return_counts=True)
     sizes, counts = sizes[::-1], counts[::-1]
     positive = sizes > 0
     sizes, counts = sizes[positive], counts[positive]
-    capacity = int(pipe.tracer.upper_bound) - 1
-    lower = math.ceil(pipe.tracer.lower_bound)
-    if sizes.size == 0 or capacity < lower:
+    if sizes.size == 0:
         return True
-    graph = arcflow_graph(sizes, counts, capacity)
-    if graph is None or pipe.tracer.expired():
-        return False
-    tails, kinds = graph
-    heads = tails + sizes[kinds]
-    nodes = np.unique(np.concatenate([[0, capacity], tails, heads]))
-    model = cp_model.CpModel()
-    makespan = model.new_int_var(lower, capacity, "makespan")
-    flow = [model.new_int_var(0, int(counts[k]), "") for k in kinds.tolist()]
-    used = model.new_int_var(1, m, "bins")
-    out_edges: dict[int, list] = {int(v): [] for v in nodes.tolist()}
-    in_edges: dict[int, list] = {int(v): [] for v in nodes.tolist()}
-    for a, (t, h) in enumerate(zip(tails.tolist(), heads.tolist(), strict=True)):
-        out_edges[t].append(flow[a])
-        in_edges[h].append(flow[a])
-    # Loss arcs close a bin at load v < capacity, which then sets the makespan >= v.
-    loss: dict[int, Any] = {}
-    for v in nodes.tolist():
-        if 0 < v < capacity:
-            var = loss[v] = model.new_int_var(0, m, "")
-            out_edges[v].append(var)
-            in_edges[capacity].append(var)
-            if v > lower:
-                closes = model.new_bool_var("")
-                model.add(var == 0).only_enforce_if(~closes)
-                model.add(makespan >= v).only_enforce_if(closes)
-    into_sink = [flow[a] for a in np.flatnonzero(heads == capacity).tolist()]
-    if into_sink:
-        full = model.new_bool_var("")
-        model.add(sum(into_sink) == 0).only_enforce_if(~full)
-        model.add(makespan >= capacity).only_enforce_if(full)
-    for v in nodes.tolist():
-        if v == 0:
-            model.add(sum(out_edges[v]) == used)
-        elif v == capacity:
-            model.add(sum(in_edges[v]) == used)
-        else:
-            model.add(sum(in_edges[v]) == sum(out_edges[v]))
-    for k in range(sizes.size):
-        model.add(sum(flow[a] for a in np.flatnonzero(kinds == k).tolist()) == int(counts[k]))
-    model.minimize(makespan)
-    _, solver = _solver(pipe)
-    status = solver.solve(model)
-    pipe.hit_limit |= status in (cp_model.FEASIBLE, cp_model.UNKNOWN)
-    if status == cp_model.INFEASIBLE:
-        pipe.bound(capacity + 1, "exact (arc-flow)")  # nothing beats the incumbent
+    while not pipe.tracer.closed() and not pipe.tracer.expired():
+        capacity = math.ceil(pipe.tracer.lower_bound)
+        graph = arcflow_graph(sizes, counts, capacity)
+        if graph is None:
+            return False
+        tails, kinds = graph
+        heads = tails + sizes[kinds]
+        nodes = np.unique(np.concatenate([[0, capacity], tails, heads])).tolist()
+        model = Model(f"arcflow({capacity})")
+        model.hideOutput(not pipe.display)
+        flow = [model.addVar(vtype="I", lb=0, ub=int(counts[k])) for k in kinds.tolist()]
+        bins = model.addVar(vtype="I", lb=0, ub=m, name="bins")
+        out_edges: dict[int, list[Any]] = {v: [] for v in nodes}
+        in_edges: dict[int, list[Any]] = {v: [] for v in nodes}
+        for arc, (t, h) in enumerate(zip(tails.tolist(), heads.tolist(), strict=True)):
+            out_edges[t].append(flow[arc])
+            in_edges[h].append(flow[arc])
+        for v in nodes:
+            if 0 < v < capacity:  # loss arc: the bin ends below the capacity
+                loss = model.addVar(vtype="I", lb=0, ub=m)
+                out_edges[v].append(loss)
+                in_edges[capacity].append(loss)
+        for v in nodes:
+            if v == 0:
+                model.addCons(quicksum(out_edges[v]) == bins)
+            elif v == capacity:
+                model.addCons(quicksum(in_edges[v]) == bins)
+            else:
+                model.addCons(quicksum(in_edges[v]) == quicksum(out_edges[v]))
+        for k in range(sizes.size):
+            model.addCons(
+                quicksum(flow[arc] for arc in np.flatnonzero(kinds == k).tolist()) == int(counts[k])
+            )
+        model.setObjective(bins, "minimize")
+        model.setParam("limits/solutions", 1)  # any packing into m bins decides the question
+        model.setParam("limits/time", max(0.01, pipe.tracer.remaining()))
+        model.optimize()
+        status = model.getStatus()
+        if status == "infeasible":
+            pipe.bound(capacity + 1, "exact (arc-flow)")
+            continue
+        if model.getNSols() > 0:
+            best = model.getBestSol()
+            values = [round(model.getSolVal(best, f)) for f in flow]
+            used = round(model.getSolVal(best, bins))
+            pipe.offer(
+                _decompose(p, sizes, (tails, heads, kinds), capacity, values, used), "exact (arc-flow)"
+            )
+            pipe.bound(capacity, "exact (arc-flow)")
+            return True
+        pipe.hit_limit = True
         return True
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        pipe.offer(
-            _decompose(p, sizes, (tails, heads, kinds), capacity, solver, flow, used), "exact (arc-flow)"
-        )
-    if status == cp_model.OPTIMAL:
-        pipe.bound(float(solver.objective_value), "exact (arc-flow)")
-    elif status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
-        pipe.bound(float(math.ceil(solver.best_objective_bound - 1e-9)), "exact (arc-flow)")
     return True
 
 
@@ -154,19 +154,18 @@ def _decompose(
     sizes: np.ndarray,
     arcs: tuple[np.ndarray, np.ndarray, np.ndarray],
     capacity: int,
-    solver: Any,
-    flow: list[Any],
-    used: Any,
+    values: list[int],
+    used: int,
 ) -> np.ndarray:
-    """Split the flow into paths from 0 to the sink (one per machine) and place the jobs."""
+    """Split an arc flow into paths from 0 to the sink (one per machine) and place the jobs."""
     tails, heads, kinds = arcs
-    remaining = [solver.value(f) for f in flow]
+    remaining = list(values)
     by_tail: dict[int, list[int]] = {}
     for a, t in enumerate(tails.tolist()):
         by_tail.setdefault(t, []).append(a)
     assignment = np.zeros(p.size, dtype=np.int64)  # zero-size jobs stay on machine 0
     pools = {int(v): list(np.flatnonzero(p == v)) for v in sizes.tolist()}
-    for j in range(solver.value(used)):
+    for j in range(used):
         node = 0
         while node != capacity:
             arc = next((a for a in by_tail.get(node, []) if remaining[a] > 0), None)
