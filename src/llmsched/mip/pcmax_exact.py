@@ -73,13 +73,14 @@ def arcflow_graph(
 
 
 def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
-    """Decide capacities from the bound upwards with the arc-flow model of bin packing (SCIP).
+    """Decide capacities just below the incumbent with the arc-flow model of bin packing (SCIP).
 
     For capacity C, the model asks for at most m bins (paths from load 0 to C) holding
-    every job; its LP relaxation is the Gilmore-Gomory bound, so a capacity that needs more
-    than m bins is usually refuted at the root. Each refuted capacity raises the bound by
-    one; the first capacity that fits is optimal. Returns False, untouched, when a graph is
-    too large to build or SCIP is not installed.
+    every job; its LP relaxation is the Gilmore-Gomory bound. The capacity tried is one
+    below the incumbent: a packing is a better incumbent (and the next try goes lower), a
+    refutation proves the incumbent optimal (feasibility is monotone in C, so one proof
+    covers every smaller capacity). Returns False, untouched, when a graph is too large to
+    build or SCIP is not installed.
     """
     import importlib.util
 
@@ -95,7 +96,7 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
     if sizes.size == 0:
         return True
     while not pipe.tracer.closed() and not pipe.tracer.expired():
-        capacity = math.ceil(pipe.tracer.lower_bound)
+        capacity = int(pipe.tracer.upper_bound) - 1
         graph = arcflow_graph(sizes, counts, capacity)
         if graph is None:
             return False
