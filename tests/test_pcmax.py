@@ -195,3 +195,13 @@ def test_mico_group_distribution_balances_tokens() -> None:
     assert loads[-1] > loads[0]  # faster engines get more tokens
     with pytest.raises(ValueError, match="buckets"):
         mico_distribute(p, 8, buckets=0)
+
+
+def test_randomised_bin_completion_is_reproducible_and_valid() -> None:
+    """Bin completion with a seeded generator gives the same valid packing twice."""
+    rng_times = np.random.default_rng(3).integers(1, 10001, size=50)
+    cap = lb.trivial_bound(np.sort(rng_times)[::-1], 10) + 50
+    a = ub.bin_completion(rng_times, 10, cap, np.random.default_rng(1))
+    b = ub.bin_completion(rng_times, 10, cap, np.random.default_rng(1))
+    assert a is not None and b is not None and np.array_equal(a, b)
+    assert np.bincount(a, weights=rng_times, minlength=10).max() <= cap

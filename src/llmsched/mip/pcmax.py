@@ -9,10 +9,11 @@ the incumbent:
    k*m+1 largest jobs; Martello-Toth's L2 for bin packing, by binary search on the
    capacity; lifting to the next achievable subset sum;
 2. upper bounds: LPT, the largest differencing method (Karmarkar-Karp), MULTIFIT, each
-   improved by moves and swaps off the busiest machine;
-3. an exact CP-SAT model over aggregated job sizes (counts of each size per machine,
-   machines ordered by load to break their symmetry), warm-started from the incumbent,
-   for whatever gap remains.
+   improved by moves and swaps off the busiest machine; bin completion (machines filled
+   one at a time to the bound by a subset-sum dynamic programme), with randomised restarts;
+3. an exact step for whatever gap remains: the arc-flow model of bin packing in SCIP,
+   deciding the capacity one below the incumbent; where its graph is too large, a CP-SAT
+   model over aggregated job sizes (see :mod:`llmsched.mip.pcmax_exact`).
 
 ``backend="scip"`` or ``"cpsat"`` instead solves the paper's model as written (one binary
 per job and machine), so the two can be compared honestly.
@@ -262,6 +263,18 @@ class _Pipeline:
                     return
                 capacity += 1
 
+        def restarts(share: float) -> None:
+            # Randomised bin completion at the bound, for a share of the remaining time: the
+            # fills chosen among equally full subsets vary, and some order completes.
+            rng = np.random.default_rng(0)
+            stop = time.perf_counter() + share * self.tracer.remaining()
+            capacity = int(self.tracer.lower_bound)
+            while time.perf_counter() < stop and capacity < self.tracer.upper_bound:
+                found = ub.bin_completion(p, m, capacity, rng)
+                if found is not None:
+                    self.offer(found, "bin completion (restarts)")
+                    return
+
         return [
             ("trivial bound", lambda: self.bound(lb.trivial_bound(sorted_p, m), "trivial bound")),
             ("lpt", lambda: self.offer(ub.lpt(p, m), "lpt")),
@@ -298,6 +311,7 @@ class _Pipeline:
                 ),
             ),
             ("bin completion above the bound", lambda: complete(3)),
+            ("bin completion (restarts)", lambda: restarts(0.3)),
             ("exact", exact_step),
         ]
 

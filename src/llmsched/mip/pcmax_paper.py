@@ -68,12 +68,19 @@ def _scip(
     model = Model("paper-offline-eqs-26-30")
     if not display:
         model.hideOutput()
-    x = {(i, j): model.addVar(vtype="B", name=f"x({i},{j})") for i in range(n) for j in range(m)}
+    x: dict[tuple[int, int], Any] = {}
+    for i in range(n):
+        if tracer.expired():  # building a large model can outlast the limit by itself
+            return None, Status.TIME_LIMIT
+        for j in range(m):
+            x[i, j] = model.addVar(vtype="B", name=f"x({i},{j})")
     t = {j: model.addVar(lb=0, name=f"t({j})") for j in range(m)}
     tmax = model.addVar(lb=0, name="t_max")
     for i in range(n):
         model.addCons(quicksum(x[i, j] for j in range(m)) == 1, name=f"assign({i})")  # Eq. 27
     for j in range(m):
+        if tracer.expired():
+            return None, Status.TIME_LIMIT
         speed = 1.0 if speeds is None else float(speeds[j])
         model.addCons(quicksum(float(p[i]) / speed * x[i, j] for i in range(n)) <= t[j], name=f"load({j})")
         model.addCons(t[j] <= tmax, name=f"makespan({j})")  # Eq. 28
