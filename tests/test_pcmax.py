@@ -205,3 +205,38 @@ def test_randomised_bin_completion_is_reproducible_and_valid() -> None:
     b = ub.bin_completion(rng_times, 10, cap, np.random.default_rng(1))
     assert a is not None and b is not None and np.array_equal(a, b)
     assert np.bincount(a, weights=rng_times, minlength=10).max() <= cap
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.integers(1, 60), min_size=1, max_size=14),
+    st.integers(1, 4),
+    st.integers(0, 5),
+    st.integers(0, 2**32 - 1),
+)
+def test_sequential_completion_never_overfills(times: list[int], m: int, extra: int, seed: int) -> None:
+    """Whatever it returns places every job and keeps every machine within the capacity."""
+    p = np.array(times)
+    cap = max(int(p.max()), -(-int(p.sum()) // m)) + extra
+    found = ub.sequential_completion(p, m, cap, np.random.default_rng(seed))
+    if found is not None:
+        assert found.shape == p.shape and found.min() >= 0 and found.max() < m
+        assert np.bincount(found, weights=p, minlength=m).max() <= cap
+
+
+def test_sequential_completion_finds_a_perfect_partition() -> None:
+    """Jobs built as m blocks summing to the same total are partitioned perfectly within a few passes."""
+    rng = np.random.default_rng(5)
+    blocks = [rng.integers(1, 1000, size=4) for _ in range(6)]
+    target = max(int(b.sum()) for b in blocks)
+    for b in blocks:
+        b[-1] += target - int(b.sum())  # every block sums to target
+    p = rng.permutation(np.concatenate(blocks))
+    gen = np.random.default_rng(0)
+    found = next(
+        (a for a in (ub.sequential_completion(p, 6, target, gen) for _ in range(2000)) if a is not None),
+        None,
+    )
+    assert found is not None
+    assert np.array_equal(np.bincount(found, weights=p, minlength=6), np.full(6, target))
+    assert ub.sequential_completion(p, 6, target - 1, gen) is None  # below the average: impossible

@@ -10,7 +10,8 @@ the incumbent:
    capacity; lifting to the next achievable subset sum;
 2. upper bounds: LPT, the largest differencing method (Karmarkar-Karp), MULTIFIT, each
    improved by moves and swaps off the busiest machine; bin completion (machines filled
-   one at a time to the bound by a subset-sum dynamic programme), with randomised restarts;
+   one at a time to the bound by a subset-sum dynamic programme), with randomised restarts
+   that alternate it with sequential partitioning in a random order;
 3. an exact step for whatever gap remains: the arc-flow model of bin packing in SCIP,
    deciding the capacity one below the incumbent; where its graph is too large, a CP-SAT
    model over aggregated job sizes (see :mod:`llmsched.mip.pcmax_exact`).
@@ -176,6 +177,18 @@ def solve_pcmax(
     return _Pipeline(p, m, s, tracer, exact, workers, display).run()
 
 
+def _arcflow_fits(sorted_p: np.ndarray, capacity: int) -> bool:
+    """Whether the exact step's arc-flow graph at ``capacity`` is small enough to build (and SCIP is here)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyscipopt") is None:
+        return False
+    from llmsched.mip.pcmax_exact import arcflow_graph
+
+    sizes, counts = np.unique(sorted_p[sorted_p > 0], return_counts=True)
+    return arcflow_graph(sizes[::-1], counts[::-1], capacity) is not None
+
+
 def _have_ortools() -> bool:
     """The exact step needs OR-Tools (the ``solvers`` extra); without it the gap stays open."""
     import importlib.util
@@ -264,15 +277,29 @@ class _Pipeline:
                 capacity += 1
 
         def restarts(share: float) -> None:
-            # Randomised bin completion at the bound, for a share of the remaining time: the
-            # fills chosen among equally full subsets vary, and some order completes.
+            # Randomised passes at the bound, for a share of the remaining time and a number
+            # of tries that grows with the instance: bin completion with random fills among
+            # equally full subsets, alternating with sequential partitioning in a random order
+            # (whose subset-sum bit sets stay small enough only for modest sums).
+            # Where the arc-flow model is small, the exact step usually settles the gap itself
+            # (the bound is often not the optimum there), so the passes get a smaller share.
+            if self.tracer.closed():
+                return
             rng = np.random.default_rng(0)
+            if self.exact and _arcflow_fits(sorted_p, int(self.tracer.upper_bound) - 1):
+                share = min(share, 0.1)
             stop = time.perf_counter() + share * self.tracer.remaining()
             capacity = int(self.tracer.lower_bound)
-            while time.perf_counter() < stop and capacity < self.tracer.upper_bound:
-                found = ub.bin_completion(p, m, capacity, rng)
+            sequential = p.size * capacity <= 50_000_000
+            for attempt in range(20 * p.size * m):
+                if time.perf_counter() > stop or capacity >= self.tracer.upper_bound:
+                    return
+                if sequential and attempt % 2:
+                    found = ub.sequential_completion(p, m, capacity, rng)
+                else:
+                    found = ub.bin_completion(p, m, capacity, rng)
                 if found is not None:
-                    self.offer(found, "bin completion (restarts)")
+                    self.offer(found, "randomised completion")
                     return
 
         return [
@@ -311,7 +338,7 @@ class _Pipeline:
                 ),
             ),
             ("bin completion above the bound", lambda: complete(3)),
-            ("bin completion (restarts)", lambda: restarts(0.3)),
+            ("randomised completion", lambda: restarts(0.6)),
             ("exact", exact_step),
         ]
 
