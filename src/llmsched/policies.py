@@ -239,13 +239,38 @@ def _offline_predicted() -> Any:
     return OfflineQueues(sizes="predicted")
 
 
+def _online(name: str, **params: Any) -> Callable[[], Any]:
+    # The online policies load only when asked for (the offline ones need the solvers).
+    def factory() -> Any:
+        from llmsched.online import iteration, requests
+
+        for module in (requests, iteration):
+            if hasattr(module, name):
+                return getattr(module, name)(**params)
+        raise AssertionError(name)
+
+    return factory
+
+
 _REQUEST_POLICIES: dict[str, Callable[..., Any]] = {
     "fcfs": FCFS,
     "static": StaticQueues,
     "offline": _offline_predicted,
     "offline-oracle": _offline_oracle,
+    "sorted-preemptive": _online("SortedPreemptive", initial="offline"),
+    "sorted-preemptive-oracle": _online("SortedPreemptive", initial="offline", sizes="oracle"),
+    "sorted-preemptive-rr": _online("SortedPreemptive", initial="round-robin"),
+    "sorted-preemptive-rr-oracle": _online("SortedPreemptive", initial="round-robin", sizes="oracle"),
+    "shortest-first": _online("ShortestFirst"),
+    "shortest-first-oracle": _online("ShortestFirst", sizes="oracle"),
+    "longest-first": _online("LongestFirst"),
+    "longest-first-oracle": _online("LongestFirst", sizes="oracle"),
 }
-_ITERATION_POLICIES: dict[str, Callable[..., Any]] = {"prefill-first": PrefillFirst}
+_ITERATION_POLICIES: dict[str, Callable[..., Any]] = {
+    "prefill-first": PrefillFirst,
+    "lagrangian": _online("Lagrangian"),
+    "threshold": _online("Threshold"),
+}
 
 
 def register_request_policy(name: str, factory: Callable[..., Any]) -> None:

@@ -58,6 +58,8 @@ class EngineView:
         Iterations the current decode stage has run so far.
     just_prefilled
         True right after a prefill stage (the next iteration is forced to decode).
+    unstarted
+        Requests not prefilled yet (arrived or not).
     """
 
     __slots__ = (
@@ -71,6 +73,7 @@ class EngineView:
         "now",
         "ready",
         "stage_iterations",
+        "unstarted",
     )
 
     def __init__(self, sim: _Simulation):
@@ -84,6 +87,7 @@ class EngineView:
         self.iterations_to_finish = 0
         self.stage_iterations = 0
         self.just_prefilled = False
+        self.unstarted = len(sim.workload)
 
     @property
     def workload(self) -> Workload:
@@ -188,6 +192,7 @@ class _Simulation:
         g = 0  # global decode iteration counter
         free = clients
         finished = 0
+        started = 0
 
         while finished < n:
             while next_arrival < n and _admits(t, arrival[order[next_arrival]]):
@@ -203,6 +208,7 @@ class _Simulation:
                 view.iterations_to_finish = heap[0][0] - g
                 view.stage_iterations = 0 if just_prefilled else iters[-1]
                 view.just_prefilled = just_prefilled
+                view.unstarted = n - started
                 decision = _check_decision(ip.decide(view), ip)
             if ready and (not active or (decision == PREFILL_NOW and not just_prefilled)):
                 pairs = rp.take(capacity)
@@ -224,6 +230,7 @@ class _Simulation:
                         f"({tokens} tokens, {len(pairs)} requests for {free} free clients)"
                     )
                 free -= len(pairs)
+                started += len(pairs)
                 kinds.append(PREFILL)
                 starts.append(t)
                 t += float(cost.prefill_time(tokens))

@@ -1,0 +1,198 @@
+"""Online iteration policies: when to interrupt decoding with a prefill stage.
+
+Every prefill stage stalls all decoding clients; every decode iteration run while clients
+are free and requests wait leaves those clients idle. Prefill-first (the baseline) pays a
+stage's fixed overhead for almost every finished request; the policies here batch waiting
+requests into fewer stages. Each decision is O(1): the answer is "prefill now" or "decode
+n more iterations", and the simulator jumps over those iterations.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llmsched.cost import CostModel
+from llmsched.policies import PREFILL_NOW
+from llmsched.workload import Workload
+
+if TYPE_CHECKING:
+    from llmsched.simulate import EngineView
+
+__all__ = ["Lagrangian", "Threshold", "TunedThreshold", "stage_overhead", "threshold_k"]
+
+
+def stage_overhead(cost: CostModel, tokens: float) -> float:
+    """What a prefill stage of ``tokens`` costs beyond its share of a full stage.
+
+    ``prefill_time(x) - x * prefill_time(cap) / cap``: the part of the stage's time that
+    batching more prompts into it would not add to (for the linear model, ``a_p (1 - x/cap)``).
+    """
+    cap = cost.prefill_capacity
+    return max(0.0, float(cost.prefill_time(tokens)) - tokens * float(cost.prefill_time(cap)) / cap)
+
+
+def _decode_split(cost: CostModel, clients: int) -> tuple[float, float]:
+    """(a_d, b_d): a decode iteration's fixed and per-client time, linearised at J clients."""
+    full = float(cost.decode_iteration_time(clients))
+    per_client = full - float(cost.decode_iteration_time(clients - 1)) if clients > 1 else 0.0
+    return max(0.0, full - clients * per_client), per_client
+
+
+def threshold_k(cost: CostModel, clients: int, mean_output: float, mean_prompt: float = 0.0) -> int:
+    """The batch size k* that balances prefill overheads against idle clients (closed form).
+
+    Batching k requests per prefill stage saves ``o_p * n (1 - 1/k)`` of stage overhead
+    (``o_p``: :func:`stage_overhead` of one prompt) and leaves on average ``(k - 1) / 2``
+    clients idle, which stretches the ``a_d * N_d / J`` of fixed decode-iteration time to
+    ``a_d * N_d / (J - (k-1)/2)``. For n requests of mean output ``N_d / n`` the total is
+    smallest at ``k* = J * sqrt(2 o_p / (a_d * mean_output))``, clipped to ``[1, J]``.
+    """
+    if clients < 1:
+        raise ValueError(f"clients must be >= 1, got {clients}")
+    if not mean_output > 0:
+        raise ValueError(f"mean_output must be > 0, got {mean_output}")
+    o_p = stage_overhead(cost, max(1.0, mean_prompt))
+    a_d, _ = _decode_split(cost, clients)
+    if a_d <= 0:
+        return clients  # idle clients cost nothing: batch as much as possible
+    k = clients * math.sqrt(2.0 * o_p / (a_d * mean_output))
+    return int(min(clients, max(1, round(k))))
+
+
+def _mean_planned_output(workload: Workload) -> float:
+    """Mean predicted output, or, without predictions, the mean output (as measured from past traffic)."""
+    out = workload.predicted_output if workload.predicted_output is not None else workload.output_tokens
+    return float(np.mean(out))
+
+
+class Lagrangian:
+    """Pang et al.'s rule (Eqs. 41-43): prefill once the waited decode cost reaches the prefill cost.
+
+    Interpretation (the paper names the two costs but not their units):
+
+    * ``C_p`` (Eq. 42), the cost of adding a prefill stage now, is the time the stage adds
+      to t_max beyond what its prompts would cost anyway: :func:`stage_overhead` of the
+      prompts waiting (estimated as ready requests times the mean prompt, at most a full
+      stage). The per-token part is paid whenever the prompts run, so it does not count.
+    * ``C_d`` (Eq. 43), the waited decode time, is the decode time the free clients have
+      lost since requests started waiting: each decode iteration of length tau run with f
+      free clients out of J loses ``tau * f / J`` of engine time.
+
+    If ``C_p > C_d`` the policy keeps decoding and answers with the number of iterations
+    after which ``C_d`` would reach ``C_p`` at the current free count (the simulator asks
+    again earlier if a request finishes); otherwise it prefills. When every request that
+    has not started is ready, waiting cannot batch more, so it prefills.
+    """
+
+    name = "lagrangian"
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        self._cost = cost
+        self._clients = clients
+        self._mean_prompt = float(workload.prompt_tokens.mean())
+        self._waited = 0.0
+        self._since: float | None = None
+        self._free = 0
+
+    def decide(self, engine: EngineView) -> int:
+        if engine.just_prefilled or self._since is None:
+            self._waited = 0.0
+        else:
+            self._waited += (engine.now - self._since) * self._free / self._clients
+        self._since, self._free = engine.now, engine.free
+        if engine.ready >= engine.unstarted:
+            return self._prefill()
+        tokens = min(self._cost.prefill_capacity, engine.ready * self._mean_prompt)
+        c_p = stage_overhead(self._cost, tokens)
+        if self._waited >= c_p:
+            return self._prefill()
+        rate = engine.iteration_time * engine.free / self._clients
+        return max(1, math.ceil((c_p - self._waited) / rate)) if rate > 0 else 1
+
+    def _prefill(self) -> int:
+        self._since = None
+        return PREFILL_NOW
+
+
+class Threshold:
+    """Prefill when at least ``k`` free clients have requests waiting (or all that remain are).
+
+    Parameters
+    ----------
+    k
+        The batch size; ``None`` derives it in closed form from the cost model and the mean
+        planned output (:func:`threshold_k`).
+    """
+
+    name = "threshold"
+
+    def __init__(self, k: int | None = None):
+        if k is not None:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ValueError(f"k must be a positive integer or None, got {k!r}")
+            k = int(k)
+        self.k_given = k
+        self.k = k
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        if self.k_given is None:
+            self.k = threshold_k(
+                cost, clients, _mean_planned_output(workload), float(workload.prompt_tokens.mean())
+            )
+        else:
+            self.k = min(self.k_given, clients)
+
+    def decide(self, engine: EngineView) -> int:
+        k = self.k if self.k is not None else 1
+        if engine.ready >= k or engine.ready >= engine.unstarted:
+            return PREFILL_NOW
+        # Nothing changes until a request finishes: decode until the next event.
+        return max(1, engine.iterations_to_finish)
+
+
+class TunedThreshold(Threshold):
+    """A threshold rule whose k is tuned by simulation on the planned (predicted) lengths.
+
+    At the start of a run it simulates the workload with its predicted outputs in place of
+    the true ones (the policy never sees the truth) for each candidate k and keeps the one
+    with the shortest makespan.
+
+    Parameters
+    ----------
+    request_policy
+        The request policy of the run (a name or a zero-argument factory): tuning must use
+        the same one.
+    candidates
+        The k values to try; by default a geometric grid around the closed-form k*.
+    """
+
+    name = "threshold-tuned"
+
+    def __init__(self, request_policy: Any = "fcfs", candidates: list[int] | None = None):
+        super().__init__(None)
+        if candidates is not None and (not candidates or any(int(c) < 1 for c in candidates)):
+            raise ValueError(f"candidates must be a non-empty list of positive integers, got {candidates!r}")
+        self.request_policy = request_policy
+        self.candidates = None if candidates is None else [int(c) for c in candidates]
+        self.trials: dict[int, float] = {}
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        from llmsched.simulate import simulate
+
+        planned = workload
+        if workload.predicted_output is not None:
+            planned = workload.replace(output_tokens=workload.predicted_output)
+        base = threshold_k(
+            cost, clients, _mean_planned_output(workload), float(workload.prompt_tokens.mean())
+        )
+        grid = self.candidates or sorted(
+            {max(1, min(clients, round(base * f))) for f in (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0)}
+        )
+        self.trials = {}
+        for k in grid:
+            rp = self.request_policy() if callable(self.request_policy) else self.request_policy
+            self.trials[k] = simulate(planned, cost, clients, rp, Threshold(k)).makespan
+        self.k = min(self.trials, key=lambda k: (self.trials[k], k))

@@ -1,0 +1,269 @@
+"""Output-length predictors: what a scheduler sees instead of the true output lengths.
+
+A predictor is fitted on observed requests (prompt lengths and the output lengths they
+produced) and predicts an output length for each request of a workload. Schedulers only
+ever read ``Workload.predicted_output``; :func:`with_predictions` attaches a predictor's
+output to a workload.
+
+* ``oracle``: the true lengths (an upper bound on what prediction can give);
+* ``noisy``: the truth times a log-normal error ``exp(N(0, sigma^2))``, rounded and clipped
+  to ``[1, max_tokens]``;
+* ``bucket``: Mico-style length classes. Outputs are cut into ``buckets`` equally
+  populated classes; the classifier learns, per prompt-length class, the distribution of
+  output classes (a histogram, with Laplace smoothing); it predicts the expected length
+  under that distribution, and ``predict_class`` the most likely class;
+* ``mean``: the training mean for every request.
+
+:func:`cross_fit` predicts every request of a workload with a model that never saw that
+request (k-fold), and :func:`accuracy` reports how good the predictions are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from llmsched._checks import positive_int
+from llmsched.workload import MAX_TOKENS, Workload
+
+__all__ = [
+    "BucketClassifier",
+    "ConstantMean",
+    "NoisyOracle",
+    "Oracle",
+    "Predictor",
+    "accuracy",
+    "cross_fit",
+    "make_predictor",
+    "predictor_names",
+    "with_predictions",
+]
+
+
+@runtime_checkable
+class Predictor(Protocol):
+    name: str
+
+    def fit(self, prompt_tokens: np.ndarray, output_tokens: np.ndarray) -> Predictor: ...
+
+    def predict(self, workload: Workload) -> np.ndarray: ...
+
+
+def _clip(values: np.ndarray) -> np.ndarray:
+    return np.clip(np.rint(values), 1, MAX_TOKENS).astype(np.int64)
+
+
+def _training_pair(prompt_tokens: Any, output_tokens: Any) -> tuple[np.ndarray, np.ndarray]:
+    prompt = np.asarray(prompt_tokens, dtype=np.int64)
+    output = np.asarray(output_tokens, dtype=np.int64)
+    if prompt.ndim != 1 or prompt.shape != output.shape:
+        raise ValueError(
+            f"training data must be two one-dimensional arrays of one length, got shapes "
+            f"{prompt.shape} and {output.shape}"
+        )
+    if prompt.size == 0:
+        raise ValueError("a predictor needs at least one training example")
+    if prompt.min() < 1 or output.min() < 1:
+        raise ValueError("training token counts must be >= 1")
+    return prompt, output
+
+
+class Oracle:
+    """The true output lengths."""
+
+    name = "oracle"
+
+    def fit(self, prompt_tokens: Any, output_tokens: Any) -> Oracle:
+        return self
+
+    def predict(self, workload: Workload) -> np.ndarray:
+        return workload.output_tokens.copy()
+
+
+class NoisyOracle:
+    """The truth times ``exp(N(0, sigma^2))`` (multiplicative log-normal error), seeded."""
+
+    name = "noisy"
+
+    def __init__(self, sigma: float = 0.5, seed: int = 0):
+        sigma = float(sigma)
+        if not np.isfinite(sigma) or sigma < 0:
+            raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+        self.sigma = sigma
+        self.seed = seed
+
+    def fit(self, prompt_tokens: Any, output_tokens: Any) -> NoisyOracle:
+        return self
+
+    def predict(self, workload: Workload) -> np.ndarray:
+        rng = np.random.default_rng(self.seed)
+        noise = np.exp(rng.normal(0.0, self.sigma, size=len(workload)))
+        return _clip(workload.output_tokens * noise)
+
+
+class ConstantMean:
+    """The mean training output for every request."""
+
+    name = "mean"
+
+    def __init__(self) -> None:
+        self.mean_: float | None = None
+
+    def fit(self, prompt_tokens: Any, output_tokens: Any) -> ConstantMean:
+        _, output = _training_pair(prompt_tokens, output_tokens)
+        self.mean_ = float(output.mean())
+        return self
+
+    def predict(self, workload: Workload) -> np.ndarray:
+        if self.mean_ is None:
+            raise ValueError("ConstantMean must be fitted before it predicts")
+        return _clip(np.full(len(workload), self.mean_))
+
+
+class BucketClassifier:
+    """Output-length classes predicted from the prompt length (Mico uses ten classes).
+
+    Parameters
+    ----------
+    buckets
+        Number of output classes, cut at the training outputs' quantiles.
+    prompt_bins
+        Number of prompt-length classes (quantiles of the training prompts) the histogram
+        conditions on.
+    """
+
+    name = "bucket"
+
+    def __init__(self, buckets: int = 10, prompt_bins: int = 8):
+        self.buckets = positive_int("buckets", buckets)
+        self.prompt_bins = positive_int("prompt_bins", prompt_bins)
+        self._fitted = False
+
+    def fit(self, prompt_tokens: Any, output_tokens: Any) -> BucketClassifier:
+        prompt, output = _training_pair(prompt_tokens, output_tokens)
+        qs = np.linspace(0, 1, self.buckets + 1)[1:-1]
+        self.output_edges_ = np.unique(np.quantile(output, qs))
+        out_class = np.searchsorted(self.output_edges_, output, side="right")
+        classes = self.output_edges_.size + 1
+        self.class_mean_ = np.array(
+            [output[out_class == c].mean() if np.any(out_class == c) else np.nan for c in range(classes)]
+        )
+        self.class_mean_ = np.where(np.isnan(self.class_mean_), output.mean(), self.class_mean_)
+        ps = np.linspace(0, 1, self.prompt_bins + 1)[1:-1]
+        self.prompt_edges_ = np.unique(np.quantile(prompt, ps))
+        in_class = np.searchsorted(self.prompt_edges_, prompt, side="right")
+        counts = np.ones((self.prompt_edges_.size + 1, classes))  # Laplace smoothing
+        np.add.at(counts, (in_class, out_class), 1)
+        self.probabilities_ = counts / counts.sum(axis=1, keepdims=True)
+        self._fitted = True
+        return self
+
+    def predict_class(self, workload: Workload) -> np.ndarray:
+        if not self._fitted:
+            raise ValueError("BucketClassifier must be fitted before it predicts")
+        in_class = np.searchsorted(self.prompt_edges_, workload.prompt_tokens, side="right")
+        return np.argmax(self.probabilities_[in_class], axis=1)
+
+    def predict(self, workload: Workload) -> np.ndarray:
+        """The expected length under the predicted class distribution.
+
+        (The most likely class alone is a poor length: on GSM8K the 512-token runaways are the
+        most likely class for every prompt length, which would rank all requests equal.)
+        """
+        if not self._fitted:
+            raise ValueError("BucketClassifier must be fitted before it predicts")
+        in_class = np.searchsorted(self.prompt_edges_, workload.prompt_tokens, side="right")
+        return _clip(self.probabilities_[in_class] @ self.class_mean_)
+
+
+_PREDICTORS: dict[str, Callable[..., Any]] = {
+    "oracle": Oracle,
+    "noisy": NoisyOracle,
+    "bucket": BucketClassifier,
+    "mean": ConstantMean,
+}
+
+
+def predictor_names() -> list[str]:
+    return sorted(_PREDICTORS)
+
+
+def make_predictor(name: str, **params: Any) -> Predictor:
+    """A predictor by name (``oracle``, ``noisy``, ``bucket``, ``mean``) with its parameters."""
+    if name not in _PREDICTORS:
+        raise ValueError(f"unknown predictor {name!r}; choose one of {predictor_names()}")
+    predictor: Predictor = _PREDICTORS[name](**params)
+    return predictor
+
+
+def with_predictions(workload: Workload, predictions: Any) -> Workload:
+    """``workload`` with ``predicted_output`` set (the only lengths schedulers read)."""
+    return workload.replace(predicted_output=_clip(np.asarray(predictions, dtype=np.float64)))
+
+
+def cross_fit(
+    predictor: Predictor | str,
+    workload: Workload,
+    training: Workload | None = None,
+    folds: int = 2,
+    seed: int = 0,
+) -> np.ndarray:
+    """Predictions for every request from models that never saw that request.
+
+    The requests are split into ``folds`` random folds; fold f is predicted by a model fitted
+    on the other folds, using the output lengths of ``training`` (the same requests observed
+    in another run, e.g. another seed's generations) or, when omitted, of ``workload``.
+    """
+    if isinstance(predictor, str):
+        predictor = make_predictor(predictor)
+    folds = positive_int("folds", folds)
+    if folds < 2:
+        raise ValueError("cross_fit needs at least 2 folds")
+    source = workload if training is None else training
+    if len(source) != len(workload):
+        raise ValueError("training must hold the same requests as workload")
+    n = len(workload)
+    fold = np.random.default_rng(seed).permutation(n) % folds
+    out = np.empty(n, dtype=np.int64)
+    for f in range(folds):
+        test = np.flatnonzero(fold == f)
+        train = np.flatnonzero(fold != f)
+        if test.size == 0:
+            continue
+        model = predictor.fit(source.prompt_tokens[train], source.output_tokens[train])
+        out[test] = model.predict(workload.subset(test))
+    return out
+
+
+def accuracy(truth: Any, predicted: Any, buckets: int = 10) -> dict[str, float]:
+    """How close predictions are: MAE, relative MAE, Spearman rank correlation, class accuracy.
+
+    ``bucket_accuracy`` is the share of requests whose predicted length falls in the same of
+    ``buckets`` equally populated classes of the true lengths.
+    """
+    true = np.asarray(truth, dtype=np.float64)
+    pred = np.asarray(predicted, dtype=np.float64)
+    if true.shape != pred.shape or true.ndim != 1 or true.size == 0:
+        raise ValueError("truth and predicted must be non-empty one-dimensional arrays of one length")
+    edges = np.unique(np.quantile(true, np.linspace(0, 1, buckets + 1)[1:-1]))
+    same = np.searchsorted(edges, true, side="right") == np.searchsorted(edges, pred, side="right")
+
+    def ranks(x: np.ndarray) -> np.ndarray:
+        order = np.argsort(x, kind="stable")
+        r = np.empty(x.size)
+        r[order] = np.arange(x.size)
+        # average ranks over ties
+        _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+        sums = np.bincount(inverse, weights=r)
+        return np.asarray(sums[inverse] / counts[inverse])
+
+    rt, rp = ranks(true), ranks(pred)
+    spearman = float(np.corrcoef(rt, rp)[0, 1]) if rt.std() > 0 and rp.std() > 0 else 0.0
+    return {
+        "mae": float(np.abs(true - pred).mean()),
+        "relative_mae": float(np.abs(true - pred).sum() / true.sum()),
+        "spearman": spearman,
+        "bucket_accuracy": float(same.mean()),
+    }

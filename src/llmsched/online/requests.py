@@ -1,0 +1,229 @@
+"""Online request policies: Algorithm 1 of Pang et al. and sorted shared queues.
+
+All of them plan with ``Workload.predicted_output`` (or the true lengths when built with
+``sizes="oracle"``); the simulator finishes requests at their true lengths.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+import numpy as np
+
+from llmsched.mip.offline import SIZES, decode_sizes
+from llmsched.workload import Workload
+
+__all__ = ["LongestFirst", "ShortestFirst", "SortedPreemptive"]
+
+
+def _check_sizes(sizes: str) -> str:
+    if sizes not in SIZES:
+        raise ValueError(f"sizes must be one of {list(SIZES)}, got {sizes!r}")
+    return sizes
+
+
+class SortedPreemptive:
+    """Algorithm 1, *sorting and online preemptive*: own queues first, then stealing.
+
+    Every client starts with a queue of requests (the offline assignment by default, or
+    round-robin), sorted by predicted N^p + N^d, longest first, and a count of the tokens its
+    queue still holds (``remain_token``). A free client takes the head of its own queue; a
+    free client whose queue is empty takes the longest waiting request (the head) of the
+    client with the most remaining tokens. Only requests that have arrived are taken.
+
+    Parameters
+    ----------
+    initial
+        ``"offline"``: queues from the balanced assignment (:func:`offline_queues`);
+        ``"round-robin"``: request i to client i mod J (Algorithm 1 without offline planning).
+    sizes
+        ``"predicted"`` (the workload's predictions) or ``"oracle"`` (the true lengths).
+    time_limit
+        Time limit of the offline assignment.
+
+    Each operation costs O(log J) amortised: heaps with lazy deletion hold the ready
+    clients and the clients ordered by remaining tokens.
+    """
+
+    name = "sorted-preemptive"
+
+    def __init__(self, initial: str = "offline", sizes: str = "predicted", time_limit: float = 10.0):
+        if initial not in ("offline", "round-robin"):
+            raise ValueError(f"initial must be 'offline' or 'round-robin', got {initial!r}")
+        self.initial = initial
+        self.sizes = _check_sizes(sizes)
+        self.time_limit = float(time_limit)
+
+    def start(self, workload: Workload, clients: int) -> None:
+        n = len(workload)
+        decode = decode_sizes(workload, self.sizes)
+        weight = (workload.prompt_tokens + decode).astype(np.int64)
+        if self.initial == "offline":
+            from llmsched.mip.offline import offline_queues
+
+            queues, self.result = offline_queues(workload, clients, self.sizes, self.time_limit)
+        else:
+            queues = [[] for _ in range(clients)]
+            for i in range(n):
+                queues[i % clients].append(i)
+            queues = [sorted(q, key=lambda i: (-int(weight[i]), i)) for q in queues]
+        self._weight = weight.tolist()
+        self._prompt = workload.prompt_tokens.tolist()
+        self._arrival = workload.arrival.tolist()
+        self._arrived = [False] * n
+        self._queues = {j: deque(q) for j, q in enumerate(queues) if q}
+        self._remain = {j: sum(self._weight[i] for i in q) for j, q in self._queues.items()}
+        self._owner = [0] * n
+        for j, q in self._queues.items():
+            for i in q:
+                self._owner[i] = j
+        self._free: set[int] = set()
+        self._own: set[int] = set()  # free clients whose own head has arrived
+        self._own_heap: list[tuple[float, int, int]] = []  # (arrival, head, client), lazy
+        self._idle: set[int] = set()  # free clients with an empty queue
+        self._idle_heap: list[int] = []  # lazy, lowest index first
+        self._donors: list[tuple[int, int]] = []  # (-remaining tokens, client), lazy
+        for j in range(clients):
+            self.release(j)
+
+    def _head(self, client: int) -> int | None:
+        q = self._queues.get(client)
+        return q[0] if q else None
+
+    def _classify(self, client: int) -> None:
+        """Put a free client where it belongs: own work ready, idle, or waiting for an arrival."""
+        self._own.discard(client)
+        self._idle.discard(client)
+        head = self._head(client)
+        if head is None:
+            self._idle.add(client)
+            heapq.heappush(self._idle_heap, client)
+        elif self._arrived[head]:
+            self._own.add(client)
+            heapq.heappush(self._own_heap, (self._arrival[head], head, client))
+
+    def _pop_head(self, client: int) -> None:
+        request = self._queues[client].popleft()
+        self._remain[client] -= self._weight[request]
+        if client in self._free:
+            self._classify(client)
+        head = self._head(client)
+        if head is not None and self._arrived[head]:
+            heapq.heappush(self._donors, (-self._remain[client], client))
+
+    def _top_own(self) -> int | None:
+        heap = self._own_heap
+        while heap:
+            _, request, client = heap[0]
+            if client in self._own and self._head(client) == request:
+                return client
+            heapq.heappop(heap)
+        return None
+
+    def _top_idle(self) -> int | None:
+        heap = self._idle_heap
+        while heap:
+            if heap[0] in self._idle:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
+
+    def _top_donor(self) -> int | None:
+        heap = self._donors
+        while heap:
+            neg, client = heap[0]
+            head = self._head(client)
+            if head is not None and -neg == self._remain[client] and self._arrived[head]:
+                return client
+            heapq.heappop(heap)
+        return None
+
+    # -- the request-policy protocol -----------------------------------------------------
+    def arrive(self, request: int) -> None:
+        self._arrived[request] = True
+        owner = self._owner[request]
+        if self._head(owner) == request:
+            if owner in self._free:
+                self._classify(owner)
+            heapq.heappush(self._donors, (-self._remain[owner], owner))
+
+    def release(self, client: int) -> None:
+        self._free.add(client)
+        self._classify(client)
+
+    def ready(self) -> int:
+        if self._idle and self._top_donor() is not None:
+            return len(self._own) + len(self._idle)
+        return len(self._own)
+
+    def take(self, capacity: int) -> list[tuple[int, int]]:
+        pairs: list[tuple[int, int]] = []
+        room = capacity
+        prompt = self._prompt
+        while True:
+            own = self._top_own()
+            if own is not None and prompt[self._queues[own][0]] <= room:
+                client, owner = own, own
+            else:
+                idle = self._top_idle()
+                donor = self._top_donor() if idle is not None else None
+                if idle is None or donor is None or prompt[self._queues[donor][0]] > room:
+                    break
+                client, owner = idle, donor
+            request = self._queues[owner][0]
+            self._free.discard(client)
+            self._own.discard(client)
+            self._idle.discard(client)
+            self._pop_head(owner)
+            room -= prompt[request]
+            pairs.append((request, client))
+        return pairs
+
+
+class _SortedShared:
+    """One shared queue of the arrived requests, ordered by predicted output length."""
+
+    name = "sorted"
+    _sign = 1
+
+    def __init__(self, sizes: str = "predicted"):
+        self.sizes = _check_sizes(sizes)
+
+    def start(self, workload: Workload, clients: int) -> None:
+        self._key = (self._sign * decode_sizes(workload, self.sizes)).tolist()
+        self._prompt = workload.prompt_tokens.tolist()
+        self._heap: list[tuple[int, int]] = []
+        self._free: list[int] = list(range(clients))  # already a heap
+
+    def arrive(self, request: int) -> None:
+        heapq.heappush(self._heap, (self._key[request], request))
+
+    def release(self, client: int) -> None:
+        heapq.heappush(self._free, client)
+
+    def ready(self) -> int:
+        return min(len(self._heap), len(self._free))
+
+    def take(self, capacity: int) -> list[tuple[int, int]]:
+        pairs: list[tuple[int, int]] = []
+        room = capacity
+        while self._heap and self._free and self._prompt[self._heap[0][1]] <= room:
+            _, request = heapq.heappop(self._heap)
+            room -= self._prompt[request]
+            pairs.append((request, heapq.heappop(self._free)))
+        return pairs
+
+
+class ShortestFirst(_SortedShared):
+    """Shortest predicted output first, from one shared queue."""
+
+    name = "shortest-first"
+    _sign = 1
+
+
+class LongestFirst(_SortedShared):
+    """Longest predicted output first, from one shared queue (online LPT)."""
+
+    name = "longest-first"
+    _sign = -1
