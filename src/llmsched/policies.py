@@ -242,12 +242,9 @@ def _offline_predicted() -> Any:
 def _online(name: str, **params: Any) -> Callable[[], Any]:
     # The online policies load only when asked for (the offline ones need the solvers).
     def factory() -> Any:
-        from llmsched.online import iteration, requests
+        from llmsched import online
 
-        for module in (requests, iteration):
-            if hasattr(module, name):
-                return getattr(module, name)(**params)
-        raise AssertionError(name)
+        return getattr(online, name)(**params)
 
     return factory
 

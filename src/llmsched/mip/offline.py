@@ -14,9 +14,16 @@ from llmsched.mip.pcmax import PcmaxResult, solve_pcmax
 from llmsched.policies import StaticQueues
 from llmsched.workload import Workload
 
-__all__ = ["OfflineQueues", "decode_sizes", "offline_queues"]
+__all__ = ["OfflineQueues", "check_sizes", "decode_sizes", "offline_queues"]
 
 SIZES = ("predicted", "oracle")
+
+
+def check_sizes(sizes: str) -> str:
+    """``sizes`` if it names what a scheduler plans with (``predicted`` or ``oracle``)."""
+    if sizes not in SIZES:
+        raise ValueError(f"sizes must be one of {list(SIZES)}, got {sizes!r}")
+    return sizes
 
 
 def decode_sizes(workload: Workload, sizes: str = "predicted") -> np.ndarray:
@@ -25,9 +32,7 @@ def decode_sizes(workload: Workload, sizes: str = "predicted") -> np.ndarray:
     ``predicted`` needs ``workload.predicted_output``; a scheduler never sees the truth
     unless asked for the oracle explicitly.
     """
-    if sizes not in SIZES:
-        raise ValueError(f"sizes must be one of {list(SIZES)}, got {sizes!r}")
-    if sizes == "oracle":
+    if check_sizes(sizes) == "oracle":
         return workload.output_tokens
     if workload.predicted_output is None:
         raise ValueError("the workload has no predicted_output; attach predictions or use sizes='oracle'")
@@ -55,9 +60,7 @@ class OfflineQueues(StaticQueues):
 
     def __init__(self, sizes: str = "predicted", time_limit: float = 10.0):
         super().__init__()
-        if sizes not in SIZES:
-            raise ValueError(f"sizes must be one of {list(SIZES)}, got {sizes!r}")
-        self.sizes = sizes
+        self.sizes = check_sizes(sizes)
         self.time_limit = time_limit
         self.result: PcmaxResult | None = None
 

@@ -177,18 +177,6 @@ def solve_pcmax(
     return _Pipeline(p, m, s, tracer, exact, workers, display).run()
 
 
-def _arcflow_fits(sorted_p: np.ndarray, capacity: int) -> bool:
-    """Whether the exact step's arc-flow graph at ``capacity`` is small enough to build (and SCIP is here)."""
-    import importlib.util
-
-    if importlib.util.find_spec("pyscipopt") is None:
-        return False
-    from llmsched.mip.pcmax_exact import arcflow_graph
-
-    sizes, counts = np.unique(sorted_p[sorted_p > 0], return_counts=True)
-    return arcflow_graph(sizes[::-1], counts[::-1], capacity) is not None
-
-
 def _have_ortools() -> bool:
     """The exact step needs OR-Tools (the ``solvers`` extra); without it the gap stays open."""
     import importlib.util
@@ -283,10 +271,10 @@ class _Pipeline:
             # (whose subset-sum bit sets stay small enough only for modest sums).
             # Where the arc-flow model is small, the exact step usually settles the gap itself
             # (the bound is often not the optimum there), so the passes get a smaller share.
-            if self.tracer.closed():
-                return
+            from llmsched.mip.pcmax_exact import arcflow_fits
+
             rng = np.random.default_rng(0)
-            if self.exact and _arcflow_fits(sorted_p, int(self.tracer.upper_bound) - 1):
+            if self.exact and arcflow_fits(sorted_p, int(self.tracer.upper_bound) - 1):
                 share = min(share, 0.1)
             stop = time.perf_counter() + share * self.tracer.remaining()
             capacity = int(self.tracer.lower_bound)

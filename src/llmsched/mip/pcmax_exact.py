@@ -72,6 +72,22 @@ def arcflow_graph(
     return np.concatenate(tails), np.concatenate(kinds)
 
 
+def _positive_sizes(sorted_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct positive job sizes, largest first, and their counts (the arc-flow's items)."""
+    sizes, counts = np.unique(sorted_p[sorted_p > 0], return_counts=True)
+    return sizes[::-1], counts[::-1]
+
+
+def arcflow_fits(sorted_p: np.ndarray, capacity: int) -> bool:
+    """Whether the arc-flow graph at ``capacity`` is small enough to build (and SCIP is here)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyscipopt") is None:
+        return False
+    sizes, counts = _positive_sizes(sorted_p)
+    return arcflow_graph(sizes, counts, capacity) is not None
+
+
 def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
     """Decide capacities just below the incumbent with the arc-flow model of bin packing (SCIP).
 
@@ -89,10 +105,7 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
     from pyscipopt import Model, quicksum
 
     p, m = pipe.p, pipe.m
-    sizes, counts = np.unique(sorted_p, return_counts=True)
-    sizes, counts = sizes[::-1], counts[::-1]
-    positive = sizes > 0
-    sizes, counts = sizes[positive], counts[positive]
+    sizes, counts = _positive_sizes(sorted_p)
     if sizes.size == 0:
         return True
     while not pipe.tracer.closed() and not pipe.tracer.expired():

@@ -62,10 +62,11 @@ def threshold_k(cost: CostModel, clients: int, mean_output: float, mean_prompt: 
     return int(min(clients, max(1, round(k))))
 
 
-def _mean_planned_output(workload: Workload) -> float:
-    """Mean predicted output, or, without predictions, the mean output (as measured from past traffic)."""
+def _closed_form_k(workload: Workload, cost: CostModel, clients: int) -> int:
+    """:func:`threshold_k` for ``workload``: its mean predicted output (or, without predictions,
+    its mean output, as an operator would measure from past traffic) and mean prompt."""
     out = workload.predicted_output if workload.predicted_output is not None else workload.output_tokens
-    return float(np.mean(out))
+    return threshold_k(cost, clients, float(np.mean(out)), float(workload.prompt_tokens.mean()))
 
 
 class Lagrangian:
@@ -139,9 +140,7 @@ class Threshold:
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
         if self.k_given is None:
-            self.k = threshold_k(
-                cost, clients, _mean_planned_output(workload), float(workload.prompt_tokens.mean())
-            )
+            self.k = _closed_form_k(workload, cost, clients)
         else:
             self.k = min(self.k_given, clients)
 
@@ -185,9 +184,7 @@ class TunedThreshold(Threshold):
         planned = workload
         if workload.predicted_output is not None:
             planned = workload.replace(output_tokens=workload.predicted_output)
-        base = threshold_k(
-            cost, clients, _mean_planned_output(workload), float(workload.prompt_tokens.mean())
-        )
+        base = _closed_form_k(workload, cost, clients)
         grid = self.candidates or sorted(
             {max(1, min(clients, round(base * f))) for f in (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0)}
         )

@@ -160,11 +160,14 @@ class BucketClassifier:
         self._fitted = True
         return self
 
-    def predict_class(self, workload: Workload) -> np.ndarray:
+    def _class_probabilities(self, workload: Workload) -> np.ndarray:
         if not self._fitted:
             raise ValueError("BucketClassifier must be fitted before it predicts")
         in_class = np.searchsorted(self.prompt_edges_, workload.prompt_tokens, side="right")
-        return np.argmax(self.probabilities_[in_class], axis=1)
+        return np.asarray(self.probabilities_[in_class])
+
+    def predict_class(self, workload: Workload) -> np.ndarray:
+        return np.argmax(self._class_probabilities(workload), axis=1)
 
     def predict(self, workload: Workload) -> np.ndarray:
         """The expected length under the predicted class distribution.
@@ -172,10 +175,7 @@ class BucketClassifier:
         (The most likely class alone is a poor length: on GSM8K the 512-token runaways are the
         most likely class for every prompt length, which would rank all requests equal.)
         """
-        if not self._fitted:
-            raise ValueError("BucketClassifier must be fitted before it predicts")
-        in_class = np.searchsorted(self.prompt_edges_, workload.prompt_tokens, side="right")
-        return _clip(self.probabilities_[in_class] @ self.class_mean_)
+        return _clip(self._class_probabilities(workload) @ self.class_mean_)
 
 
 _PREDICTORS: dict[str, Callable[..., Any]] = {

@@ -11,16 +11,11 @@ from collections import deque
 
 import numpy as np
 
-from llmsched.mip.offline import SIZES, decode_sizes
+from llmsched.mip.offline import check_sizes, decode_sizes
+from llmsched.policies import _FreeClients
 from llmsched.workload import Workload
 
 __all__ = ["LongestFirst", "ShortestFirst", "SortedPreemptive"]
-
-
-def _check_sizes(sizes: str) -> str:
-    if sizes not in SIZES:
-        raise ValueError(f"sizes must be one of {list(SIZES)}, got {sizes!r}")
-    return sizes
 
 
 class SortedPreemptive:
@@ -52,7 +47,7 @@ class SortedPreemptive:
         if initial not in ("offline", "round-robin"):
             raise ValueError(f"initial must be 'offline' or 'round-robin', got {initial!r}")
         self.initial = initial
-        self.sizes = _check_sizes(sizes)
+        self.sizes = check_sizes(sizes)
         self.time_limit = float(time_limit)
 
     def start(self, workload: Workload, clients: int) -> None:
@@ -188,19 +183,19 @@ class _SortedShared:
     _sign = 1
 
     def __init__(self, sizes: str = "predicted"):
-        self.sizes = _check_sizes(sizes)
+        self.sizes = check_sizes(sizes)
 
     def start(self, workload: Workload, clients: int) -> None:
         self._key = (self._sign * decode_sizes(workload, self.sizes)).tolist()
         self._prompt = workload.prompt_tokens.tolist()
         self._heap: list[tuple[int, int]] = []
-        self._free: list[int] = list(range(clients))  # already a heap
+        self._free = _FreeClients(clients)
 
     def arrive(self, request: int) -> None:
         heapq.heappush(self._heap, (self._key[request], request))
 
     def release(self, client: int) -> None:
-        heapq.heappush(self._free, client)
+        self._free.release(client)
 
     def ready(self) -> int:
         return min(len(self._heap), len(self._free))
@@ -211,7 +206,7 @@ class _SortedShared:
         while self._heap and self._free and self._prompt[self._heap[0][1]] <= room:
             _, request = heapq.heappop(self._heap)
             room -= self._prompt[request]
-            pairs.append((request, heapq.heappop(self._free)))
+            pairs.append((request, self._free.pop_lowest()))
         return pairs
 
 
