@@ -14,6 +14,7 @@ from llmsched.mip import Status, solve_pcmax
 from llmsched.mip import pcmax_bounds as lb
 from llmsched.mip import pcmax_heuristics as ub
 from llmsched.mip.mico import mico_distribute
+from llmsched.mip.pcmax_search import bin_completion_search, repack_search
 
 
 def brute_force(times: np.ndarray, m: int, speeds: np.ndarray | None = None) -> float:
@@ -240,3 +241,60 @@ def test_sequential_completion_finds_a_perfect_partition() -> None:
     assert found is not None
     assert np.array_equal(np.bincount(found, weights=p, minlength=6), np.full(6, target))
     assert ub.sequential_completion(p, 6, target - 1, gen) is None  # below the average: impossible
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 80), min_size=1, max_size=10),
+    st.integers(1, 4),
+    st.integers(-3, 6),
+    st.booleans(),
+)
+def test_bin_completion_search_decides_exactly(times: list[int], m: int, offset: int, jitter: bool) -> None:
+    """The complete search says 'feasible' exactly when the brute-force optimum fits the capacity."""
+    p = np.array(times)
+    optimum = int(brute_force(p, m))
+    capacity = max(0, optimum + offset)
+    rng = np.random.default_rng(0) if jitter else None
+    out = bin_completion_search(p, m, capacity, time.perf_counter() + 30, rng=rng)
+    if capacity >= optimum:
+        assert out.verdict == "feasible" and out.assignment is not None
+        assert out.assignment.shape == p.shape and out.assignment.min() >= 0 and out.assignment.max() < m
+        assert np.bincount(out.assignment, weights=p, minlength=m).max() <= capacity
+    else:
+        assert out.verdict == "infeasible" and out.assignment is None
+
+
+def test_bin_completion_search_honours_node_and_time_limits() -> None:
+    """A hard decision stops with 'limit' when its node budget or deadline runs out."""
+    p = np.random.default_rng(7).integers(1, 10001, size=100)
+    capacity = lb.trivial_bound(np.sort(p)[::-1], 25)
+    start = time.perf_counter()
+    out = bin_completion_search(p, 25, capacity, start + 60, node_limit=50)
+    assert out.verdict in ("limit", "feasible") and out.nodes <= 51
+    out = bin_completion_search(p, 25, capacity, start)  # deadline already past
+    assert out.verdict in ("limit", "feasible") and time.perf_counter() - start < 1.0
+
+
+def test_bin_completion_search_refutes_the_bound_where_the_optimum_is_above_it() -> None:
+    """Three jobs of 5 on two machines: the bound is 8 (ceil(15/2)); the search proves 9 is not enough."""
+    p = np.array([5, 5, 5])
+    assert bin_completion_search(p, 2, 9, time.perf_counter() + 5).verdict == "infeasible"
+    found = bin_completion_search(p, 2, 10, time.perf_counter() + 5)
+    assert found.verdict == "feasible" and found.assignment is not None
+    assert sorted(np.bincount(found.assignment, weights=p, minlength=2).tolist()) == [5.0, 10.0]
+
+
+def test_repack_search_only_improves_and_keeps_every_job() -> None:
+    """Repacking from a poor assignment reaches a target at or above the optimum with every job placed."""
+    rng = np.random.default_rng(11)
+    p = rng.integers(1, 1001, size=40)
+    m = 8
+    start = ub.lpt(p, m)
+    optimum = solve_pcmax(p, m, time_limit=20)
+    assert optimum.status is Status.OPTIMAL
+    target = int(optimum.makespan) + 5
+    found = repack_search(p, m, np.zeros(p.size, dtype=np.int64), target, time.perf_counter() + 20, rng)
+    assert found is not None and found.shape == p.shape
+    assert np.bincount(found, weights=p, minlength=m).max() <= target
+    assert np.bincount(start, minlength=m).sum() == np.bincount(found, minlength=m).sum() == p.size

@@ -10,11 +10,14 @@ the incumbent:
    capacity; lifting to the next achievable subset sum;
 2. upper bounds: LPT, the largest differencing method (Karmarkar-Karp), MULTIFIT, each
    improved by moves and swaps off the busiest machine; bin completion (machines filled
-   one at a time to the bound by a subset-sum dynamic programme), with randomised restarts
-   that alternate it with sequential partitioning in a random order;
+   one at a time to the bound by a subset-sum dynamic programme); a complete bin-completion
+   search bisecting the gap (Korf's, with dominance; a refutation raises the bound); a
+   large-neighbourhood search that repacks small groups of machines; randomised restarts
+   that alternate bin completion with sequential partitioning in a random order;
 3. an exact step for whatever gap remains: the arc-flow model of bin packing in SCIP,
-   deciding the capacity one below the incumbent; where its graph is too large, a CP-SAT
-   model over aggregated job sizes (see :mod:`llmsched.mip.pcmax_exact`).
+   deciding the capacity one below the incumbent; where its graph is too large,
+   bin-completion search at that capacity, then a CP-SAT model over aggregated job sizes
+   (see :mod:`llmsched.mip.pcmax_exact`).
 
 ``backend="scip"`` or ``"cpsat"`` instead solves the paper's model as written (one binary
 per job and machine), so the two can be compared honestly.
@@ -290,6 +293,26 @@ class _Pipeline:
                     self.offer(found, "randomised completion")
                     return
 
+        def search(share: float) -> None:
+            from llmsched.mip.pcmax_exact import search_capacities
+
+            search_capacities(self, share, "bin-completion search", bound_first=True)
+
+        def repack(share: float) -> None:
+            # Large-neighbourhood search: repack small groups of machines towards the bound.
+            from llmsched.mip.pcmax_exact import arcflow_fits
+            from llmsched.mip.pcmax_search import repack_search
+
+            if self.assignment is None or self.tracer.closed():
+                return
+            if self.exact and arcflow_fits(sorted_p, int(self.tracer.upper_bound) - 1):
+                share = min(share, 0.1)
+            stop = time.perf_counter() + share * self.tracer.remaining()
+            found = repack_search(
+                p, m, self.assignment, int(self.tracer.lower_bound), stop, np.random.default_rng(0)
+            )
+            self.offer(found, "repacking search")
+
         return [
             ("trivial bound", lambda: self.bound(lb.trivial_bound(sorted_p, m), "trivial bound")),
             ("lpt", lambda: self.offer(ub.lpt(p, m), "lpt")),
@@ -326,7 +349,9 @@ class _Pipeline:
                 ),
             ),
             ("bin completion above the bound", lambda: complete(3)),
-            ("randomised completion", lambda: restarts(0.6)),
+            ("bin-completion search", lambda: search(0.15)),
+            ("repacking search", lambda: repack(0.75)),
+            ("randomised completion", lambda: restarts(0.4)),
             ("exact", exact_step),
         ]
 
