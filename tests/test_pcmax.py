@@ -298,3 +298,40 @@ def test_repack_search_only_improves_and_keeps_every_job() -> None:
     assert found is not None and found.shape == p.shape
     assert np.bincount(found, weights=p, minlength=m).max() <= target
     assert np.bincount(start, minlength=m).sum() == np.bincount(found, minlength=m).sum() == p.size
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from([3, 5, 7, 11, 13]), min_size=2, max_size=11),
+    st.integers(1, 4),
+)
+def test_arcflow_lp_bound_never_exceeds_the_optimum(times: list[int], m: int) -> None:
+    """The arc-flow LP bound, bisected over any range, is a valid lower bound on the optimum."""
+    from llmsched.mip.pcmax_exact import arcflow_lp_bound
+
+    arr = np.array(times)
+    opt = brute_force(arr, m)
+    sorted_p = np.sort(arr)[::-1]
+    low = lb.trivial_bound(sorted_p, m)
+    bound = arcflow_lp_bound(sorted_p, m, low, int(arr.sum()), time.perf_counter() + 10)
+    assert low <= bound <= opt
+
+
+def test_arcflow_lp_bound_closes_class_predicted_sizes() -> None:
+    """Few sizes repeated many times (class-based predictions): the LP bound proves the optimum
+    far above ceil(sum/m), where bin completion alone cannot."""
+    from llmsched.mip.pcmax_exact import arcflow_lp_bins
+
+    w = workloads.gsm8k(0)
+    sizes = (np.minimum(w.output_tokens // 51.2, 9) + 0.5) * 51.2  # Mico's class midpoints
+    times = np.rint(sizes).astype(np.int64)
+    result = solve_pcmax(times, 200, time_limit=30)
+    assert result.status is Status.OPTIMAL and result.lower_bound == result.makespan
+    trivial = lb.trivial_bound(np.sort(times)[::-1], 200)
+    assert result.makespan > trivial  # the bound had to be raised above the trivial one
+    sorted_p = np.sort(times)[::-1]
+    assert (
+        arcflow_lp_bins(sorted_p, int(result.makespan) - 1)
+        > 200
+        > arcflow_lp_bins(sorted_p, int(result.makespan) + 50)
+    )

@@ -293,6 +293,15 @@ class _Pipeline:
                     self.offer(found, "randomised completion")
                     return
 
+        def lp_bound(share: float) -> None:
+            # The arc-flow LP (Gilmore-Gomory) bound, by bisection on the capacity: strong
+            # where few distinct sizes repeat many times (class-based predictions, say).
+            from llmsched.mip.pcmax_exact import arcflow_lp_bound
+
+            stop = time.perf_counter() + share * self.tracer.remaining()
+            low, high = int(self.tracer.lower_bound), int(self.tracer.upper_bound) - 1
+            self.bound(arcflow_lp_bound(sorted_p, m, low, high, stop), "arc-flow lp bound")
+
         def search(share: float) -> None:
             from llmsched.mip.pcmax_exact import search_capacities
 
@@ -349,6 +358,7 @@ class _Pipeline:
                 ),
             ),
             ("bin completion above the bound", lambda: complete(3)),
+            ("arc-flow lp bound", lambda: lp_bound(0.3)),
             ("bin-completion search", lambda: search(0.15)),
             ("repacking search", lambda: repack(0.75)),
             ("randomised completion", lambda: restarts(0.4)),

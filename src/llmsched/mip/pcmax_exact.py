@@ -19,7 +19,7 @@ import numpy as np
 if TYPE_CHECKING:
     from llmsched.mip.pcmax import _Pipeline
 
-__all__ = ["search_capacities", "solve_aggregated", "solve_uniform"]
+__all__ = ["arcflow_lp_bins", "arcflow_lp_bound", "search_capacities", "solve_aggregated", "solve_uniform"]
 
 # Above this many count variables the model is too large to help within typical limits.
 MAX_VARIABLES = 60_000
@@ -88,6 +88,94 @@ def arcflow_fits(sorted_p: np.ndarray, capacity: int) -> bool:
         return False
     sizes, counts = _positive_sizes(sorted_p)
     return arcflow_graph(sizes, counts, capacity) is not None
+
+
+def arcflow_lp_bins(sorted_p: np.ndarray, capacity: int) -> float | None:
+    """The LP relaxation of the arc-flow model: the least fractional number of bins of size
+    ``capacity`` (the Gilmore-Gomory bound). None when the graph is too large to build.
+
+    Solved with HiGHS through scipy; arcs carry at most their size's count of jobs, every
+    node below the capacity has a loss arc to the sink, and each size's arcs carry at least
+    its count.
+    """
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
+    sizes, counts = _positive_sizes(sorted_p)
+    if sizes.size == 0:
+        return 0.0
+    if sizes[0] > capacity:
+        return math.inf
+    graph = arcflow_graph(sizes, counts, capacity)
+    if graph is None:
+        return None
+    tails, kinds = graph
+    heads = tails + sizes[kinds]
+    nodes = np.unique(np.concatenate([[0, capacity], tails, heads]))
+    inner = nodes[(nodes > 0) & (nodes < capacity)]
+    # Columns: item arcs, loss arcs (inner node -> sink), then the bin count z.
+    arc_tail = np.concatenate([tails, inner])
+    arc_head = np.concatenate([heads, np.full(inner.size, capacity)])
+    n_arcs = arc_tail.size
+    z = n_arcs
+    row_of = {int(v): r for r, v in enumerate(inner.tolist())}
+    # Conservation at inner nodes: in - out = 0; source: out - z = 0; sink: in - z = 0.
+    source_row, sink_row = len(row_of), len(row_of) + 1
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    index = np.arange(n_arcs)
+    head_rows = np.array([sink_row if h == capacity else row_of[h] for h in arc_head.tolist()])
+    tail_rows = np.array([source_row if t == 0 else row_of[t] for t in arc_tail.tolist()])
+    rows += [head_rows, tail_rows, np.array([source_row, sink_row])]
+    cols += [index, index, np.array([z, z])]
+    vals += [np.ones(n_arcs), -np.ones(n_arcs), np.array([1.0, -1.0])]
+    a_eq = coo_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(sink_row + 1, z + 1)
+    ).tocsr()
+    # Demand: each size's arcs carry at least its count (as -sum <= -count).
+    a_ub = coo_matrix(
+        (-np.ones(tails.size), (kinds, np.arange(tails.size))), shape=(sizes.size, z + 1)
+    ).tocsr()
+    cost = np.zeros(z + 1)
+    cost[z] = 1.0
+    upper = np.concatenate([counts[kinds].astype(np.float64), np.full(inner.size, np.inf), [np.inf]])
+    res = linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=-counts.astype(np.float64),
+        A_eq=a_eq,
+        b_eq=np.zeros(sink_row + 1),
+        bounds=np.column_stack([np.zeros(z + 1), upper]),
+        method="highs",
+    )
+    if res.status != 0:
+        return None
+    return float(res.fun)
+
+
+def arcflow_lp_bound(sorted_p: np.ndarray, m: int, low: int, high: int, deadline: float) -> int:
+    """The least capacity in ``[low, high]`` whose arc-flow LP fits the jobs in ``m`` bins.
+
+    The LP's bin count does not increase with the capacity, so bisection finds it; the
+    result is a lower bound on the makespan (``high + 1`` when even ``high`` needs more than
+    ``m`` bins, ``low`` when a graph is too large or time runs out before any proof).
+    A capacity counts as refuted only when the LP needs clearly more than ``m`` bins.
+    """
+    import time
+
+    proven = low
+    while low <= high and time.perf_counter() < deadline:
+        capacity = (low + high) // 2
+        bins = arcflow_lp_bins(sorted_p, capacity)
+        if bins is None:
+            break
+        if bins > m + 1e-6 * max(1, m):
+            proven = max(proven, capacity + 1)
+            low = capacity + 1
+        else:
+            high = capacity - 1
+    return proven
 
 
 def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
