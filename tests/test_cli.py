@@ -28,17 +28,40 @@ def test_simulate_text_and_plot(capsys, tmp_path) -> None:
 
 
 def test_reproduce_gsm8k_json(capsys, tmp_path) -> None:
-    """reproduce gsm8k --json prints rows per method and the lower bound; --plot writes charts."""
+    """reproduce gsm8k --json: every strategy with oracle and predicted lengths; --plot writes charts."""
     assert main(["reproduce", "gsm8k", "--json", "--plot", str(tmp_path)]) == 0
     report = json.loads(capsys.readouterr().out)
-    rows = {row["method"]: row for row in report["rows"]}
-    assert {"method", "makespan_s", "utilization", "tokens_per_s", "gap_to_lb"} <= set(rows["baseline"])
-    assert rows["baseline"]["makespan_s"] == pytest.approx(201.0, rel=0.05)
-    assert rows["baseline"]["gap_to_lb"] == pytest.approx(
-        rows["baseline"]["makespan_s"] / report["lower_bound_s"] - 1
-    )
+    rows = {(row["method"], row["predictor"]): row for row in report["rows"]}
+    strategies = ("baseline", "offline", "online", "hybrid")
+    assert {(m, p) for m in strategies for p in ("oracle", "mico")} <= set(rows)
+    assert all(row["valid"] for row in report["rows"])
+    base = rows["baseline", "oracle"]
+    assert {"method", "predictor", "makespan_s", "utilization", "tokens_per_s", "gap_to_lb"} <= set(base)
+    assert base["makespan_s"] == pytest.approx(201.0, rel=0.05)
+    assert base["gap_to_lb"] == pytest.approx(base["makespan_s"] / report["lower_bound_s"] - 1)
+    # With true and with predicted lengths, the baseline is the slowest and the hybrid the
+    # fastest strategy; with the true lengths the hybrid ends within 3% of the strong bound.
+    for predictor in ("oracle", "mico"):
+        span = {m: rows[m, predictor]["makespan_s"] for m in strategies}
+        assert max(span, key=span.get) == "baseline" and min(span, key=span.get) == "hybrid"
+    assert rows["hybrid", "oracle"]["gap_to_lb"] < 0.03
     assert report["paper"]["lower_bound_s"] == 180.0
-    assert (tmp_path / "gsm8k_baseline.png").is_file()
+    assert {"mico", "bucket", "mean"} <= set(report["prediction_accuracy"])
+    assert (tmp_path / "gsm8k_baseline_oracle.png").is_file() and (
+        tmp_path / "gsm8k_hybrid_mico.png"
+    ).is_file()
+
+
+def test_study_json_and_plot(capsys, tmp_path) -> None:
+    """llmsched study --json: one row per case and strategy, the summary, and the figure."""
+    argv = ["study", "--cases", "2", "--requests", "120", "--clients", "8", "--jobs", "1"]
+    assert main([*argv, "--no-progress", "--json", "--plot", str(tmp_path / "s.png")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cases"] == 2 and len(report["rows"]) == 8
+    assert {row["method"] for row in report["rows"]} == {"baseline", "offline", "online", "hybrid"}
+    assert (tmp_path / "s.png").is_file()
+    assert main(["study", "--cases", "0"]) == 2
+    assert "cases" in capsys.readouterr().err
 
 
 def test_reproduce_text(capsys) -> None:

@@ -11,6 +11,7 @@ from llmsched import LinearCostModel, Workload, lower_bounds, simulate, validate
 from llmsched.online import (
     BucketClassifier,
     Lagrangian,
+    MicoClassifier,
     NoisyOracle,
     SortedPreemptive,
     Threshold,
@@ -28,6 +29,8 @@ REQUEST = [
     "sorted-preemptive",
     "sorted-preemptive-rr",
     "sorted-preemptive-oracle",
+    "hybrid",
+    "hybrid-oracle",
     "shortest-first",
     "longest-first-oracle",
 ]
@@ -108,6 +111,21 @@ def test_predictors_accuracy() -> None:
     assert bucket["mae"] < 0.95 * mean["mae"]  # measured: 38.4 against 44.6 tokens
 
 
+def test_mico_classifier_has_its_published_accuracy_and_errs_by_one_class() -> None:
+    """The simulated Mico classifier hits the true class at its accuracy, else a neighbour."""
+    w = workloads.gsm8k_like(20_000, seed=3)
+    model = MicoClassifier(accuracy=0.8069, seed=1)
+    true = np.minimum(w.output_tokens * 10 // 512, 9)
+    got = model.predict_class(w)
+    assert np.mean(got == true) == pytest.approx(0.8069, abs=0.01)
+    assert np.abs(got - true).max() == 1 and got.min() >= 0 and got.max() <= 9
+    assert np.array_equal(model.predict(w), MicoClassifier(seed=1).predict(w))  # seeded
+    assert set(np.unique(model.predict(w)).tolist()) <= {round((c + 0.5) * 51.2) for c in range(10)}
+    acc = accuracy(w.output_tokens, model.predict(w), max_tokens=512)
+    assert acc["bucket_accuracy"] == pytest.approx(np.mean(got == true))
+    assert np.array_equal(MicoClassifier(accuracy=1.0).predict_class(w), true)
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -117,7 +135,11 @@ def test_predictors_accuracy() -> None:
         (lambda: make_predictor("psychic"), "unknown predictor"),
         (lambda: SortedPreemptive(initial="random"), "initial"),
         (lambda: SortedPreemptive(sizes="truth"), "sizes"),
+        (lambda: SortedPreemptive(overhead=-5), "overhead"),
+        (lambda: SortedPreemptive(overhead=2.5), "overhead"),
         (lambda: BucketClassifier(buckets=0), "buckets"),
+        (lambda: MicoClassifier(accuracy=1.2), "accuracy"),
+        (lambda: MicoClassifier(max_tokens=0), "max_tokens"),
         (lambda: make_request_policy("nope"), "unknown request policy"),
         (lambda: TunedThreshold(candidates=[0]), "candidates"),
         (lambda: cross_fit("mean", workloads.gsm8k(0), folds=1), "folds"),
@@ -132,3 +154,37 @@ def test_predicted_policies_need_predictions() -> None:
     w = workloads.gsm8k_like(20, seed=0)
     with pytest.raises(ValueError, match="predicted_output"):
         simulate(w, LinearCostModel.paper(), 4, "shortest-first")
+
+
+def test_overhead_balances_request_counts_as_well_as_tokens() -> None:
+    """A per-request overhead in the offline balance evens out the number of requests per client."""
+    from llmsched.mip.offline import offline_queues
+
+    w = workloads.gsm8k(0)
+    plain, _ = offline_queues(w, 200, "oracle", overhead=0)
+    padded, result = offline_queues(w, 200, "oracle", overhead=40)
+    assert sorted(i for q in padded for i in q) == list(range(len(w)))
+    spread = [max(map(len, qs)) - min(map(len, qs)) for qs in (plain, padded)]
+    assert spread[1] < spread[0]
+    loads = np.bincount(result.assignment, weights=w.output_tokens + 40, minlength=200)
+    assert loads.max() == result.makespan
+
+
+def test_study_rows_summary_and_bad_input(tmp_path) -> None:
+    """The study runs every strategy per case (validated), summarises gains, and refuses bad input."""
+    from llmsched.study import plot_study, run_study, study_summary
+
+    frame = run_study(cases=3, requests=200, clients=16, n_jobs=1, progress=False)
+    assert len(frame) == 12 and set(frame["method"]) == {"baseline", "offline", "online", "hybrid"}
+    summary = study_summary(frame)
+    assert summary["cases"] == 3 and 0 <= summary["wins"] <= 3
+    wide = frame.pivot(index="case", columns="method", values="utilization")
+    assert summary["utilization_gain_points"] == pytest.approx(
+        100 * (wide["hybrid"] - wide["baseline"]).mean()
+    )
+    plot_study(frame, tmp_path / "study.png")
+    assert (tmp_path / "study.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="cases"):
+        run_study(cases=0)
+    with pytest.raises(ValueError, match="unknown predictor"):
+        run_study(cases=2, predictor="psychic")

@@ -126,13 +126,43 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from llmsched.reproduce import format_report, reproduce_gsm8k
 
-    report = reproduce_gsm8k(seed=args.seed, plot_dir=args.plot)
+    report = reproduce_gsm8k(seed=args.seed, plot_dir=args.plot, predictor=args.predictor)
     if args.json:
         _print_json(report)
     else:
         print(format_report(report))
         if args.plot:
             print(f"\nGantt charts written to {args.plot}/")
+    return 0
+
+
+def _cmd_study(args: argparse.Namespace) -> int:
+    import time
+
+    from llmsched.study import format_study, plot_study, run_study, study_summary
+
+    start = time.perf_counter()
+    frame = run_study(
+        args.cases,
+        requests=args.requests,
+        clients=args.clients,
+        predictor=args.predictor,
+        n_jobs=args.jobs,
+        progress=not args.no_progress,
+    )
+    summary = study_summary(frame)
+    summary["wall_s"] = time.perf_counter() - start
+    summary["predictor"] = args.predictor
+    if args.plot:
+        plot_study(frame, args.plot)
+        summary["plot"] = str(args.plot)
+    if args.json:
+        _print_json({**summary, "rows": frame.to_dict(orient="records")})
+    else:
+        print(f"{summary['cases']} cases, predictor {args.predictor}, {summary['wall_s']:.1f} s")
+        print(format_study(frame, summary))
+        if args.plot:
+            print(f"figure written to {args.plot}")
     return 0
 
 
@@ -158,8 +188,24 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("experiment", choices=["gsm8k"])
     rep.add_argument("--seed", type=int, default=0)
     rep.add_argument("--json", action="store_true", help="print one JSON object")
+    rep.add_argument(
+        "--predictor",
+        default="mico",
+        help="the realistic predictor run beside the oracle (mico, noisy, bucket, mean)",
+    )
     rep.add_argument("--plot", type=Path, metavar="DIR", help="write Gantt charts to DIR")
     rep.set_defaults(func=_cmd_reproduce)
+
+    study = sub.add_parser("study", help="the 100-case study (Figs. 10-11): strategies on random cases")
+    study.add_argument("--cases", type=int, default=100)
+    study.add_argument("--requests", type=int, default=1319, help="requests per case")
+    study.add_argument("--clients", type=int, default=200)
+    study.add_argument("--predictor", default="oracle", help="oracle, mico, noisy, bucket or mean")
+    study.add_argument("--jobs", type=int, default=-1, help="joblib workers (-1: every core)")
+    study.add_argument("--plot", type=Path, help="write the per-case figure to this file")
+    study.add_argument("--json", action="store_true", help="print one JSON object")
+    study.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    study.set_defaults(func=_cmd_study)
     return parser
 
 

@@ -249,6 +249,13 @@ def _online(name: str, **params: Any) -> Callable[[], Any]:
     return factory
 
 
+def _hybrid(sizes: str) -> Any:
+    """Algorithm 1 over offline queues balanced with the hybrid's per-request overhead."""
+    from llmsched import online
+
+    return online.SortedPreemptive(initial="offline", sizes=sizes, overhead=online.HYBRID_OVERHEAD)
+
+
 _REQUEST_POLICIES: dict[str, Callable[..., Any]] = {
     "fcfs": FCFS,
     "static": StaticQueues,
@@ -256,6 +263,8 @@ _REQUEST_POLICIES: dict[str, Callable[..., Any]] = {
     "offline-oracle": _offline_oracle,
     "sorted-preemptive": _online("SortedPreemptive", initial="offline"),
     "sorted-preemptive-oracle": _online("SortedPreemptive", initial="offline", sizes="oracle"),
+    "hybrid": lambda: _hybrid("predicted"),
+    "hybrid-oracle": lambda: _hybrid("oracle"),
     "sorted-preemptive-rr": _online("SortedPreemptive", initial="round-robin"),
     "sorted-preemptive-rr-oracle": _online("SortedPreemptive", initial="round-robin", sizes="oracle"),
     "shortest-first": _online("ShortestFirst"),

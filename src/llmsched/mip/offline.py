@@ -40,11 +40,22 @@ def decode_sizes(workload: Workload, sizes: str = "predicted") -> np.ndarray:
 
 
 def offline_queues(
-    workload: Workload, clients: int, sizes: str = "predicted", time_limit: float = 10.0
+    workload: Workload,
+    clients: int,
+    sizes: str = "predicted",
+    time_limit: float = 10.0,
+    overhead: int = 0,
 ) -> tuple[list[list[int]], PcmaxResult]:
-    """Per-client request queues from the balanced assignment, longest N^p + N^d first."""
+    """Per-client request queues from the balanced assignment, longest N^p + N^d first.
+
+    The assignment balances each client's decode tokens plus ``overhead`` per request: the
+    decode iterations a client loses every time it waits for (and sits through) the prefill
+    stage of its next request. With ``overhead=0`` it is the paper's model (Eqs. 26-30).
+    """
+    if isinstance(overhead, bool) or not isinstance(overhead, (int, np.integer)) or overhead < 0:
+        raise ValueError(f"overhead must be a whole number of tokens >= 0, got {overhead!r}")
     decode = decode_sizes(workload, sizes)
-    result = solve_pcmax(decode, clients, time_limit=time_limit)
+    result = solve_pcmax(decode + int(overhead), clients, time_limit=time_limit)
     total = workload.prompt_tokens + decode
     queues: list[list[int]] = []
     for j in range(clients):

@@ -4,6 +4,7 @@ from llmsched.online.iteration import Lagrangian, Threshold, TunedThreshold, thr
 from llmsched.online.predictors import (
     BucketClassifier,
     ConstantMean,
+    MicoClassifier,
     NoisyOracle,
     Oracle,
     accuracy,
@@ -11,13 +12,15 @@ from llmsched.online.predictors import (
     make_predictor,
     with_predictions,
 )
-from llmsched.online.requests import LongestFirst, ShortestFirst, SortedPreemptive
+from llmsched.online.requests import HYBRID_OVERHEAD, LongestFirst, ShortestFirst, SortedPreemptive
 
 __all__ = [
+    "HYBRID_OVERHEAD",
     "BucketClassifier",
     "ConstantMean",
     "Lagrangian",
     "LongestFirst",
+    "MicoClassifier",
     "NoisyOracle",
     "Oracle",
     "ShortestFirst",
