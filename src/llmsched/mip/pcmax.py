@@ -358,7 +358,7 @@ class _Pipeline:
                 ),
             ),
             ("bin completion above the bound", lambda: complete(3)),
-            ("arc-flow lp bound", lambda: lp_bound(0.3)),
+            ("arc-flow lp bound", lambda: lp_bound(0.2)),
             ("bin-completion search", lambda: search(0.15)),
             ("repacking search", lambda: repack(0.75)),
             ("randomised completion", lambda: restarts(0.4)),

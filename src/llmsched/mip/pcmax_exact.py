@@ -38,13 +38,13 @@ def _solver(pipe: _Pipeline) -> Any:
 
 
 def arcflow_graph(
-    sizes: np.ndarray, counts: np.ndarray, capacity: int
+    sizes: np.ndarray, counts: np.ndarray, capacity: int, max_arcs: int = MAX_ARCS
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Arcs (tail, size index) of Valerio de Carvalho's arc-flow graph for bin packing.
 
     Nodes are partial loads 0..capacity; items are placed in non-increasing size order, so
     an arc of size s leaves only loads reachable with larger sizes and fewer copies of s.
-    ``sizes`` must be non-increasing. None when the graph would exceed ``MAX_ARCS``.
+    ``sizes`` must be non-increasing. None when the graph would exceed ``max_arcs``.
     """
     reach = np.zeros(capacity + 1, dtype=bool)
     reach[0] = True
@@ -64,7 +64,7 @@ def arcflow_graph(
             tails.append(frontier)
             kinds.append(np.full(frontier.size, k))
             total += frontier.size
-            if total > MAX_ARCS:
+            if total > max_arcs:
                 return None
             frontier = frontier + size
             added[frontier] = True
@@ -90,13 +90,19 @@ def arcflow_fits(sorted_p: np.ndarray, capacity: int) -> bool:
     return arcflow_graph(sizes, counts, capacity) is not None
 
 
-def arcflow_lp_bins(sorted_p: np.ndarray, capacity: int) -> float | None:
+# The LP bound is tried only on graphs up to this size: it pays where few sizes repeat many
+# times (graphs of a few thousand arcs); on larger graphs each LP costs seconds.
+MAX_LP_ARCS = 20_000
+
+
+def arcflow_lp_bins(sorted_p: np.ndarray, capacity: int, time_limit: float | None = None) -> float | None:
     """The LP relaxation of the arc-flow model: the least fractional number of bins of size
     ``capacity`` (the Gilmore-Gomory bound). None when the graph is too large to build.
 
     Solved with HiGHS through scipy; arcs carry at most their size's count of jobs, every
     node below the capacity has a loss arc to the sink, and each size's arcs carry at least
-    its count.
+    its count. None also when the graph has more than ``MAX_LP_ARCS`` arcs or HiGHS stops
+    at ``time_limit`` seconds.
     """
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix
@@ -106,7 +112,7 @@ def arcflow_lp_bins(sorted_p: np.ndarray, capacity: int) -> float | None:
         return 0.0
     if sizes[0] > capacity:
         return math.inf
-    graph = arcflow_graph(sizes, counts, capacity)
+    graph = arcflow_graph(sizes, counts, capacity, MAX_LP_ARCS)
     if graph is None:
         return None
     tails, kinds = graph
@@ -148,6 +154,7 @@ def arcflow_lp_bins(sorted_p: np.ndarray, capacity: int) -> float | None:
         b_eq=np.zeros(sink_row + 1),
         bounds=np.column_stack([np.zeros(z + 1), upper]),
         method="highs",
+        options={} if time_limit is None else {"time_limit": max(0.01, float(time_limit))},
     )
     if res.status != 0:
         return None
@@ -167,7 +174,7 @@ def arcflow_lp_bound(sorted_p: np.ndarray, m: int, low: int, high: int, deadline
     proven = low
     while low <= high and time.perf_counter() < deadline:
         capacity = (low + high) // 2
-        bins = arcflow_lp_bins(sorted_p, capacity)
+        bins = arcflow_lp_bins(sorted_p, capacity, deadline - time.perf_counter())
         if bins is None:
             break
         if bins > m + 1e-6 * max(1, m):
