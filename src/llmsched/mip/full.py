@@ -354,6 +354,7 @@ def solve_full(
     )
     plan, client = plan_from_schedule(best)
     use_start = warm_start and plan.bins <= K
+    solved_plan: Plan | None
     if formulation == "strong" and bins is None and tracer.closed():
         # The lower bound (a cut of the strong formulation) already proves the heuristic optimal.
         status, solved_plan = Status.OPTIMAL, plan
