@@ -312,7 +312,8 @@ def solve_full(
     bins
         K; by default a bound that cannot cut off an optimum (see :func:`default_bins`).
         Too few bins for the requests is a ValueError; a K that fits no schedule gives
-        ``infeasible``.
+        ``infeasible``. With a given K, the status and the bound are about schedules of at
+        most K bins (fewer bins than an optimum needs make the bound exceed its makespan).
     warm_start
         Start the solver from the best heuristic schedule.
     workers
