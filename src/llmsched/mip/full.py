@@ -31,7 +31,7 @@ from llmsched.mip.full_model import (
     floor_units,
     time_scale,
 )
-from llmsched.mip.result import Status, TracePoint, Tracer, relative_gap
+from llmsched.mip.result import Status, TracePoint, Tracer, attach_scip_trace, relative_gap
 from llmsched.schedule import DECODE, PREFILL, Schedule
 from llmsched.workload import Workload
 
@@ -478,7 +478,7 @@ def _solve_scip(
     workers: int,
     display: bool,
 ) -> tuple[Status, Plan | None]:
-    from pyscipopt import SCIP_EVENTTYPE, Eventhdlr, Model
+    from pyscipopt import Model
 
     scip = Model(f"full-mip-{formulation}")
     if not display:
@@ -487,17 +487,7 @@ def _solve_scip(
     if tracer.expired():
         return Status.TIME_LIMIT, None
 
-    class Trace(Eventhdlr):
-        def eventinit(self) -> None:
-            self.model.catchEvent(SCIP_EVENTTYPE.BESTSOLFOUND, self)
-            self.model.catchEvent(SCIP_EVENTTYPE.NODESOLVED, self)
-
-        def eventexec(self, event: Any) -> None:
-            if self.model.getNSols() > 0:
-                tracer.incumbent(self.model.getPrimalbound(), "scip")
-            tracer.bound(self.model.getDualbound(), "scip")
-
-    scip.includeEventhdlr(Trace(), "trace", "primal and dual bound over time")
+    attach_scip_trace(scip, tracer)
     if plan is not None:
         sol = scip.createSol()
         for var, value in _start_values(model, plan, client):

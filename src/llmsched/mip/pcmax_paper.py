@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched.mip.result import Status, Tracer, relative_gap
+from llmsched.mip.result import Status, Tracer, attach_scip_trace, relative_gap
 
 __all__ = ["solve_paper_model"]
 
@@ -62,7 +62,7 @@ def solve_paper_model(
 def _scip(
     p: np.ndarray, m: int, speeds: np.ndarray | None, tracer: Tracer, workers: int, display: bool
 ) -> tuple[np.ndarray | None, Status]:
-    from pyscipopt import SCIP_EVENTTYPE, Eventhdlr, Model, quicksum
+    from pyscipopt import Model, quicksum
 
     n = p.size
     model = Model("paper-offline-eqs-26-30")
@@ -86,17 +86,7 @@ def _scip(
         model.addCons(t[j] <= tmax, name=f"makespan({j})")  # Eq. 28
     model.setObjective(tmax, "minimize")  # Eq. 26
 
-    class Trace(Eventhdlr):
-        def eventinit(self) -> None:
-            self.model.catchEvent(SCIP_EVENTTYPE.BESTSOLFOUND, self)
-            self.model.catchEvent(SCIP_EVENTTYPE.NODESOLVED, self)
-
-        def eventexec(self, event: Any) -> None:
-            if self.model.getNSols() > 0:
-                tracer.incumbent(self.model.getPrimalbound(), "scip")
-            tracer.bound(self.model.getDualbound(), "scip")
-
-    model.includeEventhdlr(Trace(), "trace", "primal and dual bound over time")
+    attach_scip_trace(model, tracer)
     model.setParam("limits/time", max(tracer.remaining(), 0.01))  # building the model counts too
     model.setParam("parallel/maxnthreads", max(1, workers))
     # SCIP's symmetry detection does not look at the clock: on the GSM8K instance (263,800

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Status", "TracePoint", "Tracer"]
+__all__ = ["Status", "TracePoint", "Tracer", "attach_scip_trace"]
 
 
 class Status(StrEnum):
@@ -82,3 +82,20 @@ def relative_gap(upper: float, lower: float) -> float:
     if upper <= 0:
         return 0.0
     return max(0.0, (upper - lower) / upper)
+
+
+def attach_scip_trace(model: Any, tracer: Tracer) -> None:
+    """Record SCIP's incumbent and dual bound in ``tracer`` at every new best solution and node."""
+    from pyscipopt import SCIP_EVENTTYPE, Eventhdlr
+
+    class Trace(Eventhdlr):
+        def eventinit(self) -> None:
+            self.model.catchEvent(SCIP_EVENTTYPE.BESTSOLFOUND, self)
+            self.model.catchEvent(SCIP_EVENTTYPE.NODESOLVED, self)
+
+        def eventexec(self, event: Any) -> None:
+            if self.model.getNSols() > 0:
+                tracer.incumbent(self.model.getPrimalbound(), "scip")
+            tracer.bound(self.model.getDualbound(), "scip")
+
+    model.includeEventhdlr(Trace(), "trace", "primal and dual bound over time")
