@@ -113,3 +113,48 @@ def test_infeasible_bins_and_bad_input() -> None:
             solve_full(workload, COST, 3, **kwargs)
     with pytest.raises(ValueError, match="capacity"):
         solve_full(Workload(prompt_tokens=[2000], output_tokens=[1]), COST, 1)
+    with pytest.raises(ValueError, match="offline batch"):
+        solve_full(Workload(prompt_tokens=[10, 10], output_tokens=[3, 5], arrival=[0.0, 1.0]), COST, 1)
+
+
+@pytest.mark.parametrize("formulation", ["strong", "literal"])
+def test_given_bins_below_the_heuristics_still_solve(formulation: str) -> None:
+    """With fewer bins than the best heuristic uses, both formulations find the same optimum
+    (the literal one's horizon must then hold any schedule of that many bins)."""
+    cost = LevelCostModel([(100, 0.01)], 0.1)
+    workload = Workload(prompt_tokens=[10, 10, 10, 10], output_tokens=[1, 30, 1, 1])
+    result = solve_full(workload, cost, 2, bins=2, time_limit=60, formulation=formulation)
+    assert result.status is Status.OPTIMAL
+    assert result.objective == pytest.approx(3.12)
+    assert validate(result.schedule) == []
+
+
+def test_warm_start_of_identical_requests_satisfies_the_symmetry_constraints() -> None:
+    """Heuristic plans that prefill identical requests out of index order are reordered, so
+    SCIP accepts them as a start."""
+    from pyscipopt import Model
+
+    from llmsched.bounds import lower_bounds as bounds
+    from llmsched.mip import full
+    from llmsched.mip.full_model import FullData, StrongModel
+
+    workload = Workload(prompt_tokens=[50, 50, 50, 50, 60], output_tokens=[3, 3, 3, 3, 9])
+    for schedule in heuristic_schedules(workload, COST, 2).values():
+        plan, _ = plan_from_schedule(schedule)
+        data = FullData(
+            workload,
+            COST,
+            2,
+            plan.bins + 1,
+            schedule.makespan,
+            bounds(workload, COST, 2).strong,
+            full.min_decode_iterations(workload, 2),
+        )
+        scip = Model()
+        scip.hideOutput()
+        model = StrongModel(data, full._ScipBackend(scip))
+        model.build()
+        sol = scip.createSol()
+        for var, value in model.values_from_plan(plan):
+            scip.setSolVal(sol, var, value)
+        assert scip.checkSol(sol, completely=True)

@@ -18,6 +18,7 @@ from llmsched.online import (
     TunedThreshold,
     accuracy,
     cross_fit,
+    length_classes,
     make_predictor,
     threshold_k,
     with_predictions,
@@ -124,6 +125,8 @@ def test_mico_classifier_has_its_published_accuracy_and_errs_by_one_class() -> N
     acc = accuracy(w.output_tokens, model.predict(w), max_tokens=512)
     assert acc["bucket_accuracy"] == pytest.approx(np.mean(got == true))
     assert np.array_equal(MicoClassifier(accuracy=1.0).predict_class(w), true)
+    # Float lengths are classed by floor(l * N / L), not by their floor first.
+    assert length_classes(np.array([51.6, 51.0, 512.0]), 10, 512).tolist() == [1, 0, 9]
 
 
 @pytest.mark.parametrize(

@@ -317,7 +317,7 @@ def solve_full(
     warm_start
         Start the solver from the best heuristic schedule.
     workers
-        Solver threads.
+        CP-SAT's search workers (SCIP solves on one thread).
     display
         Print the solver's log.
 
@@ -325,7 +325,8 @@ def solve_full(
     ------
     ValueError
         An unknown backend or formulation, a negative time limit, a prompt no level holds,
-        or ``bins`` too few to prefill every request.
+        a request arriving after time 0 (the model is of an offline batch), or ``bins`` too
+        few to prefill every request.
     """
     from llmsched.bounds import lower_bounds
     from llmsched.simulate import check_instance
@@ -341,6 +342,11 @@ def solve_full(
     if not isinstance(cost, LevelCostModel):
         raise TypeError(f"cost must be a LevelCostModel or LinearCostModel, got {type(cost).__name__}")
     check_instance(workload, cost, clients)
+    if np.any(workload.arrival > 0):
+        raise ValueError(
+            "solve_full models an offline batch, as the paper's MIP does: every request must "
+            "arrive at time 0 (use the simulator's policies for arrivals over time)"
+        )
     n = len(workload)
     cap = cost.prefill_capacity
     if bins is not None:
@@ -363,17 +369,25 @@ def solve_full(
     tracer.bound(bound, "lower bounds")
     tracer.incumbent(best.makespan, f"heuristic ({best_name})")
     K = bins if bins is not None else default_bins(workload, cost, clients, best.makespan, formulation)
+    plan, client = plan_from_schedule(best)
+    fits = plan.bins <= K
+    # A horizon for the time variables: the heuristic's makespan when it fits the bins, else
+    # the longest any K-bin schedule can take.
+    horizon = (
+        best.makespan
+        if fits
+        else K * cost.levels[-1].time + cost.decode_token_time * int(workload.output_tokens.sum())
+    )
     data = FullData(
         workload=workload,
         cost=cost,
         clients=clients,
         bins=K,
-        upper_bound=best.makespan,
+        upper_bound=horizon,
         lower_bound=bound,
         min_decode_iterations=min_decode_iterations(workload, clients),
     )
-    plan, client = plan_from_schedule(best)
-    use_start = warm_start and plan.bins <= K
+    use_start = warm_start and fits
     solved_plan: Plan | None
     if formulation == "strong" and bins is None and tracer.closed():
         # The lower bound (a cut of the strong formulation) already proves the heuristic optimal.
@@ -391,12 +405,8 @@ def solve_full(
     if solved_plan is not None:
         schedule = schedule_from_plan(solved_plan, workload, cost, clients)
         tracer.incumbent(schedule.makespan, backend)
-    if (
-        use_start
-        and status is not Status.INFEASIBLE
-        and (schedule is None or best.makespan < schedule.makespan)
-    ):
-        schedule = best  # never worse than the warm start, a schedule of at most K bins
+    if fits and status is not Status.INFEASIBLE and (schedule is None or best.makespan < schedule.makespan):
+        schedule = best  # never worse than the best heuristic, a schedule of at most K bins
     objective = schedule.makespan if schedule is not None else math.inf
     lower = min(tracer.lower_bound, objective)
     if status is Status.OPTIMAL:
@@ -494,7 +504,6 @@ def _solve_scip(
             scip.setSolVal(sol, var, value)
         scip.addSol(sol, free=True)
     scip.setParam("limits/time", max(tracer.remaining(), 0.01))
-    scip.setParam("parallel/maxnthreads", max(1, workers))
     scip.optimize()
     raw = scip.getStatus()
     if raw == "infeasible":
@@ -551,7 +560,6 @@ def _solve_cpsat(
     from ortools.sat.python import cp_model
 
     times = [lv.time for lv in data.cost.levels] + [data.cost.decode_token_time]
-    times += data.workload.arrival.tolist()
     scale, exact = time_scale(times)
     model = cp_model.CpModel()
     built = _build(data, formulation, _CpSatBackend(model, scale))
@@ -568,9 +576,13 @@ def _solve_cpsat(
             tracer.incumbent(self.objective_value / scale, "cp-sat")
             tracer.bound(self.best_objective_bound / scale, "cp-sat")
 
+    if tracer.expired():
+        return Status.TIME_LIMIT, None
     raw = solver.solve(model, Trace())
     if raw == cp_model.INFEASIBLE:
         return Status.INFEASIBLE, None
+    if raw == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"CP-SAT rejected the model: {model.validate()}")
     solved = None
     if raw in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         solved = built.plan_from(solver.value)
@@ -578,4 +590,4 @@ def _solve_cpsat(
     if raw == cp_model.OPTIMAL:
         # With times rounded down to the unit, the model's optimum may sit below the true one.
         return (Status.OPTIMAL if exact else Status.FEASIBLE), solved
-    return Status.TIME_LIMIT, solved
+    return (Status.TIME_LIMIT if tracer.expired() else Status.UNKNOWN), solved

@@ -39,7 +39,9 @@ README's section on the full MIP):
 * (20) declares ``y[k,l]`` binary "for k and j"; it is ``for k and l``.
 * A prefill stage may hold no request (its bin is unused) and then costs nothing: (5) only
   charges the level chosen, and (6)-(7) allow none.
-* Requests arrive: a request is prefilled in a stage that starts at or after its arrival.
+
+Like the paper's, the model is of an offline batch: every request is there at time 0
+(:func:`~llmsched.mip.solve_full` refuses arrivals).
 """
 
 from __future__ import annotations
@@ -169,7 +171,6 @@ class StrongModel(_Model):
         self.eq12_16_clients()
         self.eq14_15_tokens()
         self.eq17_18_prefill_once()
-        self.arrivals()
         self.symmetry()
         self.cuts()
 
@@ -246,20 +247,6 @@ class StrongModel(_Model):
             b.add(b.sum(p[i, k] for k in range(d.bins)) == 1, f"eq17_prefill_once({i})")
             b.add(b.sum(f[i, k] for k in range(d.bins)) == 1, f"finish_once({i})")
 
-    def arrivals(self) -> None:
-        """A bin starts, the stages before it having run, no earlier than its requests arrive."""
-        d, b = self.data, self.backend
-        arrival = d.workload.arrival
-        if not np.any(arrival > 0):
-            return
-        p, y, D = self.vars["p"], self.vars["y"], self.vars["D"]
-        start = b.sum([])
-        for k in range(d.bins):
-            for i in np.flatnonzero(arrival > 0).tolist():
-                b.add(start >= b.time(float(arrival[i])) * p[i, k], f"arrival({i},{k})")
-            start = start + b.sum(b.time(t) * y[k, lv] for lv, t in enumerate(d.level_times))
-            start = start + b.time(d.cost.decode_token_time) * D[k]
-
     def symmetry(self) -> None:
         """Used bins first, unused bins decode nothing, identical requests in index order."""
         d, b = self.data, self.backend
@@ -272,7 +259,7 @@ class StrongModel(_Model):
             if k + 1 < d.bins:
                 b.add(used >= b.sum(y[k + 1, lv] for lv in range(L)), f"used_first({k})")
         wl = d.workload
-        key = np.stack([wl.prompt_tokens, wl.output_tokens, wl.arrival.astype(np.float64)], axis=1)
+        key = np.stack([wl.prompt_tokens, wl.output_tokens], axis=1)
         for i in range(d.n - 1):
             for j in range(i + 1, d.n):
                 if np.array_equal(key[i], key[j]):
@@ -307,8 +294,13 @@ class StrongModel(_Model):
 
     # ------------------------------------------------------------------ warm start
     def values_from_plan(self, plan: Plan) -> list[tuple[Any, float]]:
-        """Variable values of a plan (for a warm start)."""
+        """Variable values of a plan (for a warm start).
+
+        Identical requests are interchangeable: their rows are reordered so that they are
+        prefilled in index order, as the symmetry constraints ask.
+        """
         d = self.data
+        plan = _identical_in_order(plan, d.workload)
         vals = _Values()
         p, f, u, y, D = (self.vars[name] for name in ("p", "f", "u", "y", "D"))
         for i in range(d.n):
@@ -379,7 +371,6 @@ class LiteralModel(_Model):
         self.eq8_decode_length()
         self.eq9_11_continuity()
         self.eq12_18_assignment()
-        self.arrivals()
 
     def eq1_objective(self) -> None:
         """(1): minimise t_max."""
@@ -470,16 +461,6 @@ class LiteralModel(_Model):
             b.add(b.sum(u[i, j, k] for j in range(J) for k in range(K)) == out[i], f"eq15({i})")
             b.add(b.sum(x[i, j] for j in range(J)) == 1, f"eq18({i})")
 
-    def arrivals(self) -> None:
-        """A request is prefilled in a stage that starts no earlier than its arrival."""
-        d, b = self.data, self.backend
-        arrival = d.workload.arrival
-        p, tsp = self.vars["p"], self.vars["tsp"]
-        for i in np.flatnonzero(arrival > 0).tolist():
-            for k in range(d.bins):
-                due = b.time(float(arrival[i]))
-                b.add(tsp[k] >= due * b.sum(p[i, j, k] for j in range(d.clients)), f"arrival({i},{k})")
-
     # ------------------------------------------------------------------ warm start
     def values_from_plan(self, plan: Plan, client: np.ndarray) -> list[tuple[Any, float]]:
         """Variable values of a plan with clients (for a warm start; times in model units)."""
@@ -530,6 +511,18 @@ class LiteralModel(_Model):
         return Plan.make(prefill_bin, tokens, iterations, level)
 
 
+def _identical_in_order(plan: Plan, workload: Workload) -> Plan:
+    """The plan with the rows of identical requests permuted so their prefill bins ascend."""
+    order = np.arange(len(workload))
+    key = np.stack([workload.prompt_tokens, workload.output_tokens], axis=1)
+    _, group = np.unique(key, axis=0, return_inverse=True)
+    for g in np.unique(group):
+        members = np.flatnonzero(group == g)
+        if members.size > 1:
+            order[members] = members[np.argsort(plan.prefill_bin[members], kind="stable")]
+    return Plan.make(plan.prefill_bin[order], plan.tokens[order], plan.iterations, plan.level)
+
+
 class _Values:
     """(variable, value) pairs collected with item assignment (solver variables are not hashable)."""
 
@@ -575,7 +568,7 @@ def time_scale(values: Iterable[float]) -> tuple[int, bool]:
     vals = [float(v) for v in values]
     for exponent in range(0, 10):
         scale = 10**exponent
-        if all(abs(v * scale - round(v * scale)) <= 1e-9 * max(1.0, abs(v * scale)) for v in vals):
+        if all(abs(v * scale - round(v * scale)) <= 1e-6 for v in vals):
             return scale, True
     return 10**9, False
 

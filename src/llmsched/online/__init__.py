@@ -9,6 +9,7 @@ from llmsched.online.predictors import (
     Oracle,
     accuracy,
     cross_fit,
+    length_classes,
     make_predictor,
     with_predictions,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "TunedThreshold",
     "accuracy",
     "cross_fit",
+    "length_classes",
     "make_predictor",
     "threshold_k",
     "with_predictions",

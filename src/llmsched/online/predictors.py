@@ -292,9 +292,13 @@ def cross_fit(
 
 def length_classes(lengths: Any, buckets: int, max_tokens: int) -> np.ndarray:
     """Mico's equal-width length classes ``floor(l * buckets / max_tokens)``, the top edge in
-    the last class (computed in integers where the lengths are whole, so exactly)."""
-    values = np.floor(np.asarray(lengths, dtype=np.float64)).astype(np.int64)
-    return np.clip(values * buckets // max_tokens, 0, buckets - 1)
+    the last class (in integer arithmetic for integer lengths, so exactly)."""
+    arr = np.asarray(lengths)
+    if arr.dtype.kind in "iu":
+        classes = arr.astype(np.int64) * buckets // max_tokens
+    else:
+        classes = np.floor(arr.astype(np.float64) * buckets / max_tokens).astype(np.int64)
+    return np.clip(classes, 0, buckets - 1)
 
 
 def accuracy(
