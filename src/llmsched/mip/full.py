@@ -31,7 +31,7 @@ from llmsched.mip.full_model import (
     floor_units,
     time_scale,
 )
-from llmsched.mip.result import Status, TracePoint, Tracer, attach_scip_trace, relative_gap
+from llmsched.mip.result import Status, TracePoint, Tracer, attach_scip_trace, relative_gap, run_cpsat
 from llmsched.schedule import DECODE, PREFILL, Schedule
 from llmsched.workload import Workload
 
@@ -566,19 +566,9 @@ def _solve_cpsat(
     if plan is not None:
         for var, value in _start_values(built, plan, client):
             model.add_hint(var, round(value))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(tracer.remaining(), 0.01)
-    solver.parameters.num_workers = max(1, workers)
-    solver.parameters.log_search_progress = display
-
-    class Trace(cp_model.CpSolverSolutionCallback):
-        def on_solution_callback(self) -> None:
-            tracer.incumbent(self.objective_value / scale, "cp-sat")
-            tracer.bound(self.best_objective_bound / scale, "cp-sat")
-
     if tracer.expired():
         return Status.TIME_LIMIT, None
-    raw = solver.solve(model, Trace())
+    solver, raw = run_cpsat(model, tracer, workers, display, scale)
     if raw == cp_model.INFEASIBLE:
         return Status.INFEASIBLE, None
     if raw == cp_model.MODEL_INVALID:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched.mip.result import Status, Tracer, attach_scip_trace, relative_gap
+from llmsched.mip.result import Status, Tracer, attach_scip_trace, relative_gap, run_cpsat
 
 __all__ = ["solve_paper_model"]
 
@@ -134,17 +134,7 @@ def _cpsat(
         model.add(sum(int(p[i]) * weights[j] * x[i, j] for i in range(n)) <= t[j])  # Eq. 28
         model.add(t[j] <= tmax)
     model.minimize(tmax)  # Eq. 26
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(tracer.remaining(), 0.01)
-    solver.parameters.num_workers = max(1, workers)
-    solver.parameters.log_search_progress = display
-
-    class Trace(cp_model.CpSolverSolutionCallback):
-        def on_solution_callback(self) -> None:
-            tracer.incumbent(self.objective_value / scale, "cp-sat")
-            tracer.bound(self.best_objective_bound / scale, "cp-sat")
-
-    raw = solver.solve(model, Trace())
+    solver, raw = run_cpsat(model, tracer, workers, display, scale)
     solution = None
     if raw in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         solution = np.array(

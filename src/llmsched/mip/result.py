@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Status", "TracePoint", "Tracer", "attach_scip_trace"]
+__all__ = ["Status", "TracePoint", "Tracer", "attach_scip_trace", "run_cpsat"]
 
 
 class Status(StrEnum):
@@ -99,3 +99,21 @@ def attach_scip_trace(model: Any, tracer: Tracer) -> None:
             tracer.bound(self.model.getDualbound(), "scip")
 
     model.includeEventhdlr(Trace(), "trace", "primal and dual bound over time")
+
+
+def run_cpsat(model: Any, tracer: Tracer, workers: int, display: bool, scale: int = 1) -> tuple[Any, Any]:
+    """Solve a CP-SAT model within the tracer's remaining time, recording every incumbent and
+    bound (objective units over ``scale``); returns (solver, status)."""
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(tracer.remaining(), 0.01)
+    solver.parameters.num_workers = max(1, workers)
+    solver.parameters.log_search_progress = display
+
+    class Trace(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self) -> None:
+            tracer.incumbent(self.objective_value / scale, "cp-sat")
+            tracer.bound(self.best_objective_bound / scale, "cp-sat")
+
+    return solver, solver.solve(model, Trace())
