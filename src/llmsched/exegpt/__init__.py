@@ -2,9 +2,11 @@
 
 So far: the monotone branch-and-bound of its Algorithm 1, generalised to any number of
 integer control variables, and the exhaustive grid search it is checked against
-(:mod:`llmsched.exegpt.search`). Both work over any ``perf(config) -> (throughput, latency)``.
+(:mod:`llmsched.exegpt.search`), both over any ``perf(config) -> (throughput, latency)``;
+and the per-layer cost model XSimulator will consume (:mod:`llmsched.exegpt.layers`).
 """
 
+from llmsched.exegpt.layers import GPUS, MODELS, GPUSpec, LayerCostModel, ModelSpec
 from llmsched.exegpt.search import (
     Evaluation,
     SearchResult,
@@ -14,4 +16,16 @@ from llmsched.exegpt.search import (
     grid_size,
 )
 
-__all__ = ["Evaluation", "SearchResult", "Variable", "branch_and_bound", "exhaustive", "grid_size"]
+__all__ = [
+    "GPUS",
+    "MODELS",
+    "Evaluation",
+    "GPUSpec",
+    "LayerCostModel",
+    "ModelSpec",
+    "SearchResult",
+    "Variable",
+    "branch_and_bound",
+    "exhaustive",
+    "grid_size",
+]

@@ -1,0 +1,181 @@
+"""Per-layer cost model of a transformer on a GPU, as ExeGPT's XSimulator consumes it.
+
+One layer of width h (fp16) does about ``24 h^2`` floating-point operations per token (the
+four attention projections and the 4h-wide MLP) and reads ``24 h^2`` bytes of weights per
+pass; a decode step also reads the keys and values of every token in context, ``4 h`` bytes
+each. A pass takes the longer of its compute at the GPU's sustained rate and its memory
+traffic at the GPU's bandwidth; we keep the model linear, as the issue asks, by charging
+
+* encoding ``T`` tokens: ``encode_base + encode_per_token * T`` (weights once, compute per
+  token);
+* a decode iteration of ``B`` sequences with ``C`` context tokens in all:
+  ``decode_base + decode_per_sequence * B + decode_per_context * C`` (weights once, compute
+  per sequence, KV reads per context token);
+* tensor parallelism of degree ``t``: every term above divided by ``t``, plus two all-reduces
+  per layer of the activations (``2 h`` bytes per token) over the GPUs' link, ring style:
+  ``2 (t-1)/t`` of the bytes at the link rate, plus a fixed latency each.
+
+:meth:`LayerCostModel.from_specs` builds the coefficients from a model of Table 1 and a GPU of
+Table 2; :meth:`LayerCostModel.fit` fits them to measured samples by least squares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from llmsched._checks import positive_int
+
+__all__ = ["GPUS", "MODELS", "GPUSpec", "LayerCostModel", "ModelSpec"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A transformer of ExeGPT's Table 1."""
+
+    name: str
+    params_billion: float
+    layers: int
+    hidden: int
+    heads: int
+    encoder_decoder: bool = False
+
+    def __post_init__(self) -> None:
+        positive_int("layers", self.layers)
+        positive_int("hidden", self.hidden)
+        positive_int("heads", self.heads)
+        if self.hidden % self.heads:
+            raise ValueError(
+                f"{self.name}: hidden size {self.hidden} is not a multiple of {self.heads} heads"
+            )
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """A GPU of ExeGPT's Table 2: dense fp16 tensor rate, memory, bandwidths (per direction)."""
+
+    name: str
+    fp16_tflops: float
+    memory_gb: float
+    bandwidth_gbs: float
+    link_gbs: float  # GPU-to-GPU within a node
+
+
+# ExeGPT's Table 1 (T5 is an encoder-decoder; its 48 layers are 24 + 24).
+MODELS = {
+    "t5-11b": ModelSpec("T5-11B", 11, 48, 1024, 128, encoder_decoder=True),
+    "opt-13b": ModelSpec("OPT-13B", 13, 40, 5120, 40),
+    "gpt3-39b": ModelSpec("GPT-3 39B", 39, 48, 8192, 64),
+    "gpt3-101b": ModelSpec("GPT-3 101B", 101, 80, 10240, 80),
+    "gpt3-175b": ModelSpec("GPT-3 175B", 175, 96, 12288, 96),
+    "gpt3-341b": ModelSpec("GPT-3 341B", 341, 120, 15360, 120),
+}
+
+# Vendor datasheet figures: A40 (PCIe 4.0 x16 between GPUs), A100 80GB SXM (NVLink 3).
+GPUS = {
+    "a40": GPUSpec("A40", 149.7, 48, 696, 32),
+    "a100": GPUSpec("A100-80GB", 312.0, 80, 2039, 300),
+}
+
+
+@dataclass(frozen=True)
+class LayerCostModel:
+    """Seconds per transformer layer (see the module docstring for the terms)."""
+
+    encode_base: float
+    encode_per_token: float
+    decode_base: float
+    decode_per_sequence: float
+    decode_per_context: float
+    sync_latency: float = 0.0  # per all-reduce
+    sync_per_token: float = 0.0  # per token per all-reduce, at t = 2 (scaled by 2(t-1)/t)
+
+    def __post_init__(self) -> None:
+        for name, value in self.__dict__.items():
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+                raise ValueError(f"LayerCostModel.{name} must be a finite number >= 0, got {value!r}")
+
+    def _sync(self, tokens: Any, tp: int) -> Any:
+        if tp == 1:
+            return 0.0
+        return 2 * (self.sync_latency + self.sync_per_token * 2 * (tp - 1) / tp * np.asarray(tokens))
+
+    def encode_time(self, tokens: Any, tp: int = 1) -> Any:
+        """One layer encoding ``tokens`` prompt tokens, with tensor parallelism ``tp``."""
+        tp = positive_int("tp", tp)
+        t = np.asarray(tokens, dtype=np.float64)
+        out = (self.encode_base + self.encode_per_token * t) / tp + self._sync(t, tp)
+        return float(out) if out.ndim == 0 else out
+
+    def decode_time(self, batch: Any, context: Any, tp: int = 1) -> Any:
+        """One layer of one decode iteration: ``batch`` sequences, ``context`` tokens in all."""
+        tp = positive_int("tp", tp)
+        b = np.asarray(batch, dtype=np.float64)
+        c = np.asarray(context, dtype=np.float64)
+        out = (self.decode_base + self.decode_per_sequence * b + self.decode_per_context * c) / tp
+        out = out + self._sync(b, tp)
+        return float(out) if np.ndim(out) == 0 else out
+
+    @classmethod
+    def from_specs(
+        cls,
+        model: ModelSpec | str,
+        gpu: GPUSpec | str,
+        compute_efficiency: float = 0.5,
+        memory_efficiency: float = 0.8,
+        kernel_overhead: float = 40e-6,
+        sync_latency: float = 20e-6,
+    ) -> LayerCostModel:
+        """Coefficients from a model's width and a GPU's rates.
+
+        ``compute_efficiency`` and ``memory_efficiency`` are the shares of peak rates that
+        kernels sustain; ``kernel_overhead`` is the fixed launch cost of a layer's kernels.
+        """
+        spec = MODELS[model] if isinstance(model, str) else model
+        card = GPUS[gpu] if isinstance(gpu, str) else gpu
+        for name, value in (
+            ("compute_efficiency", compute_efficiency),
+            ("memory_efficiency", memory_efficiency),
+        ):
+            if not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        h = spec.hidden
+        flops = card.fp16_tflops * 1e12 * compute_efficiency
+        bandwidth = card.bandwidth_gbs * 1e9 * memory_efficiency
+        weights = 24.0 * h * h  # bytes of fp16 weights per layer
+        per_token_compute = 24.0 * h * h / flops
+        return cls(
+            encode_base=kernel_overhead + weights / bandwidth,
+            encode_per_token=per_token_compute,
+            decode_base=kernel_overhead + weights / bandwidth,
+            decode_per_sequence=per_token_compute,
+            decode_per_context=4.0 * h / bandwidth,
+            sync_latency=sync_latency,
+            sync_per_token=2.0 * h / (card.link_gbs * 1e9),
+        )
+
+    @classmethod
+    def fit(
+        cls,
+        encode_samples: Any,
+        decode_samples: Any,
+    ) -> LayerCostModel:
+        """Least-squares coefficients from measured single-GPU samples.
+
+        ``encode_samples``: rows ``(tokens, seconds)``; ``decode_samples``: rows
+        ``(batch, context, seconds)``. Negative fitted terms are clipped to 0.
+        """
+        enc = np.asarray(encode_samples, dtype=np.float64)
+        dec = np.asarray(decode_samples, dtype=np.float64)
+        if enc.ndim != 2 or enc.shape[1] != 2 or enc.shape[0] < 2:
+            raise ValueError("encode_samples must be at least two rows of (tokens, seconds)")
+        if dec.ndim != 2 or dec.shape[1] != 3 or dec.shape[0] < 3:
+            raise ValueError("decode_samples must be at least three rows of (batch, context, seconds)")
+        a_enc = np.column_stack([np.ones(len(enc)), enc[:, 0]])
+        e = np.linalg.lstsq(a_enc, enc[:, 1], rcond=None)[0]
+        a_dec = np.column_stack([np.ones(len(dec)), dec[:, 0], dec[:, 1]])
+        d = np.linalg.lstsq(a_dec, dec[:, 2], rcond=None)[0]
+        e, d = np.maximum(e, 0.0), np.maximum(d, 0.0)
+        return cls(float(e[0]), float(e[1]), float(d[0]), float(d[1]), float(d[2]))
