@@ -166,6 +166,61 @@ def _cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def _latency_bound(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--latency-bound must be a number of seconds or 'inf', got {text!r}") from None
+    if not value > 0:
+        raise ValueError(f"--latency-bound must be positive (seconds) or 'inf', got {text!r}")
+    return value
+
+
+def _cmd_exegpt(args: argparse.Namespace) -> int:
+    from llmsched.exegpt import XSimulator, optimize
+
+    bound = _latency_bound(args.latency_bound)
+    sim = XSimulator.for_task(args.model, args.task, gpu=args.gpu, gpus=args.gpus)
+    schedules = [s.strip().upper() for s in args.schedules.split(",")]
+    grid = {"batch_max": args.batch_max, "iterations_max": args.iterations_max}
+    result = optimize(sim, bound, schedules=schedules, eps_throughput=args.eps, eps_latency=args.eps, **grid)
+    out: dict[str, Any] = {"setup": sim.name, "schedules": schedules, **result.to_dict()}
+    exh = None
+    if args.verify:
+        exh = optimize(sim, bound, method="exhaustive", schedules=schedules, **grid)
+        out["exhaustive"] = {
+            "schedule": exh.schedule,
+            "variables": exh.variables,
+            "throughput": exh.throughput,
+            "latency": None if exh.latency == float("inf") else exh.latency,
+            "evaluations": exh.evaluations,
+            "runtime_s": exh.runtime,
+        }
+    if args.json:
+        _print_json(out)
+        return 0
+    print(f"{sim.name}; latency bound {bound:g} s (99th-percentile output, {sim.quantile_length} tokens)")
+    if not result.feasible:
+        print(f"  {result.message}")
+    else:
+        variables = ", ".join(f"{k}={v}" for k, v in (result.variables or {}).items())
+        print(f"  schedule    {result.schedule}  ({variables})")
+        print(f"  throughput  {result.throughput:.3f} sequences/s")
+        print(f"  latency     {result.latency:.3f} s")
+    print(
+        f"  search      {result.evaluations} XSimulator evaluations of {result.grid_size} "
+        f"({result.evaluations / result.grid_size:.2%}), {result.runtime:.2f} s"
+    )
+    if exh is not None:
+        if exh.feasible:
+            variables = ", ".join(f"{k}={v}" for k, v in (exh.variables or {}).items())
+            print(f"  exhaustive  {exh.schedule} ({variables}) {exh.throughput:.3f} sequences/s")
+        else:
+            print(f"  exhaustive  {exh.message}")
+        print(f"              {exh.evaluations} evaluations, {exh.runtime:.1f} s")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from llmsched.policies import iteration_policy_names, request_policy_names
 
@@ -206,6 +261,28 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--json", action="store_true", help="print one JSON object")
     study.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     study.set_defaults(func=_cmd_study)
+
+    exe = sub.add_parser(
+        "exegpt", help="ExeGPT: the best RRA/WAA configuration under a latency bound (XSimulator + B&B)"
+    )
+    exe.add_argument(
+        "--model", default="opt-13b", help="t5-11b, opt-13b, gpt3-39b, gpt3-101b, gpt3-175b, gpt3-341b"
+    )
+    exe.add_argument("--task", default="S", help="S, T, G, C1 or C2 (ExeGPT's Table 3)")
+    exe.add_argument("--latency-bound", required=True, help="seconds for the 99th-percentile output, or inf")
+    exe.add_argument("--gpu", help="a40 or a100 (default: the paper's for the model)")
+    exe.add_argument("--gpus", type=int, help="GPU count (default: the paper's for the model)")
+    exe.add_argument(
+        "--schedules", default="RRA,WAA-C,WAA-M", help="comma-separated subset of RRA,WAA-C,WAA-M"
+    )
+    exe.add_argument("--eps", type=float, default=0.01, help="throughput and latency tolerance of the search")
+    exe.add_argument("--batch-max", type=int, default=128, help="largest encoder batch B_E searched")
+    exe.add_argument(
+        "--iterations-max", type=int, help="largest N_D searched (default: the longest output, at most 128)"
+    )
+    exe.add_argument("--verify", action="store_true", help="also run the exhaustive search")
+    exe.add_argument("--json", action="store_true", help="print one JSON object")
+    exe.set_defaults(func=_cmd_exegpt)
     return parser
 
 

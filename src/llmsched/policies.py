@@ -29,12 +29,14 @@ decode iteration runs whatever the answer. ``engine`` is a read-only view of the
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from llmsched._checks import positive_int
 from llmsched.cost import CostModel
 from llmsched.workload import Workload
 
@@ -86,11 +88,15 @@ class FCFS:
     """One queue shared by all clients, in arrival order (ties by request index).
 
     A prefill stage takes requests from the head of the queue while a client is free and
-    the next prompt still fits in the stage; it stops at the first prompt that does not fit
-    (strict arrival order, as vLLM's scheduler does). Free clients are used lowest index first.
+    the next prompt still fits in the stage (and, with ``max_batch``, while the stage holds
+    fewer requests); it stops at the first prompt that does not fit (strict arrival order, as
+    vLLM's scheduler does). Free clients are used lowest index first.
     """
 
     name = "fcfs"
+
+    def __init__(self, max_batch: int | None = None):
+        self.max_batch = math.inf if max_batch is None else positive_int("max_batch", max_batch)
 
     def start(self, workload: Workload, clients: int) -> None:
         self._prompt = workload.prompt_tokens.tolist()
@@ -104,13 +110,13 @@ class FCFS:
         self._free.release(client)
 
     def ready(self) -> int:
-        return min(len(self._queue), len(self._free))
+        return int(min(len(self._queue), len(self._free), self.max_batch))
 
     def take(self, capacity: int) -> list[tuple[int, int]]:
         queue, free, prompt = self._queue, self._free, self._prompt
         pairs: list[tuple[int, int]] = []
         room = capacity
-        while queue and free and prompt[queue[0]] <= room:
+        while queue and free and len(pairs) < self.max_batch and prompt[queue[0]] <= room:
             request = queue.popleft()
             room -= prompt[request]
             pairs.append((request, free.pop_lowest()))

@@ -1,12 +1,20 @@
 """ExeGPT (Oh et al., ASPLOS'24): constraint-aware configuration search.
 
-So far: the monotone branch-and-bound of its Algorithm 1, generalised to any number of
-integer control variables, and the exhaustive grid search it is checked against
-(:mod:`llmsched.exegpt.search`), both over any ``perf(config) -> (throughput, latency)``;
-and the per-layer cost model XSimulator will consume (:mod:`llmsched.exegpt.layers`).
+* :mod:`~llmsched.exegpt.layers`: the per-layer cost model (analytic from Table 1 and the
+  GPUs' rates, or fitted to measurements);
+* :mod:`~llmsched.exegpt.xsim`: XSimulator, throughput and latency of RRA and WAA
+  configurations from the input/output length distributions;
+* :mod:`~llmsched.exegpt.search`: the monotone branch-and-bound of Algorithm 1 over any
+  ``perf(config) -> (throughput, latency)``, and the exhaustive search it is checked against;
+* :mod:`~llmsched.exegpt.optimize`: the search over RRA, WAA-C and WAA-M (per tensor-parallel
+  degree) and the monotonicity report of Table 5;
+* :mod:`~llmsched.exegpt.policy`: an RRA configuration as event-simulator policies, and the
+  cross-check of XSimulator against the event simulator.
 """
 
 from llmsched.exegpt.layers import GPUS, MODELS, GPUSpec, LayerCostModel, ModelSpec
+from llmsched.exegpt.optimize import SCHEDULES, ExeGPTResult, monotonicity, optimize, search_spaces
+from llmsched.exegpt.policy import crosscheck, rra_policies
 from llmsched.exegpt.search import (
     Evaluation,
     SearchResult,
@@ -15,17 +23,29 @@ from llmsched.exegpt.search import (
     exhaustive,
     grid_size,
 )
+from llmsched.exegpt.xsim import DEFAULT_GPUS, Estimate, LengthDistribution, XSimulator
 
 __all__ = [
+    "DEFAULT_GPUS",
     "GPUS",
     "MODELS",
+    "SCHEDULES",
+    "Estimate",
     "Evaluation",
+    "ExeGPTResult",
     "GPUSpec",
     "LayerCostModel",
+    "LengthDistribution",
     "ModelSpec",
     "SearchResult",
     "Variable",
+    "XSimulator",
     "branch_and_bound",
+    "crosscheck",
     "exhaustive",
     "grid_size",
+    "monotonicity",
+    "optimize",
+    "rra_policies",
+    "search_spaces",
 ]

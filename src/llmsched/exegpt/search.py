@@ -102,6 +102,11 @@ class _Counted:
         return self.cache[index]
 
 
+def _meets(latency: float, bound: float) -> bool:
+    """A configuration meets the bound when its latency is finite (it can run) and at most the bound."""
+    return latency <= bound and math.isfinite(latency)
+
+
 def _check(variables: Sequence[Variable], latency_bound: float, *tolerances: float) -> None:
     if not variables:
         raise ValueError("at least one variable is needed")
@@ -141,13 +146,16 @@ def _result(
 
 
 def exhaustive(perf: Perf, variables: Sequence[Variable], latency_bound: float) -> SearchResult:
-    """The best configuration meeting ``latency <= latency_bound``, by evaluating all of them."""
+    """The best configuration meeting ``latency <= latency_bound``, by evaluating all of them.
+
+    A latency of ``inf`` means the configuration cannot run: it meets no bound, not even ``inf``.
+    """
     _check(variables, latency_bound)
     counted = _Counted(perf, variables)
     best: tuple[float, float, tuple[int, ...]] | None = None
     for index in itertools.product(*(range(len(v.values)) for v in variables)):
         thr, lat = counted(index)
-        if lat <= latency_bound and (best is None or thr > best[0]):
+        if _meets(lat, latency_bound) and (best is None or thr > best[0]):
             best = (thr, lat, index)
     return _result(counted, best, latency_bound)
 
@@ -188,7 +196,7 @@ def branch_and_bound(
     def offer(index: tuple[int, ...]) -> None:
         nonlocal best
         thr, lat = counted(index)
-        if lat <= latency_bound and (best is None or thr > best[0]):
+        if _meets(lat, latency_bound) and (best is None or thr > best[0]):
             best = (thr, lat, index)
 
     tie = itertools.count()
@@ -196,11 +204,12 @@ def branch_and_bound(
 
     def push(lo: tuple[int, ...], hi: tuple[int, ...]) -> None:
         offer(lo)
-        if counted(lo)[1] > latency_bound * (1 + eps_latency):
-            return  # even its fastest point breaks the bound (beyond the tolerance)
+        fastest = counted(lo)[1]
+        if not math.isfinite(fastest) or fastest > latency_bound * (1 + eps_latency):
+            return  # even its fastest point cannot run or breaks the bound (beyond the tolerance)
         offer(hi)
         upper = counted(hi)[0]
-        if counted(hi)[1] <= latency_bound:
+        if _meets(counted(hi)[1], latency_bound):
             return  # its best point meets the bound: nothing in it beats hi
         heapq.heappush(queue, (-upper, next(tie), lo, hi))
 
@@ -231,7 +240,7 @@ def _split_dimension(counted: _Counted, lo: tuple[int, ...], hi: tuple[int, ...]
     for d in open_dims:
         corner = (*hi[:d], lo[d], *hi[d + 1 :])
         thr, lat = counted(corner)
-        if lat <= bound and thr > best_thr:
+        if _meets(lat, bound) and thr > best_thr:
             best_dim, best_thr = d, thr
     if best_dim >= 0:
         return best_dim

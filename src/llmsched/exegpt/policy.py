@@ -1,0 +1,161 @@
+"""An RRA configuration as policies of the event simulator, to cross-check XSimulator.
+
+On one engine (one pipeline stage), RRA with ``(B_E, N_D)`` is: prefill the next ``B_E``
+waiting requests, decode ``N_D`` iterations, repeat. :func:`rra_policies` gives that pair of
+policies for :func:`llmsched.simulate`; :func:`crosscheck` runs sampled workloads through
+the event simulator and compares the measured steady throughput with XSimulator's estimate
+under the same cost model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from llmsched._checks import positive_int
+from llmsched.cost import CostModel, LinearCostModel
+from llmsched.exegpt.layers import LayerCostModel
+from llmsched.exegpt.xsim import LengthDistribution, XSimulator
+from llmsched.policies import FCFS, PREFILL_NOW
+from llmsched.schedule import PREFILL, Schedule
+from llmsched.workload import Workload
+
+__all__ = [
+    "RRAIterations",
+    "RRARequests",
+    "crosscheck",
+    "rra_policies",
+    "steady_decode_batch",
+    "steady_throughput",
+]
+
+
+class RRARequests(FCFS):
+    """First come, first served, at most ``batch`` requests per prefill stage."""
+
+    name = "rra"
+
+    def __init__(self, batch: int):
+        super().__init__(max_batch=batch)
+        self.batch = self.max_batch
+
+
+class RRAIterations:
+    """Prefill after every ``iterations`` decode iterations (while requests wait)."""
+
+    name = "rra"
+
+    def __init__(self, iterations: int):
+        self.iterations = positive_int("iterations", iterations)
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        pass
+
+    def decide(self, engine: Any) -> int:
+        done = engine.stage_iterations
+        if not engine.just_prefilled and done >= self.iterations:
+            return PREFILL_NOW
+        return self.iterations - done
+
+
+def rra_policies(batch: int, iterations: int) -> tuple[RRARequests, RRAIterations]:
+    """The request and iteration policy of RRA with ``B_E = batch`` and ``N_D = iterations``."""
+    return RRARequests(batch), RRAIterations(iterations)
+
+
+def steady_throughput(schedule: Schedule, trim: float = 0.2) -> float:
+    """Requests finished per second between the ``trim`` and ``1 - trim`` quantiles of the
+    finish times (the ramp-up and the drain left out)."""
+    if not 0 <= trim < 0.5:
+        raise ValueError(f"trim must be in [0, 0.5), got {trim!r}")
+    finish = np.sort(schedule.finish)
+    lo = math.floor(trim * (len(finish) - 1))
+    hi = math.ceil((1 - trim) * (len(finish) - 1))
+    if hi <= lo or finish[hi] <= finish[lo]:
+        raise ValueError("too few requests to measure a steady throughput")
+    return float((hi - lo) / (finish[hi] - finish[lo]))
+
+
+def steady_decode_batch(schedule: Schedule, trim: float = 0.2) -> float:
+    """Mean number of requests decoding in the first iteration after each prefill stage,
+    over the stages between the ``trim`` and ``1 - trim`` quantiles (XSimulator's ``B_D``)."""
+    prefills = np.flatnonzero(schedule.stage_kind == PREFILL)
+    lo, hi = int(trim * len(prefills)), math.ceil((1 - trim) * len(prefills))
+    first = schedule.stage_first_iteration[prefills[lo:hi]]
+    started = np.searchsorted(np.sort(schedule.request_decode_start), first, side="right")
+    ended = np.searchsorted(np.sort(schedule.request_decode_end), first, side="right")
+    return float(np.mean(started - ended))
+
+
+def crosscheck(
+    configs: Iterable[tuple[int, int]],
+    task: str = "S",
+    cost: LinearCostModel | None = None,
+    requests: int = 4000,
+    seeds: Iterable[int] = (0, 1, 2),
+    weights: str = "population",
+) -> Any:
+    """XSimulator's RRA throughput against the event simulator's, per ``(B_E, N_D)``.
+
+    Both use ``cost`` (default :meth:`LinearCostModel.paper`, no prefill capacity limit);
+    XSimulator runs one GPU, one layer. The event simulator runs ``requests`` requests of
+    the task, all waiting at time 0, per seed, with enough clients never to bind.
+    Returns a DataFrame with both throughputs and the relative error in percent.
+    """
+    import pandas as pd
+
+    from llmsched.simulate import simulate
+    from llmsched.workloads import EXEGPT_TASKS, exegpt_task
+
+    base = cost or LinearCostModel.paper()
+    if not isinstance(base, LinearCostModel):
+        raise TypeError(f"cost must be a LinearCostModel, got {type(base).__name__}")
+    key = task.upper()
+    if key not in EXEGPT_TASKS:
+        raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
+    spec_in, spec_out = EXEGPT_TASKS[key]
+    layer = LayerCostModel(
+        base.prefill_base, base.prefill_per_token, base.decode_base, base.decode_per_client, 0.0
+    )
+    sim = XSimulator(
+        layer,
+        LengthDistribution.truncated_normal(spec_in.mean, spec_in.sd, spec_in.max),
+        LengthDistribution.truncated_normal(spec_out.mean, spec_out.sd, spec_out.max),
+        gpus=1,
+        layers=1,
+        weights=weights,  # type: ignore[arg-type]
+    )
+    rows = []
+    for batch, iterations in configs:
+        estimate = sim.rra(batch, iterations)
+        engine = LinearCostModel(
+            base.prefill_base,
+            base.prefill_per_token,
+            base.decode_base,
+            base.decode_per_client,
+            prefill_capacity=batch * spec_in.max,
+        )
+        clients = int(4 * estimate.decode_batch) + 2 * batch
+        measured, batches = [], []
+        for seed in seeds:
+            workload = exegpt_task(key, requests, seed)
+            rp, ip = rra_policies(batch, iterations)
+            schedule = simulate(workload, engine, clients, request_policy=rp, iteration_policy=ip)
+            measured.append(steady_throughput(schedule))
+            batches.append(steady_decode_batch(schedule))
+        event = float(np.mean(measured))
+        rows.append(
+            {
+                "B_E": batch,
+                "N_D": iterations,
+                "xsim_decode_batch": estimate.decode_batch,
+                "event_decode_batch": float(np.mean(batches)),
+                "xsim_throughput": estimate.throughput,
+                "event_throughput": event,
+                "error_pct": 100 * (estimate.throughput - event) / event,
+            }
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,143 @@
+"""The ExeGPT search over RRA and WAA, the monotonicity report, the RRA policies and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from llmsched import LinearCostModel, simulate, validate, workloads
+from llmsched.cli import main
+from llmsched.exegpt import XSimulator, crosscheck, monotonicity, optimize, rra_policies, search_spaces
+from llmsched.schedule import DECODE, PREFILL
+
+SMALL = {"batch_max": 24, "iterations_max": 20, "micro_batches_max": 3}
+
+
+@pytest.mark.parametrize("task", ["S", "C1"])
+def test_branch_and_bound_matches_exhaustive_on_a_small_grid(task: str) -> None:
+    """At each of the paper's four kinds of bound the search is within eps_T of the
+    exhaustive optimum, meets the bound, and evaluates fewer configurations."""
+    sim = XSimulator.for_task("opt-13b", task)
+    for bound in sim.latency_bounds():
+        exact = optimize(sim, bound, method="exhaustive", **SMALL)
+        found = optimize(sim, bound, **SMALL)
+        assert found.feasible == exact.feasible
+        assert exact.evaluations == exact.grid_size == found.grid_size
+        assert found.evaluations < exact.evaluations
+        if exact.feasible:
+            assert found.latency <= bound
+            assert found.throughput >= exact.throughput / 1.01
+            assert found.schedule in ("RRA", "WAA-C", "WAA-M")
+            assert found.variables is not None and found.variables["B_E"] <= SMALL["batch_max"]
+
+
+def test_result_variables_reproduce_the_reported_figures() -> None:
+    """The chosen variables, fed back to XSimulator, give the reported throughput and latency."""
+    sim = XSimulator.for_task("opt-13b", "S")
+    result = optimize(sim, 6.0, **SMALL)
+    v = result.variables
+    assert v is not None
+    if result.schedule == "RRA":
+        est = sim.rra(v["B_E"], v["N_D"], v["TP_degree"], v["TP_gpus"])
+    else:
+        est = sim.waa(v["B_E"], v["B_m"], v["TP_degree"], v["TP_gpus"], result.schedule[-1])  # type: ignore[arg-type]
+    assert (est.throughput, est.latency) == (result.throughput, result.latency)
+    assert result.latency <= 6.0
+
+
+def test_an_impossible_bound_is_a_result_not_an_error() -> None:
+    """0.05 s cannot be met by any configuration: feasible False and a clear message."""
+    result = optimize(XSimulator.for_task("opt-13b", "S"), 0.05, **SMALL)
+    assert not result.feasible and result.schedule is None and result.variables is None
+    assert "no configuration meets the latency bound of 0.05 s" in result.message
+    assert result.to_dict()["latency"] is None
+
+
+def test_search_spaces_fix_the_tensor_parallel_degree() -> None:
+    """One run per schedule and degree (and WAA micro-batch count); GPU counts are multiples
+    of the degree, listed from the low-latency end (most tensor-parallel GPUs first)."""
+    spaces = search_spaces(XSimulator.for_task("opt-13b", "S"), micro_batches_max=2)
+    rra = [s for s in spaces if s.schedule == "RRA"]
+    assert [s.fixed["TP_degree"] for s in rra] == [1, 2, 4]
+    counts = {s.fixed["TP_degree"]: [v.values for v in s.variables if v.name == "TP_gpus"] for s in rra}
+    assert counts == {1: [], 2: [(4, 2)], 4: [(4,)]}
+    waa = [s for s in spaces if s.schedule == "WAA-C"]
+    assert sorted((s.fixed["TP_degree"], s.fixed["B_m"]) for s in waa) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+
+
+def test_bad_search_arguments_raise() -> None:
+    """Bounds, methods and schedule names are checked before any work."""
+    sim = XSimulator.for_task("opt-13b", "S")
+    for bound in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="latency_bound"):
+            optimize(sim, bound)
+    with pytest.raises(ValueError, match="method"):
+        optimize(sim, 5.0, method="random")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="schedules"):
+        optimize(sim, 5.0, schedules=["FIFO"])
+    with pytest.raises(ValueError, match="batch_max"):
+        optimize(sim, 5.0, batch_max=0)
+
+
+def test_monotonicity_report() -> None:
+    """Shares of non-monotone points per schedule and variable, non-increasing in the tolerance."""
+    frame = monotonicity(
+        XSimulator.for_task("opt-13b", "S"), batch_max=16, iterations_max=12, micro_batches_max=3
+    )
+    assert set(frame.variable) == {"B_E", "N_D", "TP_gpus", "B_m"}
+    assert set(frame.schedule) == {"RRA", "WAA-C", "WAA-M"}
+    assert frame.latency_pct.between(0, 100).all() and frame.throughput_pct.between(0, 100).all()
+    for _, group in frame.groupby(["schedule", "variable"]):
+        group = group.sort_values("tolerance")
+        assert np.all(np.diff(group.latency_pct) <= 1e-12)
+        assert np.all(np.diff(group.throughput_pct) <= 1e-12)
+
+
+def test_rra_policies_run_in_the_event_simulator() -> None:
+    """Prefill stages hold at most B_E requests, decode stages between prefills run at most
+    N_D iterations while requests wait, and the schedule validates."""
+    workload = workloads.exegpt_task("S", 400, seed=3)
+    cost = LinearCostModel(0.025, 0.13e-3, 0.029, 0.21e-3, prefill_capacity=12 * 512)
+    rp, ip = rra_policies(12, 5)
+    schedule = simulate(workload, cost, 200, request_policy=rp, iteration_policy=ip)
+    assert validate(schedule) == []
+    prefills = np.flatnonzero(schedule.stage_kind == PREFILL)
+    sizes = np.bincount(schedule.request_prefill_stage, minlength=schedule.num_stages)[prefills]
+    assert sizes.max() == 12 and sizes[:-1].min() == 12  # all full but the last
+    decodes = schedule.stage_iterations[schedule.stage_kind == DECODE]
+    assert decodes[: len(prefills) - 1].max() <= 5
+
+
+def test_xsimulator_agrees_with_the_event_simulator() -> None:
+    """RRA throughput from the distributions is within 10% of the event simulator's."""
+    frame = crosscheck([(16, 8), (49, 7), (4, 64)], task="S", requests=1500, seeds=(0,))
+    assert (frame.error_pct.abs() <= 10).all(), frame
+    assert (abs(frame.xsim_decode_batch / frame.event_decode_batch - 1) <= 0.05).all(), frame
+
+
+def test_cli_json_and_verify(capsys) -> None:
+    """--json prints the schedule, variables, throughput, latency and evaluations; --verify
+    adds the exhaustive optimum, which the search matches."""
+    args = ["exegpt", "--model", "opt-13b", "--task", "S", "--latency-bound", "5", "--batch-max", "16"]
+    assert main([*args, "--iterations-max", "16", "--verify", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["schedule"] in ("RRA", "WAA-C", "WAA-M") and out["variables"]["B_E"] <= 16
+    assert out["latency"] <= 5 and out["throughput"] > 0 and out["evaluations"] > 0
+    exh = out["exhaustive"]
+    assert exh["evaluations"] > out["evaluations"]
+    assert out["throughput"] >= exh["throughput"] / 1.01 and set(exh) >= {"throughput", "variables"}
+
+
+def test_cli_infeasible_and_bad_bounds(capsys) -> None:
+    """An impossible bound prints the clear message; a non-number is an error, not a trace."""
+    assert main(["exegpt", "--latency-bound", "0.01", "--batch-max", "8"]) == 0
+    assert "no configuration meets the latency bound" in capsys.readouterr().out
+    assert main(["exegpt", "--latency-bound", "soon"]) == 2
+    assert "--latency-bound must be a number of seconds or 'inf'" in capsys.readouterr().err
+    assert main(["exegpt", "--latency-bound", "inf", "--task", "X"]) == 2
+    assert (
+        main(["exegpt", "--latency-bound", "inf", "--batch-max", "8", "--iterations-max", "8", "--json"]) == 0
+    )
+    assert json.loads(capsys.readouterr().out)["latency_bound"] is None

@@ -1,0 +1,171 @@
+"""XSimulator (RRA, WAA, the fixed-batch baseline) and the length distributions it reads."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmsched.exegpt import LayerCostModel, LengthDistribution, XSimulator
+from llmsched.workloads import EXEGPT_TASKS, truncated_normal_lengths
+
+SIM_S = XSimulator.for_task("opt-13b", "S")
+
+
+def _one_engine(weights: str = "population") -> XSimulator:
+    cost = LayerCostModel(0.025, 0.13e-3, 0.029, 0.21e-3, 0.0)
+    spec_in, spec_out = EXEGPT_TASKS["S"]
+    return XSimulator(
+        cost,
+        LengthDistribution.truncated_normal(spec_in.mean, spec_in.sd, spec_in.max),
+        LengthDistribution.truncated_normal(spec_out.mean, spec_out.sd, spec_out.max),
+        gpus=1,
+        layers=1,
+        weights=weights,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("task", sorted(EXEGPT_TASKS))
+def test_truncated_normal_matches_the_sampler(task: str) -> None:
+    """The distribution is the law the workload generator samples: means and 99th
+    percentiles of 200k draws agree."""
+    for spec in EXEGPT_TASKS[task]:
+        dist = LengthDistribution.truncated_normal(spec.mean, spec.sd, spec.max)
+        draws = truncated_normal_lengths(spec, 200_000, seed=1)
+        assert dist.mean == pytest.approx(draws.mean(), rel=0.01)
+        assert abs(dist.quantile(0.99) - np.quantile(draws, 0.99)) <= 1
+        assert dist.max == spec.max
+
+
+def test_length_distribution_rejects_bad_input() -> None:
+    """Unsorted lengths, probabilities off 1 and empty samples are refused."""
+    with pytest.raises(ValueError, match="strictly increasing"):
+        LengthDistribution(np.array([3, 2]), np.array([0.5, 0.5]))
+    with pytest.raises(ValueError, match="sum to 1"):
+        LengthDistribution(np.array([1, 2]), np.array([0.5, 0.4]))
+    with pytest.raises(ValueError, match="non-empty"):
+        LengthDistribution.from_samples([])
+    with pytest.raises(ValueError, match="q must be"):
+        LengthDistribution.from_samples([1, 2]).quantile(0)
+
+
+def test_population_decode_batch_follows_littles_law() -> None:
+    """RRA's decode batch is B_E * E[ceil(S / N_D)]; the paper's mixture gives B_E / E[1/ceil]."""
+    for weights in ("population", "paper"):
+        sim = _one_engine(weights)
+        s, p = sim.outputs.lengths, sim.outputs.probs
+        for n_d in (1, 4, 7, 30, 80):
+            phases = -(-s // n_d)
+            expected = 10 * float(phases @ p) if weights == "population" else 10 / float((1 / phases) @ p)
+            assert sim.rra(10, n_d).decode_batch == pytest.approx(expected)
+
+
+def test_rra_on_one_engine_is_the_sum_of_its_items() -> None:
+    """With one stage, a cycle is one encoding plus N_D decode iterations at the expected
+    batch sizes, and the latency of the 99th-percentile sequence adds up its items."""
+    sim = _one_engine()
+    b_e, n_d = 16, 8
+    est = sim.rra(b_e, n_d)
+    ratio, active = sim._phase(n_d)
+    batch = b_e * ratio * active
+    decode = 0.029 * (1 - np.exp(-batch)) + 0.21e-3 * batch
+    encode = 0.025 + 0.13e-3 * b_e * sim.mean_input
+    cycle = encode + decode.sum()
+    assert est.throughput == pytest.approx(b_e / cycle)
+    s = sim.quantile_length
+    phases = -(-s // n_d)
+    last = 1 + (s - 1) % n_d
+    assert est.latency == pytest.approx(phases * encode + (phases - 1) * decode.sum() + decode[:last].sum())
+    assert est.stages == 1 and est.fits
+
+
+def test_partial_tensor_parallelism_shortens_the_pipeline() -> None:
+    """Tensor parallelism on more GPUs means fewer stages and a lower latency."""
+    latencies = []
+    for degree, count in ((1, 0), (2, 2), (2, 4), (4, 4)):
+        est = SIM_S.rra(16, 16, degree, count)
+        assert est.stages == 4 - count + count // degree
+        latencies.append(est.latency)
+    assert latencies == sorted(latencies, reverse=True)
+
+
+def test_memory_overflow_makes_latency_infinite() -> None:
+    """A decode batch whose keys and values do not fit has latency inf, and says so."""
+    small = SIM_S.rra(8, 16)
+    huge = SIM_S.rra(128, 1)
+    assert small.fits and math.isfinite(small.latency) and 0 < small.memory_gb <= 48
+    assert not huge.fits and huge.latency == math.inf and huge.memory_gb > 48 * 0.9
+    assert huge.throughput > 0
+
+
+def test_waa_allocations() -> None:
+    """WAA-C leaves at least one GPU to each side; WAA-M minimises the busiest GPU's memory."""
+    for b_e in (1, 4, 16, 64):
+        n_c = SIM_S.encoder_gpus(b_e, "C")
+        assert 1 <= n_c <= SIM_S.gpus - 1
+        brute = min(
+            max(
+                SIM_S._gpu_bytes(SIM_S.enc_layers / n, b_e * SIM_S.mean_input),
+                SIM_S._gpu_bytes(
+                    SIM_S.dec_layers / (SIM_S.gpus - n), b_e * SIM_S.mean_output * SIM_S.mean_context
+                ),
+            )
+            for n in range(1, SIM_S.gpus)
+        )
+        assert SIM_S.waa(b_e, 1, allocation="M").memory_gb * 1e9 == pytest.approx(brute)
+        est = SIM_S.waa(b_e, 2, allocation="C")
+        assert est.encoder_gpus == n_c and est.schedule == "WAA-C"
+        assert est.decode_batch == pytest.approx(b_e * SIM_S.mean_output)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(sorted(EXEGPT_TASKS)),
+    st.integers(1, 128),
+    st.integers(1, 80),
+    st.sampled_from([(1, 0), (2, 2), (2, 4), (4, 4)]),
+    st.integers(1, 8),
+)
+def test_estimates_are_physical(task: str, b_e: int, n_d: int, tp: tuple[int, int], b_m: int) -> None:
+    """Every estimate has a positive throughput; a latency (when it fits) of at least the
+    quantile sequence's own decode iterations at batch one; and larger B_E means a larger
+    decode batch."""
+    sim = XSimulator.for_task("opt-13b", task)
+    floor = sim.quantile_length * sim.dec_layers * sim.cost.decode_time(1, 1, 4) / 4
+    for est in (sim.rra(b_e, n_d, *tp), sim.waa(b_e, b_m, *tp, allocation="C"), sim.waa(b_e, b_m, *tp, "M")):
+        assert est.throughput > 0
+        assert est.latency == math.inf or est.latency >= floor
+        assert est.fits == math.isfinite(est.latency)
+    assert sim.rra(b_e + 1, n_d, *tp).decode_batch > sim.rra(b_e, n_d, *tp).decode_batch
+
+
+def test_latency_bounds_come_from_the_fixed_batch_sweep() -> None:
+    """Bounds are increasing percentiles of the sweep's latencies, then inf."""
+    bounds = SIM_S.latency_bounds()
+    sweep = [e.latency for e in SIM_S.fixed_batch_sweep()]
+    assert bounds[:3] == sorted(bounds[:3]) and bounds[3] == math.inf
+    assert min(sweep) <= bounds[0] and bounds[2] <= max(sweep)
+    assert bounds[1] == pytest.approx(float(np.percentile(sweep, 30)))
+
+
+def test_bad_arguments_raise_value_errors() -> None:
+    """Nonsense configurations are refused with a message naming the argument."""
+    with pytest.raises(ValueError, match="batch"):
+        SIM_S.rra(0, 4)
+    with pytest.raises(ValueError, match="tp_degree must be a power of two"):
+        SIM_S.rra(4, 4, 3, 3)
+    with pytest.raises(ValueError, match="tp_gpus must be a multiple"):
+        SIM_S.rra(4, 4, 2, 3)
+    with pytest.raises(ValueError, match="allocation"):
+        SIM_S.waa(4, 1, allocation="X")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at least two GPUs"):
+        XSimulator.for_task("opt-13b", "S", gpus=1).waa(4)
+    with pytest.raises(ValueError, match="unknown model"):
+        XSimulator.for_task("llama-7b", "S")
+    with pytest.raises(ValueError, match="unknown ExeGPT task"):
+        XSimulator.for_task("opt-13b", "Q")
+    with pytest.raises(ValueError, match="hidden and gpu_memory_gb"):
+        XSimulator(SIM_S.cost, SIM_S.inputs, SIM_S.outputs, 2, 4, hidden=128)
