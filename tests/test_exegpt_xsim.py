@@ -9,23 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmsched.exegpt import LayerCostModel, LengthDistribution, XSimulator
+from llmsched import LinearCostModel
+from llmsched.exegpt import LengthDistribution, XSimulator
 from llmsched.workloads import EXEGPT_TASKS, truncated_normal_lengths
 
 SIM_S = XSimulator.for_task("opt-13b", "S")
 
 
 def _one_engine(weights: str = "population") -> XSimulator:
-    cost = LayerCostModel(0.025, 0.13e-3, 0.029, 0.21e-3, 0.0)
-    spec_in, spec_out = EXEGPT_TASKS["S"]
-    return XSimulator(
-        cost,
-        LengthDistribution.truncated_normal(spec_in.mean, spec_in.sd, spec_in.max),
-        LengthDistribution.truncated_normal(spec_out.mean, spec_out.sd, spec_out.max),
-        gpus=1,
-        layers=1,
-        weights=weights,  # type: ignore[arg-type]
-    )
+    return XSimulator.one_engine(LinearCostModel.paper(), "S", weights=weights)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("task", sorted(EXEGPT_TASKS))

@@ -26,7 +26,7 @@ import numpy as np
 
 from llmsched._checks import positive_int
 from llmsched.exegpt.search import SearchResult, Variable, branch_and_bound, exhaustive, grid_size
-from llmsched.exegpt.xsim import XSimulator
+from llmsched.exegpt.xsim import Estimate, XSimulator
 
 __all__ = [
     "SCHEDULES",
@@ -39,6 +39,17 @@ __all__ = [
 ]
 
 SCHEDULES = ("RRA", "WAA-C", "WAA-M")
+
+
+def _searched(est: Estimate) -> tuple[float, float]:
+    """What the search sees of an estimate. A configuration out of memory cannot run (latency
+    inf), and its throughput is reported as inf too: XSimulator's throughput is monotone
+    where configurations fit, but not beyond the memory edge (large decode batches and
+    frequent encodings collide in the pipeline), so a corner out of memory must not bound
+    the throughput of a block; such blocks are split until their corners fit."""
+    if not est.fits:
+        return math.inf, math.inf
+    return est.throughput, est.latency
 
 
 @dataclass(frozen=True)
@@ -58,7 +69,7 @@ class Space:
                 est = sim.rra(
                     config["B_E"], config["N_D"], fixed["TP_degree"], config.get("TP_gpus", fixed["TP_gpus"])
                 )
-                return est.throughput, est.latency
+                return _searched(est)
 
             return rra
         allocation: Literal["C", "M"] = "C" if self.schedule == "WAA-C" else "M"
@@ -71,7 +82,7 @@ class Space:
                 config.get("TP_gpus", fixed["TP_gpus"]),
                 allocation,
             )
-            return est.throughput, est.latency
+            return _searched(est)
 
         return waa
 

@@ -17,8 +17,7 @@ import numpy as np
 
 from llmsched._checks import positive_int
 from llmsched.cost import CostModel, LinearCostModel
-from llmsched.exegpt.layers import LayerCostModel
-from llmsched.exegpt.xsim import LengthDistribution, XSimulator
+from llmsched.exegpt.xsim import XSimulator
 from llmsched.policies import FCFS, PREFILL_NOW
 from llmsched.schedule import PREFILL, Schedule
 from llmsched.workload import Workload
@@ -116,18 +115,8 @@ def crosscheck(
     key = task.upper()
     if key not in EXEGPT_TASKS:
         raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
-    spec_in, spec_out = EXEGPT_TASKS[key]
-    layer = LayerCostModel(
-        base.prefill_base, base.prefill_per_token, base.decode_base, base.decode_per_client, 0.0
-    )
-    sim = XSimulator(
-        layer,
-        LengthDistribution.truncated_normal(spec_in.mean, spec_in.sd, spec_in.max),
-        LengthDistribution.truncated_normal(spec_out.mean, spec_out.sd, spec_out.max),
-        gpus=1,
-        layers=1,
-        weights=weights,  # type: ignore[arg-type]
-    )
+    spec_in = EXEGPT_TASKS[key][0]
+    sim = XSimulator.one_engine(base, key, weights=weights)  # type: ignore[arg-type]
     rows = []
     for batch, iterations in configs:
         estimate = sim.rra(batch, iterations)

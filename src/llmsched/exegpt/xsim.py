@@ -305,6 +305,35 @@ class XSimulator:
             **kwargs,
         )
 
+    @classmethod
+    def one_engine(
+        cls, cost: Any, task: str = "S", weights: Literal["population", "paper"] = "population"
+    ) -> XSimulator:
+        """One GPU, one layer, no memory limit, timed by a :class:`~llmsched.LinearCostModel`
+        (prefill as encoding, decode per active client as per sequence): the setting in which
+        XSimulator and the event simulator describe the same engine."""
+        from llmsched.cost import LinearCostModel
+        from llmsched.workloads import EXEGPT_TASKS
+
+        if not isinstance(cost, LinearCostModel):
+            raise TypeError(f"cost must be a LinearCostModel, got {type(cost).__name__}")
+        key = task.upper() if isinstance(task, str) else task
+        if key not in EXEGPT_TASKS:
+            raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
+        spec_in, spec_out = EXEGPT_TASKS[key]
+        layer = LayerCostModel(
+            cost.prefill_base, cost.prefill_per_token, cost.decode_base, cost.decode_per_client, 0.0
+        )
+        return cls(
+            layer,
+            LengthDistribution.truncated_normal(spec_in.mean, spec_in.sd, spec_in.max),
+            LengthDistribution.truncated_normal(spec_out.mean, spec_out.sd, spec_out.max),
+            gpus=1,
+            layers=1,
+            weights=weights,
+            name=f"one engine, task {key}",
+        )
+
     # ------------------------------------------------------------------ helpers
     def tp_degrees(self, gpus: int | None = None) -> list[int]:
         """Tensor-parallel degrees that fit in a node and in ``gpus`` (default: all)."""
