@@ -221,6 +221,44 @@ def _cmd_exegpt(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_runtime(args: argparse.Namespace) -> int:
+    from llmsched.runtime import MISSING_TORCH, torch_available
+
+    if not torch_available():
+        print(f"llmsched runtime: {MISSING_TORCH}", file=sys.stderr)
+        return 3
+    from llmsched.runtime import validate_runtime
+
+    report = validate_runtime(
+        model=args.model,
+        device=args.device,
+        requests=args.requests,
+        clients=args.clients,
+        scale=args.scale,
+        strategy=args.strategy,
+        seed=args.seed,
+    )
+    if args.json:
+        _print_json(report)
+    else:
+        print(
+            f"{report['model']} model ({report['parameters']:,} parameters) on {report['device']}, "
+            f"{report['workload']} on {report['clients']} clients, {report['strategy']} strategy"
+        )
+        print(
+            f"  fitted cost model  held-out error {report['fit_error']:.1%} "
+            f"(prefill {report['fit_error_prefill']:.1%}, decode {report['fit_error_decode']:.1%}); "
+            f"on the executed stages {report['stage_error']:.1%}"
+        )
+        print(f"  predicted makespan {report['predicted_makespan_s']:.4f} s")
+        print(f"  measured makespan  {report['measured_makespan_s']:.4f} s ({report['makespan_error']:+.1%})")
+        print(f"  tokens match       {report['tokens_match']} (each request against a run of its own)")
+        print(f"  measured schedule  {'valid' if report['valid'] else 'INVALID'} (all rules but stage_time)")
+        for v in report["violations"][:5]:
+            print(f"    {v}")
+    return 0 if report["tokens_match"] and report["valid"] else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     from llmsched.policies import iteration_policy_names, request_policy_names
 
@@ -283,6 +321,21 @@ def build_parser() -> argparse.ArgumentParser:
     exe.add_argument("--verify", action="store_true", help="also run the exhaustive search")
     exe.add_argument("--json", action="store_true", help="print one JSON object")
     exe.set_defaults(func=_cmd_exegpt)
+
+    run = sub.add_parser("runtime", help="run schedules on a real torch decode loop (needs torch)")
+    run_sub = run.add_subparsers(dest="action", required=True)
+    val = run_sub.add_parser(
+        "validate", help="profile, fit a cost model, execute a simulated schedule, compare with the clock"
+    )
+    val.add_argument("--model", default="tiny", help="tiny, small, 125m or 1b (seeded random weights)")
+    val.add_argument("--device", default="cpu", help="cpu or cuda")
+    val.add_argument("--requests", type=int, default=24)
+    val.add_argument("--clients", type=int, default=8)
+    val.add_argument("--scale", type=float, default=0.125, help="GSM8K lengths times this")
+    val.add_argument("--strategy", default="hybrid", help="baseline or hybrid")
+    val.add_argument("--seed", type=int, default=0)
+    val.add_argument("--json", action="store_true", help="print one JSON object")
+    val.set_defaults(func=_cmd_runtime)
     return parser
 
 

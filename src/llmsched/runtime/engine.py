@@ -1,0 +1,342 @@
+"""The decode loop: a slot KV cache for J clients and the forward passes that use it.
+
+Each client owns a slot: a region of the key/value cache with room for ``max_len`` tokens,
+filled from position 0. Three forward passes:
+
+* :meth:`Engine.prefill` runs a batch of prompts packed into one sequence (no padding between
+  them: the projections and the MLP see exactly the prompts' tokens; attention runs per
+  prompt) and writes each prompt's keys and values into its client's slot, "prefill apart,
+  then embed" as Baton calls it;
+* :meth:`Engine.decode` runs one iteration for a set of slots, each at its own length;
+* :meth:`Engine.padded_step` runs rows padded to a common length, as static batching and
+  insertion with padding do; pad tokens are computed and counted, but never written to the
+  cache and never attended to.
+
+Greedy decoding with forced output lengths: after a request's prompt, the argmax of the
+last logits is its *pending* token; each decode iteration feeds the pending token (writing
+its keys and values), records it, and takes the next argmax as the new pending token. A
+request with N output tokens therefore takes N decode iterations and records N tokens; an
+end-of-sequence token is not special.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+import torch
+from torch.nn import functional
+
+from llmsched.runtime.model import DecoderLayer, LlamaModel, apply_rotary
+
+__all__ = ["Counters", "Engine"]
+
+
+@dataclass
+class Counters:
+    """Counters of what the engine computed."""
+
+    forward_tokens: int = 0  # token positions through the layers, pads included
+    padded_tokens: int = 0  # of those, pads
+    forwards: int = 0
+
+
+class Engine:
+    """A model, its slot cache, and the device clock.
+
+    Parameters
+    ----------
+    model
+        The transformer (its weights are moved to ``device`` and ``dtype``).
+    slots
+        J, the number of clients.
+    max_len
+        Tokens a slot holds (prompt plus output).
+    device, dtype
+        Where and in what precision to run (float32 on the CPU for exact comparisons).
+    threads
+        If given, ``torch.set_num_threads(threads)`` (process-wide). On a small CPU, one
+        thread avoids the thread pool's spinning when another process competes for the
+        cores: a tiny model's decode iteration took 1.6 ms on one thread and 149 ms on two
+        next to a busy process.
+    """
+
+    def __init__(
+        self,
+        model: LlamaModel,
+        slots: int,
+        max_len: int,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        threads: int | None = None,
+    ):
+        if not isinstance(model, LlamaModel):
+            raise TypeError(f"model must be a LlamaModel, got {type(model).__name__}")
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ValueError(f"slots must be a positive integer, got {slots!r}")
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 2:
+            raise ValueError(f"max_len must be an integer >= 2, got {max_len!r}")
+        cfg = model.config
+        if max_len > cfg.max_position_embeddings:
+            raise ValueError(f"max_len {max_len} exceeds the model's {cfg.max_position_embeddings} positions")
+        if threads is not None:
+            if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+                raise ValueError(f"threads must be a positive integer, got {threads!r}")
+            torch.set_num_threads(threads)
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
+        self.dtype = dtype
+        self.model = model.to(device=self.device, dtype=dtype).eval()
+        self.model.inv_freq = self.model.inv_freq.float()  # rotary angles stay in float32
+        self.config = cfg
+        self.slots = slots
+        self.max_len = max_len
+        shape = (cfg.num_hidden_layers, slots, cfg.num_key_value_heads, max_len, cfg.head_dim)
+        self.keys = torch.zeros(shape, device=self.device, dtype=dtype)
+        self.values = torch.zeros(shape, device=self.device, dtype=dtype)
+        self.lengths = [0] * slots
+        self.pending: list[int | None] = [None] * slots
+        self.counters = Counters()
+
+    # ------------------------------------------------------------------ bookkeeping
+    def sync(self) -> None:
+        """Wait for the device (a no-op on the CPU)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def clock(self) -> float:
+        """Seconds, after the device has finished its queued work."""
+        self.sync()
+        return time.perf_counter()
+
+    def release(self, slot: int) -> None:
+        """Free a slot for another request (its cache is overwritten from position 0)."""
+        self._check_slot(slot)
+        self.lengths[slot] = 0
+        self.pending[slot] = None
+
+    def reset(self) -> None:
+        for slot in range(self.slots):
+            self.release(slot)
+        self.counters = Counters()
+
+    def _check_slot(self, slot: int) -> None:
+        if not 0 <= slot < self.slots:
+            raise ValueError(f"slot {slot} is out of range 0..{self.slots - 1}")
+
+    def _room(self, slot: int, tokens: int) -> None:
+        if self.lengths[slot] + tokens > self.max_len:
+            raise ValueError(
+                f"slot {slot} would hold {self.lengths[slot] + tokens} tokens, more than "
+                f"max_len={self.max_len}"
+            )
+
+    # ------------------------------------------------------------------ passes
+    @torch.inference_mode()
+    def prefill(self, prompts: Sequence[Sequence[int]], slots: Sequence[int]) -> None:
+        """Prefill ``prompts[i]`` into the empty slot ``slots[i]``, packed, without padding."""
+        if len(prompts) != len(slots) or not prompts:
+            raise ValueError("prefill needs one slot per prompt, and at least one prompt")
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"prefill slots repeat: {list(slots)}")
+        for prompt, slot in zip(prompts, slots, strict=True):
+            self._check_slot(slot)
+            if self.lengths[slot] or self.pending[slot] is not None:
+                raise ValueError(f"slot {slot} is busy; release it before prefilling it again")
+            if len(prompt) == 0:
+                raise ValueError("a prompt needs at least one token")
+            self._room(slot, len(prompt) + 1)
+        lengths = [len(p) for p in prompts]
+        tokens = torch.tensor([t for p in prompts for t in p], device=self.device, dtype=torch.long)
+        positions = torch.cat([torch.arange(n, device=self.device) for n in lengths])
+        slot_of = torch.repeat_interleave(
+            torch.tensor(list(slots), device=self.device), torch.tensor(lengths, device=self.device)
+        )
+        segments = []
+        offset = 0
+        for slot, n in zip(slots, lengths, strict=True):
+            segments.append((slot, offset, n))
+            offset += n
+
+        def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(q)
+            for slot, start, n in segments:
+                k = self.keys[layer, slot, :, :n].unsqueeze(0)  # [1, kv, n, d]
+                v = self.values[layer, slot, :, :n].unsqueeze(0)
+                seg = q[start : start + n].transpose(0, 1).unsqueeze(0)  # [1, heads, n, d]
+                out[start : start + n] = self._attention(seg, k, v, None, causal=True)[0].transpose(0, 1)
+            return out
+
+        hidden = self._layers(tokens, positions, slot_of, positions, attend)
+        last = torch.tensor([s + n - 1 for _, s, n in segments], device=self.device)
+        chosen = self._greedy(hidden[last])
+        for slot, n, token in zip(slots, lengths, chosen, strict=True):
+            self.lengths[slot] = n
+            self.pending[slot] = token
+        self.counters.forward_tokens += len(tokens)
+        self.counters.forwards += 1
+
+    @torch.inference_mode()
+    def decode(self, slots: Sequence[int]) -> list[int]:
+        """One decode iteration of ``slots``: each feeds and returns its pending token."""
+        if not slots:
+            raise ValueError("a decode iteration needs at least one slot")
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"decode slots repeat: {list(slots)}")
+        fed = []
+        for slot in slots:
+            self._check_slot(slot)
+            token = self.pending[slot]
+            if token is None:
+                raise ValueError(f"slot {slot} has no prefilled request to decode")
+            self._room(slot, 1)
+            fed.append(token)
+        tokens = torch.tensor(fed, device=self.device, dtype=torch.long)
+        positions = torch.tensor([self.lengths[s] for s in slots], device=self.device)
+        slot_index = torch.tensor(list(slots), device=self.device)
+        span = int(positions.max()) + 1
+        mask = torch.arange(span, device=self.device)[None, :] <= positions[:, None]  # [B, span]
+
+        def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+            k = self.keys[layer, slot_index, :, :span]  # [B, kv, span, d]
+            v = self.values[layer, slot_index, :, :span]
+            return self._attention(q.unsqueeze(2), k, v, mask[:, None, None, :], causal=False)[:, :, 0]
+
+        hidden = self._layers(tokens, positions, slot_index, positions, attend, batched=True)
+        chosen = self._greedy(hidden)
+        for slot, token in zip(slots, chosen, strict=True):
+            self.lengths[slot] += 1
+            self.pending[slot] = token
+        self.counters.forward_tokens += len(slots)
+        self.counters.forwards += 1
+        return fed
+
+    @torch.inference_mode()
+    def padded_step(self, rows: Sequence[tuple[int, Sequence[int]]]) -> None:
+        """Rows ``(slot, tokens)`` padded to the longest: a prompt for an empty slot, or the
+        pending token of a decoding slot (pass ``[]``: it feeds and records its pending
+        token). Pads run through every layer; they are counted, not cached, not attended to.
+
+        Returns nothing; the tokens fed to decoding slots are in :attr:`last_fed`.
+        """
+        if not rows:
+            raise ValueError("a padded step needs at least one row")
+        slots = [slot for slot, _ in rows]
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"padded-step slots repeat: {slots}")
+        feeds: list[list[int]] = []
+        self.last_fed: dict[int, int] = {}
+        for slot, tokens in rows:
+            self._check_slot(slot)
+            if len(tokens):
+                if self.lengths[slot] or self.pending[slot] is not None:
+                    raise ValueError(f"slot {slot} is busy; a prompt needs an empty slot")
+                feeds.append(list(tokens))
+                self._room(slot, len(tokens) + 1)
+            else:
+                pending = self.pending[slot]
+                if pending is None:
+                    raise ValueError(f"slot {slot} has no prefilled request to decode")
+                feeds.append([pending])
+                self.last_fed[slot] = pending
+                self._room(slot, 1)
+        width = max(len(f) for f in feeds)
+        n_rows = len(rows)
+        valid = torch.zeros(n_rows, width, dtype=torch.bool, device=self.device)
+        grid = torch.zeros(n_rows, width, dtype=torch.long, device=self.device)
+        start = torch.tensor([self.lengths[s] for s in slots], device=self.device)
+        for r, feed in enumerate(feeds):
+            grid[r, : len(feed)] = torch.tensor(feed, device=self.device)
+            valid[r, : len(feed)] = True
+        counts = valid.sum(1)
+        offsets = torch.arange(width, device=self.device)[None, :]
+        positions = start[:, None] + torch.minimum(offsets, counts[:, None] - 1)  # pads repeat the last
+        slot_index = torch.tensor(slots, device=self.device)
+        span = int((start + counts).max())
+        key_pos = torch.arange(span, device=self.device)
+        # Query (r, j) sees cache positions up to its own position, pads included as queries
+        # (they repeat their row's last real position), never as keys.
+        mask = key_pos[None, None, :] <= positions[:, :, None]  # [rows, width, span]
+        flat_valid = valid.reshape(-1)
+
+        def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+            k = self.keys[layer, slot_index, :, :span]
+            v = self.values[layer, slot_index, :, :span]
+            qr = q.reshape(n_rows, width, q.shape[1], q.shape[2]).transpose(1, 2)  # [rows, h, w, d]
+            out = self._attention(qr, k, v, mask[:, None], causal=False)
+            return out.transpose(1, 2).reshape(n_rows * width, q.shape[1], q.shape[2])
+
+        hidden = self._layers(
+            grid.reshape(-1),
+            positions.reshape(-1),
+            slot_index.repeat_interleave(width),
+            positions.reshape(-1),
+            attend,
+            write=flat_valid,
+        )
+        last = torch.arange(n_rows, device=self.device) * width + counts - 1
+        chosen = self._greedy(hidden[last])
+        for slot, feed, token in zip(slots, feeds, chosen, strict=True):
+            self.lengths[slot] += len(feed)
+            self.pending[slot] = token
+        self.counters.forward_tokens += n_rows * width
+        self.counters.padded_tokens += n_rows * width - int(counts.sum())
+        self.counters.forwards += 1
+
+    # ------------------------------------------------------------------ internals
+    def _greedy(self, hidden: torch.Tensor) -> list[int]:
+        logits = self.model.lm_head(self.model.model.norm(hidden))
+        return [int(t) for t in torch.argmax(logits.float(), dim=-1).tolist()]
+
+    def _attention(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        causal: bool,
+    ) -> torch.Tensor:
+        """q ``[B, heads, Tq, d]``; k, v ``[B, kv_heads, Tk, d]`` (grouped-query)."""
+        groups = self.config.num_attention_heads // self.config.num_key_value_heads
+        if groups > 1:
+            k = k.repeat_interleave(groups, dim=1)
+            v = v.repeat_interleave(groups, dim=1)
+        return functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+
+    def _layers(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        write_slots: torch.Tensor,
+        write_positions: torch.Tensor,
+        attend: object,
+        batched: bool = False,
+        write: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run every layer over packed ``tokens``; returns the last hidden states ``[N, h]``."""
+        cfg, model = self.config, self.model
+        heads, kv_heads, d = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        cos, sin = model.rotary(positions)
+        if write is not None:
+            w_slots, w_pos = write_slots[write], write_positions[write]
+        else:
+            w_slots, w_pos = write_slots, write_positions
+        x = model.model.embed_tokens(tokens)
+        layers = cast("list[DecoderLayer]", list(model.model.layers))
+        for index, layer in enumerate(layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = apply_rotary(attn.q_proj(h).view(-1, heads, d), cos, sin)
+            k = apply_rotary(attn.k_proj(h).view(-1, kv_heads, d), cos, sin)
+            v = attn.v_proj(h).view(-1, kv_heads, d)
+            if write is not None:
+                k, v = k[write], v[write]
+            self.keys[index, w_slots, :, w_pos] = k
+            self.values[index, w_slots, :, w_pos] = v
+            o = attend(index, q)  # type: ignore[operator]
+            x = x + attn.o_proj(o.reshape(-1, heads * d))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return x
