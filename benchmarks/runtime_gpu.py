@@ -1,0 +1,215 @@
+"""The runtime adapter on a real decode loop: cost-model fit, predicted vs measured makespan,
+and throughput of the baseline and hybrid strategies against static batching.
+
+    python benchmarks/runtime_gpu.py [--device auto|cpu|cuda] [--model 1b] [--requests 256]
+                                     [--clients 64] [--scale 1.0] [--json out.json]
+
+Defaults: on a GPU, the 1B-parameter preset in float16 on GSM8K-shaped requests at full
+length; on the CPU, the small preset in float32 on lengths scaled by 1/8.
+
+1. Profile prefill stages and decode iterations, fit the linear cost model, report its mean
+   absolute error on held-out stages of other sizes (target on a GPU: <= 5%).
+2. Simulate the baseline (FCFS, prefill-first) and hybrid (offline queues + Algorithm 1,
+   Lagrangian) schedules with the fitted model, execute them, compare predicted and measured
+   makespans (target for the hybrid on a GPU: within 5%) and the executed stages' error.
+3. Serve the same requests with static batching (run-to-completion batches of J), insertion
+   with padding, and prefill-apart insertion: throughput, padded and idle token computations
+   (target on a GPU: hybrid >= 1.2x static batching).
+4. Where ``transformers`` is installed: its ``generate`` with static batches of J on the same
+   architecture and weights, as an outside reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from llmsched import simulate, validate
+from llmsched.runtime import PRESETS, Engine, LlamaModel, execute_schedule, profile, run_insertion
+from llmsched.runtime.check import STRATEGIES, scaled_gsm8k
+from llmsched.runtime.executor import make_prompts
+from llmsched.runtime.profiling import fit_cost, schedule_stage_times, stage_errors
+
+
+def _hf_reference(
+    model: LlamaModel, prompts: list[list[int]], outputs: list[int], batch: int, device: str
+) -> Any:
+    try:
+        import transformers
+    except ImportError:
+        return None
+    cfg = model.config
+    hf_cfg = transformers.LlamaConfig(**cfg.to_dict(), attention_bias=False, mlp_bias=False, pad_token_id=0)
+    hf = transformers.LlamaForCausalLM(hf_cfg).eval()
+    hf.load_state_dict({k: v.float().cpu() for k, v in model.state_dict().items()})
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    hf = hf.to(device=device, dtype=dtype)
+    useful = 0
+    start = time.perf_counter()
+    for b in range(0, len(prompts), batch):
+        chunk, lengths = prompts[b : b + batch], outputs[b : b + batch]
+        width = max(len(p) for p in chunk)
+        ids = torch.zeros(len(chunk), width, dtype=torch.long)
+        mask = torch.zeros(len(chunk), width, dtype=torch.long)
+        for i, p in enumerate(chunk):  # left padding, as generate expects
+            ids[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
+        steps = max(lengths)
+        with torch.no_grad():
+            hf.generate(
+                input_ids=ids.to(device),
+                attention_mask=mask.to(device),
+                max_new_tokens=steps,
+                min_new_tokens=steps,
+                do_sample=False,
+                pad_token_id=0,
+            )
+        useful += sum(lengths)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "tokens_per_s": useful / seconds, "version": transformers.__version__}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--model")
+    parser.add_argument("--requests", type=int)
+    parser.add_argument("--clients", type=int)
+    parser.add_argument("--scale", type=float)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads (CPU runs only)")
+    parser.add_argument("--no-hf", action="store_true", help="skip the transformers reference")
+    parser.add_argument("--json", help="write every figure to this file")
+    args = parser.parse_args()
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    gpu = device == "cuda"
+    model_name = args.model or ("1b" if gpu else "small")
+    requests = args.requests or (256 if gpu else 48)
+    clients = args.clients or (64 if gpu else 8)
+    scale = args.scale or (1.0 if gpu else 0.125)
+    dtype = torch.float16 if gpu else torch.float32
+    started = time.perf_counter()
+
+    workload = scaled_gsm8k(requests, scale, args.seed)
+    config = PRESETS[model_name]
+    model = LlamaModel(config, seed=args.seed)
+    longest = int(np.max(workload.prompt_tokens + workload.output_tokens))
+    engine = Engine(
+        model, clients, longest + 8, device=device, dtype=dtype, threads=None if gpu else args.threads
+    )
+    name = torch.cuda.get_device_name() if gpu else f"CPU ({torch.get_num_threads()} thread(s))"
+    print(
+        f"{model_name} ({config.parameters_count() / 1e6:.1f} M parameters, {dtype}) on {name}; "
+        f"{workload.name}: {requests} requests on {clients} clients"
+    )
+    report: dict[str, Any] = {
+        "device": name,
+        "model": model_name,
+        "parameters": config.parameters_count(),
+        "dtype": str(dtype),
+        "requests": requests,
+        "clients": clients,
+        "scale": scale,
+        "output_tokens": int(workload.output_tokens.sum()),
+    }
+
+    # 1. profile and fit
+    prompt_len = max(1, int(np.median(workload.prompt_tokens)))
+    capacity = prompt_len * clients
+    context = int(np.median(workload.prompt_tokens) + workload.output_tokens.mean() / 2)
+    sizes = np.unique(np.linspace(prompt_len, capacity, 8).astype(int)).tolist()
+    batches = np.unique(np.linspace(1, clients, 8).astype(int)).tolist()
+    fit_rows = profile(engine, sizes, batches, prompt_len=prompt_len, context=context, seed=args.seed)
+    cost = fit_cost(fit_rows, capacity)
+    rng = np.random.default_rng(args.seed + 1)
+    held_sizes = sorted({int(x) for x in rng.integers(prompt_len, capacity + 1, size=6)})
+    held_batches = sorted({int(x) for x in rng.integers(1, clients + 1, size=6)})
+    held = profile(
+        engine, held_sizes, held_batches, prompt_len=prompt_len, context=context, seed=args.seed + 1
+    )
+    fit = stage_errors(cost, held)
+    report["cost_model"] = {
+        "prefill_base": cost.prefill_base,
+        "prefill_per_token": cost.prefill_per_token,
+        "decode_base": cost.decode_base,
+        "decode_per_client": cost.decode_per_client,
+        "prefill_capacity": capacity,
+    }
+    report["fit_error"] = fit
+    print(
+        f"fit: prefill {cost.prefill_base * 1e3:.3f} ms + {cost.prefill_per_token * 1e6:.3f} us/token, "
+        f"decode {cost.decode_base * 1e3:.3f} ms + {cost.decode_per_client * 1e6:.3f} us/client; "
+        f"held-out error {fit['mape']:.2%} "
+        f"(prefill {fit['prefill_mape']:.2%}, decode {fit['decode_mape']:.2%})"
+    )
+
+    # 2. strategies: predicted vs measured
+    prompts = make_prompts(workload, config.vocab_size, args.seed)
+    output_tokens = int(workload.output_tokens.sum())
+    report["strategies"] = {}
+    for strategy, (rp, ip) in STRATEGIES.items():
+        predicted = simulate(workload, cost, clients, rp, ip)
+        run = execute_schedule(predicted, engine, prompts)
+        violations = validate(run.measured, skip=("stage_time",))
+        stage = stage_errors(cost, schedule_stage_times(run.measured))
+        row = {
+            "predicted_makespan_s": predicted.makespan,
+            "measured_makespan_s": run.measured.makespan,
+            "makespan_error": run.measured.makespan / predicted.makespan - 1,
+            "measured_tokens_per_s": output_tokens / run.measured.makespan,
+            "stage_error": stage["mape"],
+            "valid": not violations,
+        }
+        report["strategies"][strategy] = row
+        print(
+            f"{strategy:9s} predicted {predicted.makespan:8.3f} s  measured {run.measured.makespan:8.3f} s "
+            f"({row['makespan_error']:+.2%}); {row['measured_tokens_per_s']:9.1f} tokens/s; "
+            f"stage error {stage['mape']:.2%}; valid {not violations}"
+        )
+
+    # 3. insertion modes
+    report["insertion"] = {}
+    for mode in ("static", "padded", "apart"):
+        result = run_insertion(engine, workload, mode, prompts)  # type: ignore[arg-type]
+        report["insertion"][mode] = result.as_dict()
+        print(
+            f"{mode:9s} {result.seconds:8.3f} s  {result.tokens_per_s:9.1f} tokens/s; forward tokens "
+            f"{result.forward_tokens}, padded {result.padded_tokens}, idle {result.idle_tokens}"
+        )
+    hybrid = report["strategies"]["hybrid"]["measured_tokens_per_s"]
+    static = report["insertion"]["static"]["tokens_per_s"]
+    report["hybrid_over_static"] = hybrid / static
+    print(f"hybrid / static batching throughput: {hybrid / static:.2f}x")
+
+    # 4. outside reference
+    if not args.no_hf:
+        reference = _hf_reference(model, prompts, workload.output_tokens.tolist(), clients, device)
+        report["transformers_static"] = reference
+        if reference is None:
+            print("transformers is not installed: no outside reference")
+        else:
+            print(
+                f"transformers {reference['version']} generate, static batches of {clients}: "
+                f"{reference['seconds']:.3f} s, {reference['tokens_per_s']:.1f} tokens/s"
+            )
+    report["wall_s"] = time.perf_counter() - started
+    print(f"total {report['wall_s']:.1f} s")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=2, default=lambda x: None if x is None or math.isnan(x) else x)
+
+
+if __name__ == "__main__":
+    main()
