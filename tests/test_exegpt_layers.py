@@ -15,8 +15,16 @@ def test_analytic_costs_follow_width_hardware_and_parallelism() -> None:
     gpt_a40 = LayerCostModel.from_specs("gpt3-175b", "a40")
     opt_a100 = LayerCostModel.from_specs("opt-13b", "a100")
     assert gpt_a40.encode_time(512) > opt_a40.encode_time(512) > opt_a100.encode_time(512)
-    # OPT-13B (h = 5,120) on an A40: 24 h^2 = 629 MFLOP per token per layer at half of 149.7 TFLOP/s.
-    assert opt_a40.encode_per_token == pytest.approx(24 * 5120**2 / (0.5 * 149.7e12))
+    # OPT-13B on an A40: 13e9 / 40 parameters a layer, 2 FLOP each per token, at half of
+    # 149.7 TFLOP/s; within 4% of the 24 h^2 FLOP of the layer's matrices (h = 5,120).
+    assert opt_a40.encode_per_token == pytest.approx(2 * 13e9 / 40 / (0.5 * 149.7e12))
+    assert opt_a40.encode_per_token == pytest.approx(24 * 5120**2 / (0.5 * 149.7e12), rel=0.04)
+    # Keys and values: 4 bytes per unit of key width per token, read at 80% of 696 GB/s.
+    assert opt_a40.decode_per_context == pytest.approx(4 * 5120 / (0.8 * 696e9))
+    t5 = LayerCostModel.from_specs("T5-11B", "A40")  # names in any case
+    assert t5.decode_per_context == pytest.approx(4 * 16384 / (0.8 * 696e9))
+    with pytest.raises(ValueError, match="unknown model"):
+        LayerCostModel.from_specs("llama-7b", "a40")
     # Decode is dominated by the weight reads at small batches: batch 1 and 8 cost nearly alike.
     assert opt_a40.decode_time(8, 8 * 300) < 1.2 * opt_a40.decode_time(1, 300)
     # Per-layer time falls with tensor parallelism while compute dominates, and sync is paid.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -27,6 +28,7 @@ def test_branch_and_bound_matches_exhaustive_on_a_small_grid(task: str) -> None:
         assert exact.evaluations == exact.grid_size == found.grid_size
         assert found.evaluations < exact.evaluations
         if exact.feasible:
+            assert math.isfinite(found.throughput) and math.isfinite(found.latency)
             assert found.latency <= bound
             assert found.throughput >= exact.throughput / 1.01
             assert found.schedule in ("RRA", "WAA-C", "WAA-M")
@@ -55,16 +57,45 @@ def test_an_impossible_bound_is_a_result_not_an_error() -> None:
     assert result.to_dict()["latency"] is None
 
 
-def test_search_spaces_fix_the_tensor_parallel_degree() -> None:
-    """One run per schedule and degree (and WAA micro-batch count); GPU counts are multiples
-    of the degree, listed from the low-latency end (most tensor-parallel GPUs first)."""
-    spaces = search_spaces(XSimulator.for_task("opt-13b", "S"), micro_batches_max=2)
+def test_search_spaces() -> None:
+    """RRA: one run per tensor-parallel setting, searching B_E and N_D. WAA: one run per
+    encoder/decoder split, setting and B_m, searching B_E over the stretch with that split;
+    the tensor-parallel GPUs always fit in the decoder."""
+    sim = XSimulator.for_task("opt-13b", "S")
+    spaces = search_spaces(sim, micro_batches_max=2)
     rra = [s for s in spaces if s.schedule == "RRA"]
-    assert [s.fixed["TP_degree"] for s in rra] == [1, 2, 4]
-    counts = {s.fixed["TP_degree"]: [v.values for v in s.variables if v.name == "TP_gpus"] for s in rra}
-    assert counts == {1: [], 2: [(4, 2)], 4: [(4,)]}
-    waa = [s for s in spaces if s.schedule == "WAA-C"]
-    assert sorted((s.fixed["TP_degree"], s.fixed["B_m"]) for s in waa) == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert [(s.fixed["TP_degree"], s.fixed["TP_gpus"]) for s in rra] == [(1, 0), (2, 4), (2, 2), (4, 4)]
+    assert all([v.name for v in s.variables] == ["B_E", "N_D"] for s in rra)
+    for schedule in ("WAA-C", "WAA-M"):
+        waa = [s for s in spaces if s.schedule == schedule]
+        covered = set()
+        for s in waa:
+            (batch,) = s.variables
+            assert s.fixed["TP_gpus"] <= sim.gpus - s.fixed["encoder_gpus"]
+            for b in batch.values:
+                assert sim.encoder_gpus(b, schedule[-1]) == s.fixed["encoder_gpus"]  # type: ignore[arg-type]
+                covered.add(b)
+        assert covered == set(range(1, 129))
+
+
+@pytest.mark.parametrize(
+    ("model", "task", "gpus", "schedules"),
+    [("opt-13b", "S", 6, "WAA-M"), ("gpt3-39b", "G", None, "WAA-C,WAA-M"), ("t5-11b", "C1", None, "RRA")],
+)
+def test_search_matches_exhaustive_off_the_paper_setup(
+    model: str, task: str, gpus: int | None, schedules: str
+) -> None:
+    """Other GPU counts, models and schedules: the search finds the exhaustive optimum, and
+    the configuration it reports can run (finite latency within the bound)."""
+    sim = XSimulator.for_task(model, task, gpus=gpus)
+    grid = {"batch_max": 32, "iterations_max": 24, "micro_batches_max": 4, "schedules": schedules.split(",")}
+    for bound in (sim.latency_bounds()[1], math.inf):
+        exact = optimize(sim, bound, method="exhaustive", **grid)  # type: ignore[arg-type]
+        found = optimize(sim, bound, **grid)  # type: ignore[arg-type]
+        assert found.feasible == exact.feasible
+        if exact.feasible:
+            assert math.isfinite(found.throughput) and math.isfinite(found.latency) and found.latency <= bound
+            assert found.throughput >= exact.throughput / 1.01
 
 
 def test_bad_search_arguments_raise() -> None:
@@ -132,7 +163,7 @@ def test_cli_json_and_verify(capsys) -> None:
 
 def test_cli_infeasible_and_bad_bounds(capsys) -> None:
     """An impossible bound prints the clear message; a non-number is an error, not a trace."""
-    assert main(["exegpt", "--latency-bound", "0.01", "--batch-max", "8"]) == 0
+    assert main(["exegpt", "--latency-bound", "0.01", "--batch-max", "8"]) == 1
     assert "no configuration meets the latency bound" in capsys.readouterr().out
     assert main(["exegpt", "--latency-bound", "soon"]) == 2
     assert "--latency-bound must be a number of seconds or 'inf'" in capsys.readouterr().err

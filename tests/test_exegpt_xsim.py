@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel
-from llmsched.exegpt import LengthDistribution, XSimulator
+from llmsched.exegpt import LayerCostModel, LengthDistribution, XSimulator, optimize
 from llmsched.workloads import EXEGPT_TASKS, truncated_normal_lengths
 
 SIM_S = XSimulator.for_task("opt-13b", "S")
@@ -74,6 +74,40 @@ def test_rra_on_one_engine_is_the_sum_of_its_items() -> None:
     assert est.stages == 1 and est.fits
 
 
+@pytest.mark.parametrize(("stages", "n_d"), [(2, 1), (3, 4), (4, 7), (5, 2)])
+def test_rra_pipeline_timeline_against_a_tick_by_tick_replay(stages: int, n_d: int) -> None:
+    """With constant item times (E to encode, D to decode, one layer per stage), throughput
+    and latency equal a replay of the synchronous pipeline tick by tick: stage j works on
+    mini-batch (t - j) mod S, item (t - j) div S; a tick lasts as long as its longest item."""
+    enc, dec = 0.7, 0.2
+    cost = LayerCostModel(enc, 0.0, dec, 0.0, 0.0)
+    spec_in, spec_out = EXEGPT_TASKS["S"]
+    sim = XSimulator(
+        cost,
+        LengthDistribution.truncated_normal(spec_in.mean, spec_in.sd, spec_in.max),
+        LengthDistribution.truncated_normal(spec_out.mean, spec_out.sd, spec_out.max),
+        gpus=stages,
+        layers=stages,
+    )
+    est = sim.rra(100, n_d)  # batches large enough that no decode iteration is ever empty
+    period = n_d + 1
+
+    def item(t: int, j: int) -> float:
+        q = ((t - j) // stages) % period
+        return enc if q == 0 else dec
+
+    s = sim.quantile_length
+    items = 1 + s + (-(-s // n_d) - 1)
+    warm = 50 * period * stages  # far into the steady state
+    horizon = warm + (items + period + 1) * stages
+    ticks = [max(item(t, j) for j in range(stages)) for t in range(horizon)]
+    cycle = sum(ticks[warm : warm + period * stages])
+    assert est.throughput == pytest.approx(stages * 100 / cycle)
+    start = warm  # a cycle boundary: every mini-batch m starts its encoding at tick start + m
+    latency = max(sum(ticks[start + m : start + m + items * stages]) for m in range(stages))
+    assert est.latency == pytest.approx(latency)
+
+
 def test_partial_tensor_parallelism_shortens_the_pipeline() -> None:
     """Tensor parallelism on more GPUs means fewer stages and a lower latency."""
     latencies = []
@@ -113,6 +147,19 @@ def test_waa_allocations() -> None:
         assert est.decode_batch == pytest.approx(b_e * SIM_S.mean_output)
 
 
+def test_models_are_sized_by_their_parameters() -> None:
+    """Weights per layer come from Table 1's parameter counts (T5-11B's wide layers too), so
+    its weights fill about 22 GB and its throughput is of the order of OPT-13B's."""
+    for name in ("t5-11b", "opt-13b", "gpt3-175b"):
+        sim = XSimulator.for_task(name, "S")
+        assert sim.model is not None
+        total = sim.model.weight_bytes_per_layer * sim.layers
+        assert total == pytest.approx(2 * sim.model.params_billion * 1e9)
+    t5 = optimize(XSimulator.for_task("t5-11b", "S"), math.inf, batch_max=32, iterations_max=16)
+    opt = optimize(XSimulator.for_task("opt-13b", "S"), math.inf, batch_max=32, iterations_max=16)
+    assert 0.2 < t5.throughput / opt.throughput < 5
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.sampled_from(sorted(EXEGPT_TASKS)),
@@ -127,7 +174,15 @@ def test_estimates_are_physical(task: str, b_e: int, n_d: int, tp: tuple[int, in
     decode batch."""
     sim = XSimulator.for_task("opt-13b", task)
     floor = sim.quantile_length * sim.dec_layers * sim.cost.decode_time(1, 1, 4) / 4
-    for est in (sim.rra(b_e, n_d, *tp), sim.waa(b_e, b_m, *tp, allocation="C"), sim.waa(b_e, b_m, *tp, "M")):
+    estimates = [sim.rra(b_e, n_d, *tp)]
+    for allocation in ("C", "M"):
+        decoder = sim.gpus - sim.encoder_gpus(b_e, allocation)  # type: ignore[arg-type]
+        if tp[1] > decoder:
+            with pytest.raises(ValueError, match="does not fit"):
+                sim.waa(b_e, b_m, *tp, allocation=allocation)  # type: ignore[arg-type]
+        else:
+            estimates.append(sim.waa(b_e, b_m, *tp, allocation=allocation))  # type: ignore[arg-type]
+    for est in estimates:
         assert est.throughput > 0
         assert est.latency == math.inf or est.latency >= floor
         assert est.fits == math.isfinite(est.latency)
@@ -159,5 +214,13 @@ def test_bad_arguments_raise_value_errors() -> None:
         XSimulator.for_task("llama-7b", "S")
     with pytest.raises(ValueError, match="unknown ExeGPT task"):
         XSimulator.for_task("opt-13b", "Q")
-    with pytest.raises(ValueError, match="hidden and gpu_memory_gb"):
-        XSimulator(SIM_S.cost, SIM_S.inputs, SIM_S.outputs, 2, 4, hidden=128)
+    with pytest.raises(ValueError, match="model and gpu_memory_gb"):
+        XSimulator(SIM_S.cost, SIM_S.inputs, SIM_S.outputs, 2, 4, gpu_memory_gb=48)
+    with pytest.raises(ValueError, match="gpu_memory_gb must be a positive number"):
+        XSimulator(SIM_S.cost, SIM_S.inputs, SIM_S.outputs, 2, 4, model=SIM_S.model, gpu_memory_gb=-1)
+    with pytest.raises(ValueError, match="does not fit"):
+        SIM_S.waa(4, 1, 2, 4)  # four tensor-parallel GPUs, but the decoder has fewer
+    with pytest.raises(ValueError, match="more than the model's 40 layers"):
+        XSimulator.for_task("opt-13b", "S", gpus=48).rra(4, 4)
+    with pytest.raises(TypeError, match="gpu must be a name"):
+        XSimulator.for_task("opt-13b", "S", gpu=5)  # type: ignore[arg-type]

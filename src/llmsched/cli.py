@@ -198,7 +198,7 @@ def _cmd_exegpt(args: argparse.Namespace) -> int:
         }
     if args.json:
         _print_json(out)
-        return 0
+        return 0 if result.feasible else 1
     print(f"{sim.name}; latency bound {bound:g} s (99th-percentile output, {sim.quantile_length} tokens)")
     if not result.feasible:
         print(f"  {result.message}")
@@ -218,7 +218,7 @@ def _cmd_exegpt(args: argparse.Namespace) -> int:
         else:
             print(f"  exhaustive  {exh.message}")
         print(f"              {exh.evaluations} evaluations, {exh.runtime:.1f} s")
-    return 0
+    return 0 if result.feasible else 1
 
 
 def _cmd_runtime(args: argparse.Namespace) -> int:

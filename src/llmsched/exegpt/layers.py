@@ -1,10 +1,11 @@
 """Per-layer cost model of a transformer on a GPU, as ExeGPT's XSimulator consumes it.
 
-One layer of width h (fp16) does about ``24 h^2`` floating-point operations per token (the
-four attention projections and the 4h-wide MLP) and reads ``24 h^2`` bytes of weights per
-pass; a decode step also reads the keys and values of every token in context, ``4 h`` bytes
-each. A pass takes the longer of its compute at the GPU's sustained rate and its memory
-traffic at the GPU's bandwidth; we keep the model linear, as the issue asks, by charging
+One layer with P parameters (fp16; P is the model's parameter count over its layers, about
+``12 h^2`` for OPT and GPT-3) does ``2 P`` floating-point operations per token and reads
+``2 P`` bytes of weights per pass; a decode step also reads the keys and values of every
+token in context (``4 w`` bytes each, w the key width). A pass takes the longer of its
+compute at the GPU's sustained rate and its memory traffic at the GPU's bandwidth; we keep
+the model linear, as the issue asks, by charging
 
 * encoding ``T`` tokens: ``encode_base + encode_per_token * T`` (weights once, compute per
   token);
@@ -28,12 +29,18 @@ import numpy as np
 
 from llmsched._checks import positive_int
 
-__all__ = ["GPUS", "MODELS", "GPUSpec", "LayerCostModel", "ModelSpec"]
+__all__ = ["GPUS", "MODELS", "GPUSpec", "LayerCostModel", "ModelSpec", "gpu_spec", "model_spec"]
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A transformer of ExeGPT's Table 1."""
+    """A transformer of ExeGPT's Table 1.
+
+    ``kv_width`` is the width of the keys (and of the values) per token and layer; it is the
+    hidden size except where attention is wider (T5-11B: 128 heads of 128). Weights and
+    work per layer come from the parameter count, so wide feed-forward layers (T5-11B's
+    65,536) are counted.
+    """
 
     name: str
     params_billion: float
@@ -41,15 +48,34 @@ class ModelSpec:
     hidden: int
     heads: int
     encoder_decoder: bool = False
+    kv_width: int | None = None
 
     def __post_init__(self) -> None:
         positive_int("layers", self.layers)
         positive_int("hidden", self.hidden)
         positive_int("heads", self.heads)
+        if self.kv_width is not None:
+            positive_int("kv_width", self.kv_width)
+        if not (isinstance(self.params_billion, (int, float)) and self.params_billion > 0):
+            raise ValueError(f"{self.name}: params_billion must be positive, got {self.params_billion!r}")
         if self.hidden % self.heads:
             raise ValueError(
                 f"{self.name}: hidden size {self.hidden} is not a multiple of {self.heads} heads"
             )
+
+    @property
+    def params_per_layer(self) -> float:
+        return self.params_billion * 1e9 / self.layers
+
+    @property
+    def weight_bytes_per_layer(self) -> float:
+        """fp16 weights of one layer (the model's parameters spread over its layers)."""
+        return 2.0 * self.params_per_layer
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """fp16 key and value of one token in one layer."""
+        return 4.0 * (self.kv_width or self.hidden)
 
 
 @dataclass(frozen=True)
@@ -65,7 +91,7 @@ class GPUSpec:
 
 # ExeGPT's Table 1 (T5 is an encoder-decoder; its 48 layers are 24 + 24).
 MODELS = {
-    "t5-11b": ModelSpec("T5-11B", 11, 48, 1024, 128, encoder_decoder=True),
+    "t5-11b": ModelSpec("T5-11B", 11, 48, 1024, 128, encoder_decoder=True, kv_width=16384),
     "opt-13b": ModelSpec("OPT-13B", 13, 40, 5120, 40),
     "gpt3-39b": ModelSpec("GPT-3 39B", 39, 48, 8192, 64),
     "gpt3-101b": ModelSpec("GPT-3 101B", 101, 80, 10240, 80),
@@ -78,6 +104,28 @@ GPUS = {
     "a40": GPUSpec("A40", 149.7, 48, 696, 32),
     "a100": GPUSpec("A100-80GB", 312.0, 80, 2039, 300),
 }
+
+
+def model_spec(model: ModelSpec | str) -> ModelSpec:
+    """A :class:`ModelSpec`, or the one of :data:`MODELS` named (any case)."""
+    if isinstance(model, ModelSpec):
+        return model
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a name or a ModelSpec, got {type(model).__name__}")
+    if model.lower() not in MODELS:
+        raise ValueError(f"unknown model {model!r}; choose one of {sorted(MODELS)}")
+    return MODELS[model.lower()]
+
+
+def gpu_spec(gpu: GPUSpec | str) -> GPUSpec:
+    """A :class:`GPUSpec`, or the one of :data:`GPUS` named (any case)."""
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    if not isinstance(gpu, str):
+        raise TypeError(f"gpu must be a name or a GPUSpec, got {type(gpu).__name__}")
+    if gpu.lower() not in GPUS:
+        raise ValueError(f"unknown GPU {gpu!r}; choose one of {sorted(GPUS)}")
+    return GPUS[gpu.lower()]
 
 
 @dataclass(frozen=True)
@@ -133,8 +181,8 @@ class LayerCostModel:
         ``compute_efficiency`` and ``memory_efficiency`` are the shares of peak rates that
         kernels sustain; ``kernel_overhead`` is the fixed launch cost of a layer's kernels.
         """
-        spec = MODELS[model] if isinstance(model, str) else model
-        card = GPUS[gpu] if isinstance(gpu, str) else gpu
+        spec = model_spec(model)
+        card = gpu_spec(gpu)
         for name, value in (
             ("compute_efficiency", compute_efficiency),
             ("memory_efficiency", memory_efficiency),
@@ -144,14 +192,14 @@ class LayerCostModel:
         h = spec.hidden
         flops = card.fp16_tflops * 1e12 * compute_efficiency
         bandwidth = card.bandwidth_gbs * 1e9 * memory_efficiency
-        weights = 24.0 * h * h  # bytes of fp16 weights per layer
-        per_token_compute = 24.0 * h * h / flops
+        weights = spec.weight_bytes_per_layer
+        per_token_compute = 2.0 * spec.params_per_layer / flops  # a multiply-add per weight
         return cls(
             encode_base=kernel_overhead + weights / bandwidth,
             encode_per_token=per_token_compute,
             decode_base=kernel_overhead + weights / bandwidth,
             decode_per_sequence=per_token_compute,
-            decode_per_context=4.0 * h / bandwidth,
+            decode_per_context=spec.kv_bytes_per_token / bandwidth,
             sync_latency=sync_latency,
             sync_per_token=2.0 * h / (card.link_gbs * 1e9),
         )

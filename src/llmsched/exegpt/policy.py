@@ -112,9 +112,15 @@ def crosscheck(
     base = cost or LinearCostModel.paper()
     if not isinstance(base, LinearCostModel):
         raise TypeError(f"cost must be a LinearCostModel, got {type(base).__name__}")
-    key = task.upper()
-    if key not in EXEGPT_TASKS:
+    key = task.upper() if isinstance(task, str) else task
+    if not isinstance(key, str) or key not in EXEGPT_TASKS:
         raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("crosscheck needs at least one seed")
+    requests = int(requests)
+    if requests < 50:
+        raise ValueError(f"requests must be at least 50 to measure a steady throughput, got {requests}")
     spec_in = EXEGPT_TASKS[key][0]
     sim = XSimulator.one_engine(base, key, weights=weights)  # type: ignore[arg-type]
     rows = []

@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -39,11 +40,12 @@ class Variable:
     def __init__(self, name: str, values: Sequence[int]):
         if not isinstance(name, str) or not name:
             raise ValueError(f"a variable needs a name, got {name!r}")
-        vals = tuple(values)
-        if not vals:
+        raw = tuple(values)
+        if not raw:
             raise ValueError(f"variable {name!r} has no values")
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in vals):
-            raise ValueError(f"variable {name!r} must take integer values, got {vals!r}")
+        if any(isinstance(v, bool) or not isinstance(v, numbers.Integral) for v in raw):
+            raise ValueError(f"variable {name!r} must take integer values, got {raw!r}")
+        vals = tuple(int(v) for v in raw)
         if len(set(vals)) != len(vals):
             raise ValueError(f"variable {name!r} repeats a value: {vals!r}")
         object.__setattr__(self, "name", name)
@@ -117,14 +119,14 @@ def _check(variables: Sequence[Variable], latency_bound: float, *tolerances: flo
         raise ValueError(f"variable names repeat: {names}")
     if (
         isinstance(latency_bound, bool)
-        or not isinstance(latency_bound, (int, float))
+        or not isinstance(latency_bound, numbers.Real)
         or not latency_bound > 0
     ):
         raise ValueError(
             f"latency_bound must be a positive number of seconds (or inf), got {latency_bound!r}"
         )
     for eps in tolerances:
-        if not (isinstance(eps, (int, float)) and 0 <= eps < 1):
+        if isinstance(eps, bool) or not (isinstance(eps, numbers.Real) and 0 <= eps < 1):
             raise ValueError(f"tolerances must be fractions in [0, 1), got {eps!r}")
 
 

@@ -28,9 +28,15 @@ WAA (workload-aware allocation)
     of the weights.
 
 Partial tensor parallelism: a degree ``t`` applied to ``k`` GPUs (a multiple of ``t``) turns
-them into ``k / t`` stages, each with ``t`` times the layers of a single-GPU stage, so the
-pipeline is shallower (lower latency) and each such stage pays the all-reduces (lower
-throughput). In WAA it applies to the decoder GPUs.
+them into ``k / t`` stages, so the pipeline is shallower (lower latency); the layers are
+split so that every stage takes the same time on a decode iteration, which gives a
+tensor-parallel stage about ``t`` times the layers of a single-GPU stage, less what its
+all-reduces cost. In WAA it applies to the decoder GPUs, and must fit in them.
+
+WAA's decoder round follows the accounting of the paper's Fig. 4(b, c): the round ends when
+its last micro-batch leaves the last stage, and the next round (with the newly encoded
+batch merged in) starts after it, so a round takes ``pass + (B_m - 1) * tick``; a pipeline
+that never drains would be faster by up to a third for many micro-batches.
 
 Latency is the time to generate a sequence of the 99th-percentile output length, from the
 start of its encoding (RRA: the worst of the ``S`` mini-batches; WAA: including the wait
@@ -47,7 +53,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llmsched._checks import positive_int
-from llmsched.exegpt.layers import GPUS, MODELS, GPUSpec, LayerCostModel, ModelSpec
+from llmsched.exegpt.layers import GPUSpec, LayerCostModel, ModelSpec, gpu_spec, model_spec
 
 __all__ = [
     "DEFAULT_GPUS",
@@ -65,9 +71,6 @@ DEFAULT_GPUS = {
     "gpt3-175b": ("a40", 32),
     "gpt3-341b": ("a40", 48),
 }
-
-_BYTES_PER_WEIGHT_PER_LAYER = 24.0  # times h^2: 12 h^2 fp16 parameters
-_BYTES_PER_KV_TOKEN_PER_LAYER = 4.0  # times h: a key and a value of h fp16 numbers
 
 
 @dataclass(frozen=True, eq=False)
@@ -186,8 +189,9 @@ class XSimulator:
     layers
         Transformer layers. For an encoder-decoder model (``encoder_decoder=True``) half of
         them encode and half decode; otherwise every layer does both.
-    hidden
-        Model width, for memory (with ``gpu_memory_gb``). Leave either as None to ignore memory.
+    model
+        The model's sizes, for memory (with ``gpu_memory_gb``): fp16 weights per layer and
+        keys and values per token. Leave either as None to ignore memory.
     gpu_memory_gb
         Memory of one GPU; ``memory_fraction`` of it may hold weights and keys/values.
     gpus_per_node
@@ -207,7 +211,7 @@ class XSimulator:
         layers: int,
         *,
         encoder_decoder: bool = False,
-        hidden: int | None = None,
+        model: ModelSpec | None = None,
         gpu_memory_gb: float | None = None,
         memory_fraction: float = 0.9,
         gpus_per_node: int = 8,
@@ -231,13 +235,19 @@ class XSimulator:
             raise ValueError(f"quantile must be in (0, 1], got {quantile!r}")
         if weights not in ("population", "paper"):
             raise ValueError(f"weights must be 'population' or 'paper', got {weights!r}")
-        if (hidden is None) != (gpu_memory_gb is None):
-            raise ValueError("give both hidden and gpu_memory_gb to model memory, or neither")
+        if (model is None) != (gpu_memory_gb is None):
+            raise ValueError("give both model and gpu_memory_gb to model memory, or neither")
+        if model is not None and not isinstance(model, ModelSpec):
+            raise TypeError(f"model must be a ModelSpec, got {type(model).__name__}")
+        if gpu_memory_gb is not None and not (
+            isinstance(gpu_memory_gb, (int, float)) and math.isfinite(gpu_memory_gb) and gpu_memory_gb > 0
+        ):
+            raise ValueError(f"gpu_memory_gb must be a positive number, got {gpu_memory_gb!r}")
         self.cost = cost
         self.inputs = inputs
         self.outputs = outputs
         self.encoder_decoder = bool(encoder_decoder)
-        self.hidden = None if hidden is None else positive_int("hidden", hidden)
+        self.model = model
         self.memory_bytes = (
             None if gpu_memory_gb is None else float(gpu_memory_gb) * 1e9 * float(memory_fraction)
         )
@@ -270,26 +280,12 @@ class XSimulator:
         """
         from llmsched.workloads import EXEGPT_TASKS
 
-        if isinstance(model, str):
-            key = model.lower()
-            if key not in MODELS:
-                raise ValueError(f"unknown model {model!r}; choose one of {sorted(MODELS)}")
-            spec = MODELS[key]
-            default_gpu, default_count = DEFAULT_GPUS[key]
-        elif isinstance(model, ModelSpec):
-            spec, default_gpu, default_count = model, "a40", 4
-        else:
-            raise TypeError(f"model must be a name or a ModelSpec, got {type(model).__name__}")
-        if isinstance(gpu, str):
-            if gpu.lower() not in GPUS:
-                raise ValueError(f"unknown GPU {gpu!r}; choose one of {sorted(GPUS)}")
-            card = GPUS[gpu.lower()]
-        elif gpu is None:
-            card = GPUS[default_gpu]
-        else:
-            card = gpu
+        spec = model_spec(model)
+        key = model.lower() if isinstance(model, str) else ""
+        default_gpu, default_count = DEFAULT_GPUS.get(key, ("a40", 4))
+        card = gpu_spec(default_gpu if gpu is None else gpu)
         tkey = task.upper() if isinstance(task, str) else task
-        if tkey not in EXEGPT_TASKS:
+        if not isinstance(tkey, str) or tkey not in EXEGPT_TASKS:
             raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
         spec_in, spec_out = EXEGPT_TASKS[tkey]
         return cls(
@@ -299,7 +295,7 @@ class XSimulator:
             default_count if gpus is None else gpus,
             spec.layers,
             encoder_decoder=spec.encoder_decoder,
-            hidden=spec.hidden,
+            model=spec,
             gpu_memory_gb=card.memory_gb,
             name=f"{spec.name} on {default_count if gpus is None else gpus}x{card.name}, task {tkey}",
             **kwargs,
@@ -355,9 +351,9 @@ class XSimulator:
             )
 
     def _gpu_bytes(self, layers: float, tokens: float) -> float:
-        assert self.hidden is not None
-        h = self.hidden
-        return layers * (_BYTES_PER_WEIGHT_PER_LAYER * h * h + _BYTES_PER_KV_TOKEN_PER_LAYER * h * tokens)
+        """Bytes on a GPU holding ``layers`` layers and ``tokens`` tokens' keys and values."""
+        assert self.model is not None
+        return layers * (self.model.weight_bytes_per_layer + self.model.kv_bytes_per_token * tokens)
 
     def _fits(self, *per_gpu_bytes: float) -> tuple[bool, float]:
         if self.memory_bytes is None:
@@ -394,6 +390,11 @@ class XSimulator:
         self._check_tp(tp_degree, tp_gpus, self.gpus)
         singles, groups = _tp_stages(self.gpus, tp_degree, tp_gpus)
         stages = singles + groups
+        if stages > self.enc_layers:
+            raise ValueError(
+                f"RRA on {self.gpus} GPUs with tp_gpus={tp_gpus} of degree {tp_degree} has {stages} "
+                f"pipeline stages, more than the model's {self.enc_layers} layers"
+            )
         ratio, active = self._phase(n_d)
         b_d = b_e * ratio
         enc_tokens = b_e * self.mean_input
@@ -450,7 +451,7 @@ class XSimulator:
         partial = prefix[starts + rest] - prefix[starts]
         latency = whole * cycle + float(partial.max())
         fits, memory = True, 0.0
-        if self.hidden is not None:
+        if self.model is not None:
             layers = self.enc_layers + (self.dec_layers if self.encoder_decoder else 0)
             tokens = stages * b_d * self.mean_context
             fits, memory = self._fits(
@@ -482,8 +483,8 @@ class XSimulator:
             enc = self.enc_layers * self.cost.encode_time(b_e * self.mean_input)
             dec = self.dec_layers * self.cost.decode_time(b_d, b_d * self.mean_context)
             return min(max(int(self.gpus * enc / (enc + dec)), 1), self.gpus - 1)
-        if self.hidden is None:
-            raise ValueError("WAA-M needs a memory model (hidden and gpu_memory_gb)")
+        if self.model is None:
+            raise ValueError("WAA-M needs a memory model (model and gpu_memory_gb)")
         best, best_peak = 1, math.inf
         for n_e in range(1, self.gpus):
             peak = max(
@@ -510,7 +511,16 @@ class XSimulator:
         n_e = self.encoder_gpus(b_e, allocation)
         n_dec = self.gpus - n_e
         self._check_tp(tp_degree, tp_gpus, self.gpus)
-        singles, groups = _tp_stages(n_dec, tp_degree, tp_gpus) if tp_degree <= n_dec else (n_dec, 0)
+        if tp_gpus > n_dec:
+            raise ValueError(
+                f"WAA-{allocation} with B_E={b_e} decodes on {n_dec} GPU(s); tp_gpus={tp_gpus} does not fit"
+            )
+        singles, groups = _tp_stages(n_dec, tp_degree, tp_gpus)
+        if n_e > self.enc_layers or singles + groups > self.dec_layers:
+            raise ValueError(
+                f"WAA-{allocation} with B_E={b_e} has {n_e} encoder and {singles + groups} decoder "
+                f"stages; the model has {self.enc_layers} layers"
+            )
         c = self.cost
         enc_tokens = b_e * self.mean_input
         enc_pass = self.enc_layers * c.encode_time(enc_tokens)
@@ -529,7 +539,7 @@ class XSimulator:
         throughput = b_e / step
         latency = enc_pass + step + self.quantile_length * step
         fits, memory = True, 0.0
-        if self.hidden is not None:
+        if self.model is not None:
             fits, memory = self._fits(
                 self._gpu_bytes(self.enc_layers / n_e, enc_tokens),
                 self._gpu_bytes(single_share * self.dec_layers, b_d * self.mean_context),
@@ -565,8 +575,9 @@ class XSimulator:
         dec = stages * layers_per_stage_dec * c.decode_time(b, b * (self.mean_input + generated), t)
         latency = float(enc + np.sum(dec))
         fits, memory = True, 0.0
-        if self.hidden is not None:
-            layers = (self.enc_layers + (self.dec_layers if self.encoder_decoder else 0)) / self.gpus
+        if self.model is not None:
+            used = stages * t  # GPUs the baseline runs on (a whole number of TP groups)
+            layers = (self.enc_layers + (self.dec_layers if self.encoder_decoder else 0)) / used
             fits, memory = self._fits(self._gpu_bytes(layers, b * (self.mean_input + s)))
         return Estimate(
             "fixed", b / latency, latency if fits else math.inf, float(b), float(b), stages, 0, memory, fits
