@@ -9,9 +9,10 @@ length; on the CPU, the small preset in float32 on lengths scaled by 1/8.
 
 1. Profile prefill stages and decode iterations, fit the linear cost model, report its mean
    absolute error on held-out stages of other sizes (target on a GPU: <= 5%).
-2. Simulate the baseline (FCFS, prefill-first) and hybrid (offline queues + Algorithm 1,
-   Lagrangian) schedules with the fitted model, execute them, compare predicted and measured
-   makespans (target for the hybrid on a GPU: within 5%) and the executed stages' error.
+2. Simulate the baseline (FCFS, prefill-first) and hybrid (offline queues planned with the
+   true output lengths, Algorithm 1, Lagrangian) schedules with the fitted model, execute
+   them, compare predicted and measured makespans (target for the hybrid on a GPU: within
+   5%) and the executed stages' error, and check the tokens against runs alone.
 3. Serve the same requests with static batching (run-to-completion batches of J), insertion
    with padding, and prefill-apart insertion: throughput, padded and idle token computations
    (target on a GPU: hybrid >= 1.2x static batching).
@@ -31,10 +32,10 @@ import numpy as np
 import torch
 
 from llmsched import simulate, validate
-from llmsched.runtime import PRESETS, Engine, LlamaModel, execute_schedule, profile, run_insertion
+from llmsched.runtime import PRESETS, Engine, LlamaModel, execute_schedule, profile, run_alone, run_insertion
 from llmsched.runtime.check import STRATEGIES, scaled_gsm8k
-from llmsched.runtime.executor import make_prompts
-from llmsched.runtime.profiling import fit_cost, schedule_stage_times, stage_errors
+from llmsched.runtime.executor import make_prompts, static_cache_need
+from llmsched.runtime.profiling import fit_cost, schedule_stage_times, split_sizes, stage_errors
 
 
 def _hf_reference(
@@ -50,6 +51,8 @@ def _hf_reference(
     hf.load_state_dict({k: v.float().cpu() for k, v in model.state_dict().items()})
     dtype = torch.float16 if device == "cuda" else torch.float32
     hf = hf.to(device=device, dtype=dtype)
+    with torch.no_grad():  # warm-up, as profiling warmed the engine
+        hf.generate(input_ids=torch.tensor([prompts[0]], device=device), max_new_tokens=2, pad_token_id=0)
     useful = 0
     start = time.perf_counter()
     for b in range(0, len(prompts), batch):
@@ -105,7 +108,9 @@ def main() -> None:
     workload = scaled_gsm8k(requests, scale, args.seed)
     config = PRESETS[model_name]
     model = LlamaModel(config, seed=args.seed)
-    longest = int(np.max(workload.prompt_tokens + workload.output_tokens))
+    longest = max(
+        int(np.max(workload.prompt_tokens + workload.output_tokens)), static_cache_need(workload, clients)
+    )
     engine = Engine(
         model, clients, longest + 8, device=device, dtype=dtype, threads=None if gpu else args.threads
     )
@@ -127,15 +132,13 @@ def main() -> None:
 
     # 1. profile and fit
     prompt_len = max(1, int(np.median(workload.prompt_tokens)))
-    capacity = prompt_len * clients
+    capacity = max(prompt_len * clients, int(workload.prompt_tokens.max()))
     context = int(np.median(workload.prompt_tokens) + workload.output_tokens.mean() / 2)
-    sizes = np.unique(np.linspace(prompt_len, capacity, 8).astype(int)).tolist()
-    batches = np.unique(np.linspace(1, clients, 8).astype(int)).tolist()
+    sizes, held_sizes = split_sizes(prompt_len, prompt_len * clients, 7)
+    batches, held_batches = split_sizes(1, clients, 7 if gpu else 5)
+    report["held_out_sizes"] = {"prefill_tokens": held_sizes, "decode_batches": held_batches}
     fit_rows = profile(engine, sizes, batches, prompt_len=prompt_len, context=context, seed=args.seed)
     cost = fit_cost(fit_rows, capacity)
-    rng = np.random.default_rng(args.seed + 1)
-    held_sizes = sorted({int(x) for x in rng.integers(prompt_len, capacity + 1, size=6)})
-    held_batches = sorted({int(x) for x in rng.integers(1, clients + 1, size=6)})
     held = profile(
         engine, held_sizes, held_batches, prompt_len=prompt_len, context=context, seed=args.seed + 1
     )
@@ -157,6 +160,7 @@ def main() -> None:
 
     # 2. strategies: predicted vs measured
     prompts = make_prompts(workload, config.vocab_size, args.seed)
+    alone = run_alone(engine, workload, prompts)
     output_tokens = int(workload.output_tokens.sum())
     report["strategies"] = {}
     for strategy, (rp, ip) in STRATEGIES.items():
@@ -171,12 +175,14 @@ def main() -> None:
             "measured_tokens_per_s": output_tokens / run.measured.makespan,
             "stage_error": stage["mape"],
             "valid": not violations,
+            "tokens_matched": sum(a == b for a, b in zip(run.tokens, alone, strict=True)),
         }
         report["strategies"][strategy] = row
         print(
             f"{strategy:9s} predicted {predicted.makespan:8.3f} s  measured {run.measured.makespan:8.3f} s "
             f"({row['makespan_error']:+.2%}); {row['measured_tokens_per_s']:9.1f} tokens/s; "
-            f"stage error {stage['mape']:.2%}; valid {not violations}"
+            f"stage error {stage['mape']:.2%}; valid {not violations}; "
+            f"tokens as when alone: {row['tokens_matched']}/{requests}"
         )
 
     # 3. insertion modes
@@ -195,7 +201,8 @@ def main() -> None:
 
     # 4. outside reference
     if not args.no_hf:
-        reference = _hf_reference(model, prompts, workload.output_tokens.tolist(), clients, device)
+        fresh = LlamaModel(config, seed=args.seed)  # the engine cast its model in place
+        reference = _hf_reference(fresh, prompts, workload.output_tokens.tolist(), clients, device)
         report["transformers_static"] = reference
         if reference is None:
             print("transformers is not installed: no outside reference")
@@ -208,7 +215,20 @@ def main() -> None:
     print(f"total {report['wall_s']:.1f} s")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=2, default=lambda x: None if x is None or math.isnan(x) else x)
+            json.dump(_clean(report), fh, indent=2)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and inf become null, numpy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, (np.integer, np.floating)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 if __name__ == "__main__":

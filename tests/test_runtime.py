@@ -126,7 +126,7 @@ def test_insertion_modes_count_their_waste(engine: Engine) -> None:
     assert static.idle_tokens == sum(max(out[i] for i in b) - out[i] for b in batches for i in b)
     assert static.padded_tokens == sum(max(prompt[i] for i in b) - prompt[i] for b in batches for i in b)
     padded = run_insertion(engine, WORKLOAD, "padded", PROMPTS)
-    assert padded.idle_tokens == 0 and padded.padded_tokens > 0
+    assert padded.padded_tokens > 0
     # Real tokens through the layers: every prompt token and every output token fed once
     # (plus, for static batching, the idle ones).
     assert padded.forward_tokens - padded.padded_tokens == sum(prompt) + sum(out)
@@ -151,6 +151,29 @@ def test_executed_schedules_pass_the_validator(
     assert live.tokens == alone and live.measured.makespan > 0
 
 
+def test_live_policies_follow_the_simulator_and_arrivals() -> None:
+    """Driven live, time-independent policies make the simulator's decisions (same stages,
+    clients and iterations as the prediction returned beside the measurement); requests
+    that arrive later are prefilled only after they arrive, and the schedule validates."""
+    engine = Engine(MODEL, 3, 128)
+    run = run_policies(WORKLOAD, engine, COST, 3, "fcfs", "prefill-first", PROMPTS)
+    assert run.predicted is not None
+    for field in ("stage_kind", "stage_iterations", "request_client", "request_prefill_stage"):
+        assert np.array_equal(getattr(run.measured, field), getattr(run.predicted, field)), field
+    late = Workload(
+        WORKLOAD.prompt_tokens, WORKLOAD.output_tokens, arrival=[0, 0, 0.05, 0.05, 0.1, 0.1, 0.12, 0.3]
+    )
+    for execution in (
+        run_policies(late, engine, COST, 3, "fcfs", "prefill-first", PROMPTS),
+        execute_schedule(simulate(late, COST, 3), engine, PROMPTS),
+    ):
+        assert validate(execution.measured, skip=("stage_time",)) == []
+        starts = execution.measured.stage_start[execution.measured.request_prefill_stage]
+        assert np.all(starts >= late.arrival)
+    with pytest.raises(ValueError, match="offline batch"):
+        run_insertion(engine, late, "apart", PROMPTS)
+
+
 def test_profile_fit_and_errors(engine: Engine) -> None:
     """The profiler returns one row per measurement; the fit is a valid linear model; the
     error of an exact model on synthetic rows is zero and of a doubled one is 100%."""
@@ -173,8 +196,13 @@ def test_profile_fit_and_errors(engine: Engine) -> None:
 
 
 def test_engine_rejects_misuse() -> None:
-    """Busy slots, empty slots, overflowing slots and missing devices are refused."""
+    """Busy slots, empty slots, overflowing slots, unknown tokens and missing devices are refused."""
     eng = Engine(MODEL, 2, 16)
+    with pytest.raises(ValueError, match=r"token ids must be in 0\.\.255"):
+        eng.prefill([[1, 256]], [1])
+    static = Workload([28, 2], [2, 28])
+    with pytest.raises(ValueError, match="static batching needs 56 cache positions"):
+        run_insertion(Engine(MODEL, 2, 31), static, "static")
     eng.prefill([[1, 2, 3]], [0])
     with pytest.raises(ValueError, match="busy"):
         eng.prefill([[4]], [0])
@@ -208,6 +236,10 @@ def test_parameter_count_and_checkpoint_round_trip(tmp_path) -> None:
         assert torch.equal(a, b), name
     with pytest.raises(ValueError, match=r"config\.json"):
         load_pretrained(tmp_path / "missing")
+    raw = {**PRESETS["tiny"].to_dict(), "model_type": "llama", "rope_scaling": {"rope_type": "llama3"}}
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(ValueError, match="rope_scaling"):
+        load_pretrained(tmp_path)
 
 
 def test_scaled_workload() -> None:
@@ -248,6 +280,7 @@ def test_cli_runtime_validate_json() -> None:
     assert out["predicted_makespan_s"] > 0 and out["measured_makespan_s"] > 0
     assert 0 <= out["fit_error"] < 10
     assert main(["runtime", "validate", "--model", "huge"]) == 2
+    assert main(["runtime", "validate", "--clients", "1"]) == 2
 
 
 def test_without_torch_the_rest_works_and_the_command_says_why() -> None:

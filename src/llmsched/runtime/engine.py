@@ -86,11 +86,19 @@ class Engine:
                 raise ValueError(f"threads must be a positive integer, got {threads!r}")
             torch.set_num_threads(threads)
         self.device = torch.device(device)
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
+            if (self.device.index or 0) >= torch.cuda.device_count():
+                raise ValueError(
+                    f"{self.device} does not exist: torch sees {torch.cuda.device_count()} GPU(s)"
+                )
+        elif self.device.type not in ("cpu", "mps"):
+            raise ValueError(f"device must be cpu, cuda[:N] or mps, got {device!r}")
         self.dtype = dtype
+        # The model is moved and cast in place (a float16 engine leaves the model in float16).
         self.model = model.to(device=self.device, dtype=dtype).eval()
-        self.model.inv_freq = self.model.inv_freq.float()  # rotary angles stay in float32
+        self.model.reset_rotary()  # the rotary frequencies stay in float32, whatever dtype
         self.config = cfg
         self.slots = slots
         self.max_len = max_len
@@ -106,6 +114,8 @@ class Engine:
         """Wait for the device (a no-op on the CPU)."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+        elif self.device.type == "mps":
+            torch.mps.synchronize()
 
     def clock(self) -> float:
         """Seconds, after the device has finished its queued work."""
@@ -126,6 +136,10 @@ class Engine:
     def _check_slot(self, slot: int) -> None:
         if not 0 <= slot < self.slots:
             raise ValueError(f"slot {slot} is out of range 0..{self.slots - 1}")
+
+    def _check_tokens(self, tokens: Sequence[int]) -> None:
+        if len(tokens) and (min(tokens) < 0 or max(tokens) >= self.config.vocab_size):
+            raise ValueError(f"token ids must be in 0..{self.config.vocab_size - 1} (the vocabulary)")
 
     def _room(self, slot: int, tokens: int) -> None:
         if self.lengths[slot] + tokens > self.max_len:
@@ -148,6 +162,7 @@ class Engine:
                 raise ValueError(f"slot {slot} is busy; release it before prefilling it again")
             if len(prompt) == 0:
                 raise ValueError("a prompt needs at least one token")
+            self._check_tokens(prompt)
             self._room(slot, len(prompt) + 1)
         lengths = [len(p) for p in prompts]
         tokens = torch.tensor([t for p in prompts for t in p], device=self.device, dtype=torch.long)
@@ -197,7 +212,7 @@ class Engine:
         tokens = torch.tensor(fed, device=self.device, dtype=torch.long)
         positions = torch.tensor([self.lengths[s] for s in slots], device=self.device)
         slot_index = torch.tensor(list(slots), device=self.device)
-        span = int(positions.max()) + 1
+        span = max(self.lengths[s] for s in slots) + 1  # from the host: no device sync
         mask = torch.arange(span, device=self.device)[None, :] <= positions[:, None]  # [B, span]
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
@@ -235,6 +250,7 @@ class Engine:
                 if self.lengths[slot] or self.pending[slot] is not None:
                     raise ValueError(f"slot {slot} is busy; a prompt needs an empty slot")
                 feeds.append(list(tokens))
+                self._check_tokens(feeds[-1])
                 self._room(slot, len(tokens) + 1)
             else:
                 pending = self.pending[slot]
@@ -255,7 +271,7 @@ class Engine:
         offsets = torch.arange(width, device=self.device)[None, :]
         positions = start[:, None] + torch.minimum(offsets, counts[:, None] - 1)  # pads repeat the last
         slot_index = torch.tensor(slots, device=self.device)
-        span = int((start + counts).max())
+        span = max(self.lengths[s] + len(f) for s, f in zip(slots, feeds, strict=True))
         key_pos = torch.arange(span, device=self.device)
         # Query (r, j) sees cache positions up to its own position, pads included as queries
         # (they repeat their row's last real position), never as keys.
@@ -300,11 +316,10 @@ class Engine:
         causal: bool,
     ) -> torch.Tensor:
         """q ``[B, heads, Tq, d]``; k, v ``[B, kv_heads, Tk, d]`` (grouped-query)."""
-        groups = self.config.num_attention_heads // self.config.num_key_value_heads
-        if groups > 1:
-            k = k.repeat_interleave(groups, dim=1)
-            v = v.repeat_interleave(groups, dim=1)
-        return functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+        gqa = self.config.num_attention_heads != self.config.num_key_value_heads
+        return functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa
+        )
 
     def _layers(
         self,

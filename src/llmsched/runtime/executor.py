@@ -17,6 +17,7 @@ of :func:`llmsched.validate` but ``stage_time``, which compares times with the c
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ from llmsched.policies import (
 )
 from llmsched.runtime.engine import Engine
 from llmsched.schedule import DECODE, PREFILL, Schedule
+from llmsched.simulate import _check_decision, check_instance, simulate
 from llmsched.workload import Workload
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "run_alone",
     "run_insertion",
     "run_policies",
+    "static_cache_need",
 ]
 
 
@@ -285,15 +288,28 @@ def run_policies(
     ``cost`` is what the policies may consult (a fitted model) and what the measured
     schedule names; the times are the clock's. Arrivals are honoured on the clock.
     """
-    if isinstance(clients, bool) or not isinstance(clients, int) or not 1 <= clients <= engine.slots:
+    check_instance(workload, cost, clients)
+    if clients > engine.slots:
         raise ValueError(
             f"clients must be an integer in 1..{engine.slots} (the engine's slots), got {clients!r}"
         )
     if prompts is None:
         prompts = make_prompts(workload, engine.config.vocab_size, seed)
     _check_fit(engine, workload, prompts)
+    # The prediction: the same policies, fresh copies, in the simulator on ``cost``.
+    predicted = simulate(
+        workload,
+        cost,
+        clients,
+        copy.deepcopy(make_request_policy(request_policy)),
+        copy.deepcopy(make_iteration_policy(iteration_policy)),
+    )
     rp = make_request_policy(request_policy)
     ip = make_iteration_policy(iteration_policy)
+    if not isinstance(request_policy, str):
+        rp = copy.deepcopy(request_policy)  # a fresh copy: the live run must not share state
+    if not isinstance(iteration_policy, str):
+        ip = copy.deepcopy(iteration_policy)
     engine.reset()
     start_wall = time.perf_counter()
     rec = _Recorder(engine, workload, cost, clients)
@@ -325,7 +341,7 @@ def run_policies(
             view.stage_iterations = 0 if just_prefilled else rec.iters[-1]
             view.just_prefilled = just_prefilled
             view.unstarted = n - started
-            decision = int(ip.decide(cast(Any, view)))
+            decision = _check_decision(ip.decide(cast(Any, view)), ip)
             planned = decision if decision > 0 else 0
         if ready and (not running or (decision == PREFILL_NOW and not just_prefilled)):
             pairs = rp.take(capacity)
@@ -340,6 +356,8 @@ def run_policies(
             planned = 0
             continue
         if not running:
+            if next_arrival >= n:
+                raise RuntimeError("no request can run, yet some are unfinished")
             wait = arrival[order[next_arrival]] - rec.now()
             if wait > 0:
                 time.sleep(wait)
@@ -358,7 +376,7 @@ def run_policies(
             planned = 0  # so is an arrival while a client is free
     names = (getattr(rp, "name", type(rp).__name__), getattr(ip, "name", type(ip).__name__))
     measured = rec.schedule({"executed": True, "request_policy": names[0], "iteration_policy": names[1]})
-    return Execution(measured, rec.tokens, None, time.perf_counter() - start_wall)
+    return Execution(measured, rec.tokens, predicted, time.perf_counter() - start_wall)
 
 
 @dataclass(frozen=True)
@@ -389,6 +407,17 @@ class InsertionResult:
         }
 
 
+def static_cache_need(workload: Workload, slots: int) -> int:
+    """Cache positions a slot needs under static batching: a finished request keeps decoding
+    until the longest output of its batch (of ``slots`` requests in arrival order) ends."""
+    order = np.argsort(workload.arrival, kind="stable")
+    prompt, output = workload.prompt_tokens[order], workload.output_tokens[order]
+    need = 0
+    for b in range(0, len(order), slots):
+        need = max(need, int(prompt[b : b + slots].max() + output[b : b + slots].max()))
+    return need
+
+
 def run_insertion(
     engine: Engine,
     workload: Workload,
@@ -396,25 +425,38 @@ def run_insertion(
     prompts: Sequence[Sequence[int]] | None = None,
     seed: int = 0,
 ) -> InsertionResult:
-    """Serve the workload in arrival order on all of the engine's slots in one insertion mode."""
+    """Serve an offline batch (every request waiting at time 0) in one insertion mode, on
+    all of the engine's slots, in request order.
+
+    ``static``: batches of J prompts padded to the longest, decoded until the longest output
+    ends (finished requests keep computing: idle tokens). ``padded``: when slots free up,
+    the waiting prompts join in one step, padded against each other and against the
+    running requests' next tokens. ``apart``: they are prefilled together, unpadded, and
+    decoding goes on.
+    """
     if mode not in ("static", "padded", "apart"):
         raise ValueError(f"mode must be 'static', 'padded' or 'apart', got {mode!r}")
+    if np.any(workload.arrival > 0):
+        raise ValueError("run_insertion serves an offline batch; this workload has arrivals after 0")
     if prompts is None:
         prompts = make_prompts(workload, engine.config.vocab_size, seed)
     _check_fit(engine, workload, prompts)
     n, slots = len(workload), engine.slots
+    if mode == "static" and static_cache_need(workload, slots) > engine.max_len:
+        raise ValueError(
+            f"static batching needs {static_cache_need(workload, slots)} cache positions per slot "
+            f"(finished requests keep decoding to the end of their batch); max_len is {engine.max_len}"
+        )
     output = workload.output_tokens.tolist()
-    queue = np.argsort(workload.arrival, kind="stable").tolist()
     tokens: list[list[int]] = [[] for _ in range(n)]
     engine.reset()
     idle = 0
     start = engine.clock()
     if mode == "static":
         for b in range(0, n, slots):
-            batch = queue[b : b + slots]
+            batch = list(range(b, min(b + slots, n)))
             engine.padded_step([(s, prompts[r]) for s, r in enumerate(batch)])
-            steps = max(output[r] for r in batch)
-            for _ in range(steps):
+            for _ in range(max(output[r] for r in batch)):
                 fed = engine.decode(list(range(len(batch))))
                 for s, r in enumerate(batch):
                     if len(tokens[r]) < output[r]:
@@ -425,42 +467,35 @@ def run_insertion(
                 engine.release(s)
     else:
         running: dict[int, int] = {}
-        waiting = list(reversed(queue))
+        waiting = list(range(n - 1, -1, -1))  # pop() takes the next request
         free = list(range(slots - 1, -1, -1))
-        first = [waiting.pop() for _ in range(min(slots, n))]
-        pairs = [(free.pop(), r) for r in first]
-        if mode == "apart":
-            engine.prefill([prompts[r] for _, r in pairs], [s for s, _ in pairs])
-        else:
-            engine.padded_step([(s, prompts[r]) for s, r in pairs])
-        running.update(pairs)
-        while running:
-            slots_now = list(running)
-            fed = engine.decode(slots_now)
-            for s, token in zip(slots_now, fed, strict=True):
-                tokens[running[s]].append(token)
-            for s in slots_now:
+
+        def finish(slots_done: Sequence[int]) -> None:
+            for s in slots_done:
                 if len(tokens[running[s]]) == output[running[s]]:
                     del running[s]
                     engine.release(s)
                     free.append(s)
-            while free and waiting:
-                s, r = free.pop(), waiting.pop()
+
+        while running or waiting:
+            if free and waiting:
+                pairs = [(free.pop(), waiting.pop()) for _ in range(min(len(free), len(waiting)))]
                 if mode == "apart":
-                    engine.prefill([prompts[r]], [s])
-                    running[s] = r
-                    continue
-                # One step: the new prompt, padded against the others' next tokens.
-                others = list(running)
-                engine.padded_step([(s, prompts[r]), *((o, []) for o in others)])
-                for o in others:
-                    tokens[running[o]].append(engine.last_fed[o])
-                running[s] = r
-                for o in others:
-                    if len(tokens[running[o]]) == output[running[o]]:
-                        del running[o]
-                        engine.release(o)
-                        free.append(o)
+                    engine.prefill([prompts[r] for _, r in pairs], [s for s, _ in pairs])
+                    running.update(pairs)
+                else:  # the new prompts and the running requests' next tokens, padded together
+                    others = list(running)
+                    engine.padded_step([*((s, prompts[r]) for s, r in pairs), *((o, []) for o in others)])
+                    for o in others:
+                        tokens[running[o]].append(engine.last_fed[o])
+                    running.update(pairs)
+                    finish(others)
+                continue
+            current = list(running)
+            fed = engine.decode(current)
+            for s, token in zip(current, fed, strict=True):
+                tokens[running[s]].append(token)
+            finish(current)
     seconds = engine.clock() - start
     counters = engine.counters
     return InsertionResult(

@@ -72,7 +72,7 @@ class LlamaConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> LlamaConfig:
         known = {f.name for f in fields(cls)}
-        args = {k: raw[k] for k in known if k in raw}
+        args = {k: raw[k] for k in known if raw.get(k) is not None}
         if "num_key_value_heads" not in args and "num_attention_heads" in args:
             args["num_key_value_heads"] = args["num_attention_heads"]
         return cls(**args)
@@ -187,10 +187,17 @@ class LlamaModel(nn.Module):
                 param.normal_(0.0, std, generator=generator)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        inv_freq = 1.0 / (
-            config.rope_theta ** (torch.arange(0, config.head_dim, 2, dtype=torch.float64) / config.head_dim)
-        )
-        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self.register_buffer("inv_freq", self._frequencies(), persistent=False)
+
+    def _frequencies(self) -> torch.Tensor:
+        cfg = self.config
+        exponents = torch.arange(0, cfg.head_dim, 2, dtype=torch.float64) / cfg.head_dim
+        return (1.0 / cfg.rope_theta**exponents).float()
+
+    def reset_rotary(self) -> None:
+        """Recompute the rotary frequencies in float32 on the model's device (casting the
+        model to float16 would have rounded them: 0.9% for theta = 500,000)."""
+        self.inv_freq = self._frequencies().to(self.model.embed_tokens.weight.device)
 
     def rotary(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin, shape ``[tokens, head_dim]``, for integer ``positions``."""
@@ -206,6 +213,23 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return x * cos[:, None, :].to(x.dtype) + rotated * sin[:, None, :].to(x.dtype)
 
 
+def _check_supported(raw: dict[str, Any], path: Path) -> None:
+    """Refuse checkpoint settings this model does not implement, rather than compute wrongly."""
+    if raw.get("rope_scaling"):
+        raise ValueError(f"{path}: rope_scaling {raw['rope_scaling']!r} is not supported")
+    act = raw.get("hidden_act", "silu")
+    if act != "silu":
+        raise ValueError(f"{path}: hidden_act {act!r} is not supported (only silu)")
+    heads, hidden = raw.get("num_attention_heads"), raw.get("hidden_size")
+    if raw.get("head_dim") is not None and heads and hidden and raw["head_dim"] != hidden // heads:
+        raise ValueError(f"{path}: head_dim {raw['head_dim']} != hidden_size / heads is not supported")
+    window, positions = raw.get("sliding_window"), raw.get("max_position_embeddings", 0)
+    if window is not None and window < positions:
+        raise ValueError(f"{path}: sliding-window attention ({window} tokens) is not supported")
+    if raw.get("attention_bias") or raw.get("mlp_bias"):
+        raise ValueError(f"{path}: attention or MLP biases are not supported")
+
+
 def load_pretrained(directory: str | Path, dtype: torch.dtype = torch.float32) -> LlamaModel:
     """A Llama-family checkpoint directory (``config.json`` and ``*.safetensors``)."""
     path = Path(directory)
@@ -219,6 +243,7 @@ def load_pretrained(directory: str | Path, dtype: torch.dtype = torch.float32) -
     arch = raw.get("model_type", "llama")
     if arch not in ("llama", "mistral"):
         raise ValueError(f"{path}: model_type {arch!r} is not a Llama-family decoder")
+    _check_supported(raw, path)
     config = LlamaConfig.from_dict(raw)
     model = LlamaModel(config)
     state: dict[str, torch.Tensor] = {}

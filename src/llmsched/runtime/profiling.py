@@ -10,6 +10,7 @@ an executed schedule.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +21,18 @@ from llmsched.cost import LinearCostModel, cost_model_error
 from llmsched.runtime.engine import Engine
 from llmsched.schedule import PREFILL, Schedule
 
-__all__ = ["fit_cost", "profile", "schedule_stage_times", "stage_errors"]
+__all__ = ["fit_cost", "profile", "schedule_stage_times", "split_sizes", "stage_errors"]
+
+
+def split_sizes(low: int, high: int, count: int = 5) -> tuple[list[int], list[int]]:
+    """Sizes to fit on and sizes to hold out, disjoint: ``count`` sizes spread over
+    ``low..high`` (both ends included) and, between each neighbouring pair, the midpoint.
+    Held-out sizes are empty where the range is too narrow to leave a gap."""
+    if isinstance(low, bool) or isinstance(high, bool) or not 1 <= low <= high:
+        raise ValueError(f"need 1 <= low <= high, got {low!r}, {high!r}")
+    fit = sorted({round(x) for x in np.linspace(low, high, max(2, count))})
+    held = sorted({(a + b) // 2 for a, b in itertools.pairwise(fit) if b - a >= 2} - set(fit))
+    return fit, held
 
 
 def profile(
