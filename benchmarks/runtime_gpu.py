@@ -142,7 +142,7 @@ def main() -> None:
     held = profile(
         engine, held_sizes, held_batches, prompt_len=prompt_len, context=context, seed=args.seed + 1
     )
-    fit = stage_errors(cost, held)
+    fit = stage_errors(cost, held, median=True)
     report["cost_model"] = {
         "prefill_base": cost.prefill_base,
         "prefill_per_token": cost.prefill_per_token,

@@ -101,7 +101,7 @@ def validate_runtime(
     fit_error = {"mape": float("nan"), "prefill_mape": float("nan"), "decode_mape": float("nan")}
     if held_sizes and held_batches:
         held = profile(engine, held_sizes, held_batches, prompt_len=prompt_len, context=64, seed=seed + 1)
-        fit_error = stage_errors(cost, held)
+        fit_error = stage_errors(cost, held, median=True)
     rp, ip = STRATEGIES[strategy]
     predicted = simulate(workload, cost, clients, rp, ip)
     prompts = make_prompts(workload, config.vocab_size, seed)

@@ -108,8 +108,16 @@ def profile(
     return pd.DataFrame(rows, columns=["kind", "size", "seconds"])
 
 
-def fit_cost(samples: Any, prefill_capacity: int) -> LinearCostModel:
-    """The least-squares :class:`~llmsched.LinearCostModel` of profile rows."""
+def _medians(samples: Any) -> Any:
+    """One row per (kind, size): the median of its repeats (robust to a stray slow run)."""
+    return samples.groupby(["kind", "size"], as_index=False)["seconds"].median()
+
+
+def fit_cost(samples: Any, prefill_capacity: int, median: bool = True) -> LinearCostModel:
+    """The least-squares :class:`~llmsched.LinearCostModel` of profile rows (of the median
+    of each size's repeats, with ``median``)."""
+    if median:
+        samples = _medians(samples)
     pre = samples[samples.kind == "prefill"]
     dec = samples[samples.kind == "decode"]
     if pre["size"].nunique() < 2:
@@ -125,9 +133,12 @@ def fit_cost(samples: Any, prefill_capacity: int) -> LinearCostModel:
     )
 
 
-def stage_errors(cost: Any, samples: Any) -> dict[str, float]:
+def stage_errors(cost: Any, samples: Any, median: bool = False) -> dict[str, float]:
     """Mean absolute relative error of ``cost`` on measured rows (``kind, size, seconds``):
-    ``prefill_mape``, ``decode_mape``, ``mape`` (over all rows) and ``max_relative_error``."""
+    ``prefill_mape``, ``decode_mape``, ``mape`` (over all rows) and ``max_relative_error``.
+    With ``median``, each size's repeats count once, by their median."""
+    if median:
+        samples = _medians(samples)
     pre = samples[samples.kind == "prefill"]
     dec = samples[samples.kind == "decode"]
     out = cost_model_error(
