@@ -4,9 +4,9 @@ Each client owns a slot: a region of the key/value cache with room for ``max_len
 filled from position 0. Three forward passes:
 
 * :meth:`Engine.prefill` runs a batch of prompts packed into one sequence (no padding between
-  them: the projections and the MLP see exactly the prompts' tokens; attention runs per
-  prompt) and writes each prompt's keys and values into its client's slot, "prefill apart,
-  then embed" as Baton calls it;
+  them: the projections and the MLP see exactly the prompts' tokens; attention runs in one
+  call, each prompt masked to its own keys) and writes each prompt's keys and values into
+  its client's slot, "prefill apart, then embed" as Baton calls it;
 * :meth:`Engine.decode` runs one iteration for a set of slots, each at its own length;
 * :meth:`Engine.padded_step` runs rows padded to a common length, as static batching and
   insertion with padding do; pad tokens are computed and counted, but never written to the
@@ -175,15 +175,24 @@ class Engine:
         for slot, n in zip(slots, lengths, strict=True):
             segments.append((slot, offset, n))
             offset += n
+        # Attention in one call: each prompt's queries in a row of its own, masked to its own
+        # keys (causal); the projections and the MLP above see the packed tokens only.
+        widest = max(lengths)
+        row_of = torch.repeat_interleave(
+            torch.arange(len(prompts), device=self.device), torch.tensor(lengths, device=self.device)
+        )
+        slot_index = torch.tensor(list(slots), device=self.device)
+        key_pos = torch.arange(widest, device=self.device)
+        own = key_pos[None, :] < torch.tensor(lengths, device=self.device)[:, None]  # [B, widest]
+        mask = (key_pos[None, :, None] >= key_pos[None, None, :]) & own[:, None, :]  # [B, q, k]
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
-            out = torch.empty_like(q)
-            for slot, start, n in segments:
-                k = self.keys[layer, slot, :, :n].unsqueeze(0)  # [1, kv, n, d]
-                v = self.values[layer, slot, :, :n].unsqueeze(0)
-                seg = q[start : start + n].transpose(0, 1).unsqueeze(0)  # [1, heads, n, d]
-                out[start : start + n] = self._attention(seg, k, v, None, causal=True)[0].transpose(0, 1)
-            return out
+            rows = q.new_zeros((len(prompts), widest, q.shape[1], q.shape[2]))
+            rows[row_of, positions] = q
+            k = self.keys[layer, slot_index, :, :widest]  # [B, kv, widest, d]
+            v = self.values[layer, slot_index, :, :widest]
+            out = self._attention(rows.transpose(1, 2), k, v, mask[:, None], causal=False)
+            return out.transpose(1, 2)[row_of, positions]
 
         hidden = self._layers(tokens, positions, slot_of, positions, attend)
         last = torch.tensor([s + n - 1 for _, s, n in segments], device=self.device)
