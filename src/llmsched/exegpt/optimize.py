@@ -67,9 +67,7 @@ class Space:
         if self.schedule == "RRA":
 
             def rra(config: dict[str, int]) -> tuple[float, float]:
-                est = sim.rra(
-                    config["B_E"], config["N_D"], fixed["TP_degree"], config.get("TP_gpus", fixed["TP_gpus"])
-                )
+                est = sim.rra(config["B_E"], config["N_D"], fixed["TP_degree"], fixed["TP_gpus"])
                 return _searched(est)
 
             return rra

@@ -107,6 +107,7 @@ class Engine:
         self.values = torch.zeros(shape, device=self.device, dtype=dtype)
         self.lengths = [0] * slots
         self.pending: list[int | None] = [None] * slots
+        self.last_fed: dict[int, int] = {}  # slot -> token fed by the last padded step
         self.counters = Counters()
 
     # ------------------------------------------------------------------ bookkeeping
@@ -252,7 +253,7 @@ class Engine:
         if len(set(slots)) != len(slots):
             raise ValueError(f"padded-step slots repeat: {slots}")
         feeds: list[list[int]] = []
-        self.last_fed: dict[int, int] = {}
+        self.last_fed = {}
         for slot, tokens in rows:
             self._check_slot(slot)
             if len(tokens):
