@@ -367,10 +367,11 @@ def solve_full(
     best = heuristics[best_name]
     bound = lower_bounds(workload, cost, clients).strong
     tracer.bound(bound, "lower bounds")
-    tracer.incumbent(best.makespan, f"heuristic ({best_name})")
     K = bins if bins is not None else default_bins(workload, cost, clients, best.makespan, formulation)
     plan, client = plan_from_schedule(best)
     fits = plan.bins <= K
+    if fits:  # a schedule of more than K bins is no incumbent of the K-bin problem
+        tracer.incumbent(best.makespan, f"heuristic ({best_name})")
     # A horizon for the time variables: the heuristic's makespan when it fits the bins, else
     # the longest any K-bin schedule can take.
     horizon = (

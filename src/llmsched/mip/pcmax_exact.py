@@ -250,11 +250,12 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
             best = model.getBestSol()
             values = [round(model.getSolVal(best, f)) for f in flow]
             used = round(model.getSolVal(best, bins))
+            # A packing proves the optimum is at most ``capacity``, never at least: it is a
+            # better incumbent, and the next round decides one below it.
             pipe.offer(
                 _decompose(p, sizes, (tails, heads, kinds), capacity, values, used), "exact (arc-flow)"
             )
-            pipe.bound(capacity, "exact (arc-flow)")
-            return True
+            continue
         pipe.hit_limit = True
         return True
     return True

@@ -1,87 +1,16 @@
-"""Result objects shared by the solvers: status, objective, bound, gap, runtime, trace."""
+"""Solver-side helpers of the result vocabulary: SCIP and CP-SAT traces.
+
+The vocabulary itself (:class:`~llmsched.result.Status`, :class:`~llmsched.result.Result`,
+:class:`~llmsched.result.Tracer`) lives in the core, :mod:`llmsched.result`.
+"""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-import numpy as np
+from llmsched.result import Status, TracePoint, Tracer, relative_gap
 
-__all__ = ["Status", "TracePoint", "Tracer", "attach_scip_trace", "run_cpsat"]
-
-
-class Status(StrEnum):
-    """How a solve ended. ``OPTIMAL`` only when the bound proves the incumbent optimal."""
-
-    OPTIMAL = "optimal"
-    FEASIBLE = "feasible"  # a solution, not proven optimal, and the solver stopped on its own
-    TIME_LIMIT = "time_limit"  # stopped by the time limit, with the best solution and bound
-    INFEASIBLE = "infeasible"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class TracePoint:
-    """Incumbent and bound at a moment of the solve, and what produced the change."""
-
-    time: float
-    lower_bound: float
-    upper_bound: float
-    source: str
-
-
-@dataclass
-class Tracer:
-    """Collects the trace of bound and incumbent over a solve and keeps the deadline."""
-
-    time_limit: float
-    start: float = field(default_factory=time.perf_counter)
-    lower_bound: float = -np.inf
-    upper_bound: float = np.inf
-    points: list[TracePoint] = field(default_factory=list)
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def remaining(self) -> float:
-        return max(0.0, self.time_limit - self.elapsed())
-
-    def expired(self) -> bool:
-        return self.elapsed() >= self.time_limit
-
-    def bound(self, value: float, source: str) -> None:
-        if value > self.lower_bound:
-            self.lower_bound = float(value)
-            self._record(source)
-
-    def incumbent(self, value: float, source: str) -> bool:
-        if value < self.upper_bound:
-            self.upper_bound = float(value)
-            self._record(source)
-            return True
-        return False
-
-    def closed(self) -> bool:
-        return self.lower_bound >= self.upper_bound
-
-    def _record(self, source: str) -> None:
-        self.points.append(TracePoint(self.elapsed(), self.lower_bound, self.upper_bound, source))
-
-    def frame(self) -> Any:
-        import pandas as pd
-
-        return pd.DataFrame([p.__dict__ for p in self.points])
-
-
-def relative_gap(upper: float, lower: float) -> float:
-    """(upper - lower) / upper, 0 when closed, inf when there is no solution."""
-    if not np.isfinite(upper):
-        return float("inf")
-    if upper <= 0:
-        return 0.0
-    return max(0.0, (upper - lower) / upper)
+__all__ = ["Status", "TracePoint", "Tracer", "attach_scip_trace", "relative_gap", "run_cpsat"]
 
 
 def attach_scip_trace(model: Any, tracer: Tracer) -> None:
@@ -96,7 +25,9 @@ def attach_scip_trace(model: Any, tracer: Tracer) -> None:
         def eventexec(self, event: Any) -> None:
             if self.model.getNSols() > 0:
                 tracer.incumbent(self.model.getPrimalbound(), "scip")
-            tracer.bound(self.model.getDualbound(), "scip")
+            # SCIP closes within its own tolerances: a dual bound a hair above the primal
+            # one means closed, not a bound above the solution in hand.
+            tracer.bound(min(self.model.getDualbound(), tracer.upper_bound), "scip")
 
     model.includeEventhdlr(Trace(), "trace", "primal and dual bound over time")
 

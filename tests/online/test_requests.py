@@ -24,7 +24,7 @@ from llmsched.online import (
     with_predictions,
 )
 from llmsched.policies import make_request_policy
-from test_properties import instances
+from tests.strategies import instances
 
 REQUEST = [
     "sorted-preemptive",

@@ -1,0 +1,44 @@
+"""Hypothesis strategies shared by the tests: cost models and instances of the system model."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from llmsched import LevelCostModel, LinearCostModel, Workload
+
+__all__ = ["cost_models", "instances"]
+
+
+@st.composite
+def cost_models(draw: st.DrawFn) -> LinearCostModel | LevelCostModel:
+    capacity = draw(st.integers(1, 300))
+    if draw(st.booleans()):
+        return LinearCostModel(
+            prefill_base=max(draw(st.floats(0, 0.1)), 1e-4),
+            prefill_per_token=draw(st.floats(0, 1e-3)),
+            decode_base=max(draw(st.floats(0, 0.05)), 1e-4),
+            decode_per_client=draw(st.floats(0, 1e-3)),
+            prefill_capacity=capacity,
+        )
+    caps = sorted(draw(st.sets(st.integers(1, capacity), min_size=1, max_size=4)) | {capacity})
+    times = sorted(draw(st.lists(st.floats(0.01, 1.0), min_size=len(caps), max_size=len(caps))))
+    return LevelCostModel(list(zip(caps, times, strict=True)), draw(st.floats(0.001, 0.1)))
+
+
+@st.composite
+def instances(draw: st.DrawFn) -> tuple[Workload, LinearCostModel | LevelCostModel, int]:
+    cost = draw(cost_models())
+    cap = cost.prefill_capacity
+    n = draw(st.integers(1, 30))
+    # Prompts anywhere in [1, capacity], with a fair chance of exactly the capacity.
+    prompt = draw(st.lists(st.one_of(st.integers(1, cap), st.just(cap)), min_size=n, max_size=n))
+    output = draw(st.lists(st.integers(1, 60), min_size=n, max_size=n))
+    arrivals = draw(
+        st.one_of(
+            st.just([0.0] * n),
+            st.lists(st.floats(0, 5, allow_nan=False), min_size=n, max_size=n),
+            st.lists(st.sampled_from([0.0, 0.5, 0.5, 3.0]), min_size=n, max_size=n),
+        )
+    )
+    clients = draw(st.one_of(st.just(1), st.integers(1, n + 5)))
+    return Workload(prompt, output, arrival=arrivals), cost, clients
