@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmsched.cost import BoundedCostModel, CostModel
-from llmsched.simulate import check_instance
+from llmsched.instance import check_instance
 from llmsched.workload import Workload
 
 __all__ = ["LowerBounds", "lower_bounds", "trivial_decode_tokens_makespan"]

@@ -19,8 +19,8 @@ import numbers
 
 import numpy as np
 
-from llmsched._checks import positive_int
 from llmsched.cost import CostModel
+from llmsched.instance import check_instance
 from llmsched.policies import (
     DECODE_UNTIL_EVENT,
     PREFILL_NOW,
@@ -104,35 +104,6 @@ class EngineView:
     def decoded_tokens(self, request: int) -> int:
         """Tokens ``request`` has decoded so far (it must be decoding now)."""
         return self._sim.iteration - self._sim.decode_start[request]
-
-
-def check_instance(workload: Workload, cost: CostModel, clients: int) -> None:
-    """Raise ValueError (or TypeError) unless (workload, cost, clients) is a valid instance."""
-    if not isinstance(workload, Workload):
-        raise TypeError(f"workload must be a llmsched.Workload, got {type(workload).__name__}")
-    if len(workload) == 0:
-        raise ValueError("the workload has no requests")
-    if not isinstance(cost, CostModel):
-        raise TypeError(
-            "cost must be a cost model with prefill_capacity, prefill_time(tokens) and "
-            f"decode_iteration_time(active), got {type(cost).__name__}"
-        )
-    positive_int("clients", clients)
-    capacity = cost.prefill_capacity
-    longest = int(workload.prompt_tokens.argmax())
-    if workload.prompt_tokens[longest] > capacity:
-        raise ValueError(
-            f"request {longest} has a prompt of {workload.prompt_tokens[longest]} tokens, more "
-            f"than the prefill capacity of {capacity} tokens: no prefill stage can hold it"
-        )
-    # Times are absolute seconds in float64; far from 0 they cannot resolve an iteration.
-    latest = float(workload.arrival.max())
-    shortest = min(float(cost.decode_iteration_time(1)), float(cost.prefill_time(1)))
-    if np.spacing(latest) * 1e6 > shortest:
-        raise ValueError(
-            f"arrival times up to {latest:.6g}s are too large to time stages of {shortest:.3g}s "
-            "in double precision; subtract the first arrival so that times start near 0"
-        )
 
 
 class _Simulation:
