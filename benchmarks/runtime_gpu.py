@@ -34,7 +34,8 @@ import torch
 from llmsched import simulate, validate
 from llmsched.runtime import PRESETS, Engine, LlamaModel, execute_schedule, profile, run_alone, run_insertion
 from llmsched.runtime.check import STRATEGIES, scaled_gsm8k
-from llmsched.runtime.executor import make_prompts, static_cache_need
+from llmsched.runtime.executor import make_prompts
+from llmsched.runtime.insertion import static_cache_need
 from llmsched.runtime.profiling import fit_cost, schedule_stage_times, split_sizes, stage_errors
 
 

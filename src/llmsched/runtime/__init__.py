@@ -7,8 +7,9 @@ below load their modules on first use:
 * :class:`LlamaConfig`, :class:`LlamaModel`, :data:`PRESETS`, :func:`load_pretrained`
   (:mod:`~llmsched.runtime.model`): a Llama-family decoder with seeded random weights;
 * :class:`Engine` (:mod:`~llmsched.runtime.engine`): the slot KV cache and forward passes;
-* :func:`execute_schedule`, :func:`run_policies`, :func:`run_insertion`, :func:`run_alone`
+* :func:`execute_schedule`, :func:`run_policies`, :func:`run_alone`
   (:mod:`~llmsched.runtime.executor`);
+* :func:`run_insertion` (:mod:`~llmsched.runtime.insertion`): static, padded and apart insertion;
 * :func:`profile`, :func:`fit_cost`, :func:`stage_errors` (:mod:`~llmsched.runtime.profiling`);
 * :func:`validate_runtime`, :func:`scaled_gsm8k` (:mod:`~llmsched.runtime.check`).
 """
@@ -47,7 +48,7 @@ _WHERE = {
     "Engine": "engine",
     "execute_schedule": "executor",
     "run_alone": "executor",
-    "run_insertion": "executor",
+    "run_insertion": "insertion",
     "run_policies": "executor",
     "fit_cost": "profiling",
     "profile": "profiling",

@@ -1,0 +1,75 @@
+"""llmsched runtime validate: the scaled workload, the command, and life without torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from llmsched.runtime import scaled_gsm8k  # noqa: E402
+
+
+def test_scaled_workload() -> None:
+    """GSM8K shape, lengths scaled, at least one token each."""
+    wl = scaled_gsm8k(50, 0.125, seed=2)
+    assert len(wl) == 50 and wl.prompt_tokens.min() >= 1 and wl.output_tokens.max() <= 64
+    with pytest.raises(ValueError, match="scale"):
+        scaled_gsm8k(5, 0)
+
+
+def test_cli_runtime_validate_json() -> None:
+    """llmsched runtime validate --json reports predicted and measured makespans, the token
+    check and the fit's error."""
+    from llmsched.cli import main
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from llmsched.cli import main; sys.exit(main(sys.argv[1:]))",
+            "runtime",
+            "validate",
+            "--model",
+            "tiny",
+            "--device",
+            "cpu",
+            "--requests",
+            "10",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["tokens_match"] is True and out["valid"] is True
+    assert out["predicted_makespan_s"] > 0 and out["measured_makespan_s"] > 0
+    assert 0 <= out["fit_error"] < 10
+    assert main(["runtime", "validate", "--model", "huge"]) == 2
+    assert main(["runtime", "validate", "--clients", "1"]) == 2
+
+
+def test_without_torch_the_rest_works_and_the_command_says_why() -> None:
+    """With torch hidden, llmsched imports and simulates; llmsched runtime names the missing package."""
+    code = (
+        "import sys, importlib.abc\n"
+        "class NoTorch(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] == 'torch':\n"
+        "            raise ImportError('no torch here')\n"
+        "sys.meta_path.insert(0, NoTorch())\n"
+        "import llmsched, llmsched.runtime\n"
+        "from llmsched import simulate, workloads, LinearCostModel\n"
+        "s = simulate(workloads.exegpt_task('S', 50), LinearCostModel.paper(), 8)\n"
+        "assert s.makespan > 0 and not llmsched.runtime.torch_available()\n"
+        "from llmsched.cli import main\n"
+        "sys.exit(main(['runtime', 'validate']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert "needs PyTorch" in proc.stderr and "llmsched[runtime]" in proc.stderr
