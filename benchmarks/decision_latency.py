@@ -16,12 +16,12 @@ import time
 import numpy as np
 
 from llmsched import LinearCostModel, simulate, workloads
-from llmsched.online import with_predictions
-from llmsched.policies import (
+from llmsched.online import (
     iteration_policy_names,
     make_iteration_policy,
     make_request_policy,
     request_policy_names,
+    with_predictions,
 )
 
 

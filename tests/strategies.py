@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from llmsched import LevelCostModel, LinearCostModel, Workload
 
-__all__ = ["cost_models", "instances"]
+__all__ = ["cost_models", "instances", "predicted_instances"]
 
 
 @st.composite
@@ -42,3 +42,13 @@ def instances(draw: st.DrawFn) -> tuple[Workload, LinearCostModel | LevelCostMod
     )
     clients = draw(st.one_of(st.just(1), st.integers(1, n + 5)))
     return Workload(prompt, output, arrival=arrivals), cost, clients
+
+
+@st.composite
+def predicted_instances(draw: st.DrawFn) -> tuple[Workload, LinearCostModel | LevelCostModel, int]:
+    """An instance of :func:`instances` whose workload carries predicted outputs, near the
+    true ones or not (what policies planning with predictions need)."""
+    workload, cost, clients = draw(instances())
+    n = len(workload)
+    predicted = draw(st.lists(st.integers(1, 80), min_size=n, max_size=n))
+    return workload.replace(predicted_output=predicted), cost, clients

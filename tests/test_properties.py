@@ -1,4 +1,5 @@
-"""Invariants over all instances: every simulated schedule validates and respects both bounds."""
+"""Invariants over all instances and every registered policy: the loop accepts what the
+policies answer, every schedule validates and respects both lower bounds."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmsched import lower_bounds, simulate, validate
+from llmsched.online import iteration_policy_names, request_policy_names
 from llmsched.policies import PREFILL_NOW
-from tests.strategies import instances
+from tests.strategies import instances, predicted_instances
 
 
 class RandomIterationPolicy:
@@ -38,18 +40,36 @@ def _check(schedule, workload, cost, clients) -> None:
     assert np.all(schedule.finish > schedule.workload.arrival)
 
 
-@given(instances(), st.sampled_from(["fcfs", "static"]))
-def test_baseline_policies_produce_valid_schedules_above_both_bounds(instance, request_policy) -> None:
-    """FCFS and static queues under prefill-first validate and never beat either lower bound."""
+@given(
+    st.one_of(predicted_instances(), instances()),
+    st.sampled_from(request_policy_names()),
+    st.sampled_from(iteration_policy_names()),
+)
+def test_every_registered_policy_pair_produces_valid_schedules(instance, request, iteration) -> None:
+    """Every registered request x iteration policy runs through the loop's checks and gives a
+    schedule that validates and never beats a lower bound; without predictions a policy
+    that plans with them refuses, saying so."""
     workload, cost, clients = instance
-    _check(simulate(workload, cost, clients, request_policy, "prefill-first"), workload, cost, clients)
+    try:
+        schedule = simulate(workload, cost, clients, request, iteration)
+    except ValueError as error:
+        assert workload.predicted_output is None and "predicted_output" in str(error)
+        return
+    _check(schedule, workload, cost, clients)
 
 
-@given(instances(), st.sampled_from(["fcfs", "static"]), st.integers(0, 2**32 - 1))
-def test_arbitrary_iteration_decisions_produce_valid_schedules(instance, request_policy, seed) -> None:
-    """Whatever an iteration policy answers, the simulator's schedule validates and respects the bounds."""
+def test_every_registered_name_is_covered() -> None:
+    """The property test above draws from the registry, which holds today's names."""
+    assert {"fcfs", "static", "hybrid-oracle", "sorted-preemptive-rr"} <= set(request_policy_names())
+    assert set(iteration_policy_names()) >= {"prefill-first", "lagrangian", "threshold"}
+
+
+@given(predicted_instances(), st.sampled_from(request_policy_names()), st.integers(0, 2**32 - 1))
+def test_arbitrary_iteration_decisions_produce_valid_schedules(instance, request, seed) -> None:
+    """Whatever an iteration policy answers, every request policy's schedule validates and
+    respects the bounds."""
     workload, cost, clients = instance
-    schedule = simulate(workload, cost, clients, request_policy, RandomIterationPolicy(seed))
+    schedule = simulate(workload, cost, clients, request, RandomIterationPolicy(seed))
     _check(schedule, workload, cost, clients)
 
 

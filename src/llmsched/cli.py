@@ -268,7 +268,7 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from llmsched.policies import iteration_policy_names, request_policy_names
+    from llmsched.online.registry import iteration_policy_names, request_policy_names
 
     parser = argparse.ArgumentParser(prog="llmsched", description="Schedule LLM inference.")
     sub = parser.add_subparsers(dest="command", required=True)

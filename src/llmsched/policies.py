@@ -1,71 +1,56 @@
-"""Scheduling policies the simulator asks at decision points, and the baseline ones.
+"""The contracts between the decision loop and the policies it asks (and nothing else).
 
 A *request policy* decides which waiting request a free client takes; an *iteration
 policy* decides whether the next stage is a prefill or more decoding. Both are plain
 Python objects with no solver or torch in sight, so the same objects drive the simulator
-and the runtime adapter.
+(the cost-model clock) and the runtime (a torch engine): :mod:`llmsched.loop` runs them.
+The loop checks every answer against these contracts and raises a TypeError or ValueError
+naming the policy's class and what was wrong.
 
-The simulator calls a request policy as follows:
-
-* ``start(workload, clients)`` once, before anything happens: every client is free and
-  no request has arrived;
-* ``arrive(request)`` when a request arrives (in order of arrival time);
-* ``release(client)`` when a client's request has produced its last token;
-* ``ready()`` for the number of requests that could be prefilled *now* (arrived, not yet
-  taken, with a free client that may take them); 0 means no prefill is possible;
-* ``take(capacity)`` to fill one prefill stage: it removes and returns ``(request, client)``
-  pairs whose prompt tokens sum to at most ``capacity``; at least one pair when
-  ``ready() > 0``.
-
-An iteration policy has ``start(workload, cost, clients)`` and ``decide(engine)``. The
-simulator asks only when there is a real choice (a prefill is possible and some client is
-decoding). ``decide`` returns ``PREFILL_NOW`` (0) to prefill now, or ``n >= 1`` to decode ``n``
-more iterations; the simulator asks again after those ``n`` iterations, or earlier when a
-request finishes or arrives. Stages alternate, so right after a prefill stage at least one
-decode iteration runs whatever the answer. ``engine`` is a read-only view of the simulator
-(see :class:`llmsched.simulate.EngineView`).
+Named policies (FCFS, static queues, Algorithm 1, the Lagrangian rule, ...) and the
+registry of their names live in :mod:`llmsched.online`.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
-from collections import deque
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-
-from llmsched._checks import positive_int
 from llmsched.cost import CostModel
 from llmsched.workload import Workload
 
-if TYPE_CHECKING:
-    from llmsched.simulate import EngineView
+__all__ = ["DECODE_UNTIL_EVENT", "PREFILL_NOW", "EngineView", "IterationPolicy", "RequestPolicy"]
 
-__all__ = [
-    "DECODE_UNTIL_EVENT",
-    "FCFS",
-    "PREFILL_NOW",
-    "IterationPolicy",
-    "PrefillFirst",
-    "RequestPolicy",
-    "StaticQueues",
-    "iteration_policy_names",
-    "make_iteration_policy",
-    "make_request_policy",
-    "register_iteration_policy",
-    "register_request_policy",
-    "request_policy_names",
-]
-
+# ``IterationPolicy.decide``'s answer "prefill now".
 PREFILL_NOW = 0
-# "Keep decoding until something happens": the simulator stops at the next finish/arrival.
+# ``decide``'s answer "keep decoding until something happens": the loop stops at the next
+# finish, or at the next arrival while a client is free, whichever comes first.
 DECODE_UNTIL_EVENT = 1 << 62
 
 
 @runtime_checkable
 class RequestPolicy(Protocol):
+    """Which waiting request each free client takes.
+
+    The loop calls, in this order of time:
+
+    * ``start(workload, clients)`` once, before anything happens: every client is free and
+      no request has arrived. A policy must not read a request before it arrives (its
+      prompt length and prediction are known from then on), unless the caller asked for a
+      clairvoyant run (``sizes="oracle"``).
+    * ``arrive(request)`` when a request arrives, in order of arrival time (ties by request
+      index), at the first decision point at or after its arrival.
+    * ``release(client)`` when the request on ``client`` has produced its last token; the
+      client is free from then on.
+    * ``ready()``, only while some client is free, at every decision point: how many
+      requests a prefill stage could take *now*. It must return an int >= 0; 0 means no
+      prefill is possible.
+    * ``take(capacity)``, only after ``ready()`` returned more than 0 and the loop decided
+      to prefill: fill one prefill stage. It must return a non-empty ``list`` of
+      ``(request, client)`` pairs of ints, each request arrived and not taken before, each
+      client free, no request and no client twice, with prompt tokens summing to at most
+      ``capacity``. The policy removes the requests it returns from what it offers.
+    """
+
     def start(self, workload: Workload, clients: int) -> None: ...
 
     def arrive(self, request: int) -> None: ...
@@ -78,254 +63,111 @@ class RequestPolicy(Protocol):
 
 
 @runtime_checkable
+class EngineView(Protocol):
+    """What the loop shows an iteration policy when it asks (read-only, valid during the call).
+
+    Attributes
+    ----------
+    now
+        Current time (seconds since the run started).
+    clients
+        Number of clients J.
+    active
+        Clients decoding a request now (>= 1 whenever ``decide`` is called).
+    free
+        Clients without a request.
+    ready
+        What the request policy's ``ready()`` returned (>= 1 whenever ``decide`` is called).
+    iteration_time
+        The cost model's time of one decode iteration with ``active`` clients.
+    iterations_to_finish
+        Decode iterations until the next request finishes.
+    stage_iterations
+        Iterations the current decode stage has run so far (0 right after a prefill).
+    just_prefilled
+        True right after a prefill stage: the next iteration decodes whatever the answer.
+    unstarted
+        Requests not prefilled yet (arrived or not).
+    workload, cost
+        The instance being run.
+    """
+
+    @property
+    def now(self) -> float: ...
+
+    @property
+    def clients(self) -> int: ...
+
+    @property
+    def active(self) -> int: ...
+
+    @property
+    def free(self) -> int: ...
+
+    @property
+    def ready(self) -> int: ...
+
+    @property
+    def iteration_time(self) -> float: ...
+
+    @property
+    def iterations_to_finish(self) -> int: ...
+
+    @property
+    def stage_iterations(self) -> int: ...
+
+    @property
+    def just_prefilled(self) -> bool: ...
+
+    @property
+    def unstarted(self) -> int: ...
+
+    @property
+    def workload(self) -> Workload: ...
+
+    @property
+    def cost(self) -> CostModel: ...
+
+    def decoding_requests(self) -> list[int]:
+        """The requests decoding now, in no particular order (O(active))."""
+        ...
+
+    def decoded_tokens(self, request: int) -> int:
+        """Tokens ``request`` has decoded so far; it must be decoding now."""
+        ...
+
+
+@runtime_checkable
 class IterationPolicy(Protocol):
+    """Whether the engine interrupts decoding with a prefill stage.
+
+    The loop calls:
+
+    * ``start(workload, cost, clients)`` once, before anything happens;
+    * ``decide(engine)`` only when there is a real choice: some client is free, the request
+      policy reports ready requests, and some client is decoding. ``engine`` is an
+      :class:`EngineView`. It must return :data:`PREFILL_NOW` (0) to prefill now, or an int
+      ``n >= 1`` to decode ``n`` more iterations (:data:`DECODE_UNTIL_EVENT` for "until
+      something happens"). The loop asks again after those ``n`` iterations, or earlier
+      when a request finishes, or arrives while a client is free. Stages alternate, so
+      right after a prefill stage (``engine.just_prefilled``) at least one iteration
+      decodes whatever the answer.
+
+    Without a real choice the loop does not ask: it prefills when nothing decodes and
+    requests are ready, and decodes until the next event when nothing is ready.
+    """
+
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None: ...
 
     def decide(self, engine: EngineView) -> int: ...
 
 
-class FCFS:
-    """One queue shared by all clients, in arrival order (ties by request index).
+def __getattr__(name: str) -> Any:
+    # The free-client pool moved to llmsched.online.baselines (it serves named policies);
+    # llmsched.mip.full still imports it from here, so the old name stays reachable until
+    # that import goes.
+    if name == "_FreeClients":
+        from llmsched.online.baselines import FreeClients
 
-    A prefill stage takes requests from the head of the queue while a client is free and
-    the next prompt still fits in the stage (and, with ``max_batch``, while the stage holds
-    fewer requests); it stops at the first prompt that does not fit (strict arrival order, as
-    vLLM's scheduler does). Free clients are used lowest index first.
-    """
-
-    name = "fcfs"
-
-    def __init__(self, max_batch: int | None = None):
-        self.max_batch = math.inf if max_batch is None else positive_int("max_batch", max_batch)
-
-    def start(self, workload: Workload, clients: int) -> None:
-        self._prompt = workload.prompt_tokens.tolist()
-        self._queue: deque[int] = deque()
-        self._free = _FreeClients(clients)
-
-    def arrive(self, request: int) -> None:
-        self._queue.append(request)
-
-    def release(self, client: int) -> None:
-        self._free.release(client)
-
-    def ready(self) -> int:
-        return int(min(len(self._queue), len(self._free), self.max_batch))
-
-    def take(self, capacity: int) -> list[tuple[int, int]]:
-        queue, free, prompt = self._queue, self._free, self._prompt
-        pairs: list[tuple[int, int]] = []
-        room = capacity
-        while queue and free and len(pairs) < self.max_batch and prompt[queue[0]] <= room:
-            request = queue.popleft()
-            room -= prompt[request]
-            pairs.append((request, free.pop_lowest()))
-        return pairs
-
-
-class _FreeClients:
-    """The free clients, lowest index first, in memory proportional to the clients ever used."""
-
-    def __init__(self, clients: int):
-        self._released: list[int] = []  # heap of clients that were used and are free again
-        self._fresh = 0  # clients fresh..J-1 have never been used
-        self._clients = clients
-
-    def __len__(self) -> int:
-        return len(self._released) + self._clients - self._fresh
-
-    def release(self, client: int) -> None:
-        heapq.heappush(self._released, client)
-
-    def pop_lowest(self) -> int:
-        if self._released and (self._fresh >= self._clients or self._released[0] < self._fresh):
-            return heapq.heappop(self._released)
-        self._fresh += 1
-        return self._fresh - 1
-
-
-class StaticQueues:
-    """Each client works through its own fixed queue of requests, in queue order.
-
-    Parameters
-    ----------
-    queues
-        ``queues[j]`` lists client ``j``'s requests in the order it runs them. If omitted,
-        requests are dealt round-robin: request ``i`` goes to client ``i mod J``.
-
-    A prefill stage takes, among the free clients whose next request has arrived, the
-    heads in order of arrival (ties by request index) while they fit in the stage.
-    """
-
-    name = "static"
-
-    def __init__(self, queues: Sequence[Sequence[int]] | None = None):
-        self._given = None if queues is None else [list(map(int, q)) for q in queues]
-
-    def start(self, workload: Workload, clients: int) -> None:
-        n = len(workload)
-        if self._given is None:
-            queues = [list(range(j, n, clients)) for j in range(min(clients, n))]
-        else:
-            queues = self._given
-            if len(queues) != clients:
-                raise ValueError(f"StaticQueues has {len(queues)} queues but there are {clients} clients")
-            flat = np.array([r for q in queues for r in q], dtype=np.int64)
-            if flat.size != n or not np.array_equal(np.sort(flat), np.arange(n)):
-                raise ValueError(
-                    "StaticQueues: the queues must hold every request of the workload exactly once"
-                )
-        self._arrival = workload.arrival.tolist()
-        self._prompt = workload.prompt_tokens.tolist()
-        # Only clients with work get a queue: memory grows with requests, not clients.
-        self._queues = {j: deque(q) for j, q in enumerate(queues) if q}
-        owner = [0] * n
-        for j, q in self._queues.items():
-            for request in q:
-                owner[request] = j
-        self._owner_list = owner
-        self._arrived = [False] * n
-        self._busy: set[int] = set()
-        # Heap of (arrival, request, client) for free clients whose head has arrived.
-        self._ready: list[tuple[float, int, int]] = []
-
-    def _offer(self, client: int) -> None:
-        queue = self._queues.get(client)
-        if queue and self._arrived[queue[0]]:
-            head = queue[0]
-            heapq.heappush(self._ready, (self._arrival[head], head, client))
-
-    def arrive(self, request: int) -> None:
-        self._arrived[request] = True
-        client = self._owner_list[request]
-        if client not in self._busy and self._queues[client][0] == request:
-            self._offer(client)
-
-    def release(self, client: int) -> None:
-        self._busy.discard(client)
-        self._offer(client)
-
-    def ready(self) -> int:
-        return len(self._ready)
-
-    def take(self, capacity: int) -> list[tuple[int, int]]:
-        ready, prompt = self._ready, self._prompt
-        pairs: list[tuple[int, int]] = []
-        room = capacity
-        while ready and prompt[ready[0][1]] <= room:
-            _, request, client = heapq.heappop(ready)
-            room -= prompt[request]
-            self._queues[client].popleft()
-            self._busy.add(client)
-            pairs.append((request, client))
-        return pairs
-
-
-class PrefillFirst:
-    """The vLLM-like rule: whenever a prefill is possible, prefill."""
-
-    name = "prefill-first"
-
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
-        pass
-
-    def decide(self, engine: EngineView) -> int:
-        return PREFILL_NOW
-
-
-def _offline_oracle() -> Any:
-    from llmsched.mip.offline import OfflineQueues  # solvers load only when asked for
-
-    return OfflineQueues(sizes="oracle")
-
-
-def _offline_predicted() -> Any:
-    from llmsched.mip.offline import OfflineQueues
-
-    return OfflineQueues(sizes="predicted")
-
-
-def _online(name: str, **params: Any) -> Callable[[], Any]:
-    # The online policies load only when asked for (the offline ones need the solvers).
-    def factory() -> Any:
-        from llmsched import online
-
-        return getattr(online, name)(**params)
-
-    return factory
-
-
-def _hybrid(sizes: str) -> Any:
-    """Algorithm 1 over offline queues balanced with the hybrid's per-request overhead."""
-    from llmsched import online
-
-    return online.SortedPreemptive(initial="offline", sizes=sizes, overhead=online.HYBRID_OVERHEAD)
-
-
-_REQUEST_POLICIES: dict[str, Callable[..., Any]] = {
-    "fcfs": FCFS,
-    "static": StaticQueues,
-    "offline": _offline_predicted,
-    "offline-oracle": _offline_oracle,
-    "sorted-preemptive": _online("SortedPreemptive", initial="offline"),
-    "sorted-preemptive-oracle": _online("SortedPreemptive", initial="offline", sizes="oracle"),
-    "hybrid": lambda: _hybrid("predicted"),
-    "hybrid-oracle": lambda: _hybrid("oracle"),
-    "sorted-preemptive-rr": _online("SortedPreemptive", initial="round-robin"),
-    "sorted-preemptive-rr-oracle": _online("SortedPreemptive", initial="round-robin", sizes="oracle"),
-    "shortest-first": _online("ShortestFirst"),
-    "shortest-first-oracle": _online("ShortestFirst", sizes="oracle"),
-    "longest-first": _online("LongestFirst"),
-    "longest-first-oracle": _online("LongestFirst", sizes="oracle"),
-}
-_ITERATION_POLICIES: dict[str, Callable[..., Any]] = {
-    "prefill-first": PrefillFirst,
-    "lagrangian": _online("Lagrangian"),
-    "threshold": _online("Threshold"),
-}
-
-
-def register_request_policy(name: str, factory: Callable[..., Any]) -> None:
-    """Make ``factory()`` available to :func:`llmsched.simulate` under ``name``."""
-    _REQUEST_POLICIES[name] = factory
-
-
-def register_iteration_policy(name: str, factory: Callable[..., Any]) -> None:
-    """Make ``factory()`` available to :func:`llmsched.simulate` under ``name``."""
-    _ITERATION_POLICIES[name] = factory
-
-
-def request_policy_names() -> list[str]:
-    return sorted(_REQUEST_POLICIES)
-
-
-def iteration_policy_names() -> list[str]:
-    return sorted(_ITERATION_POLICIES)
-
-
-def make_request_policy(policy: str | RequestPolicy) -> RequestPolicy:
-    """A request policy from its name, or the object itself."""
-    if isinstance(policy, str):
-        if policy not in _REQUEST_POLICIES:
-            raise ValueError(f"unknown request policy {policy!r}; choose one of {request_policy_names()}")
-        return _REQUEST_POLICIES[policy]()
-    if not isinstance(policy, RequestPolicy):
-        raise TypeError(
-            "request_policy must be a name or an object with start, arrive, release, ready "
-            f"and take methods, got {type(policy).__name__}"
-        )
-    return policy
-
-
-def make_iteration_policy(policy: str | IterationPolicy) -> IterationPolicy:
-    """An iteration policy from its name, or the object itself."""
-    if isinstance(policy, str):
-        if policy not in _ITERATION_POLICIES:
-            raise ValueError(f"unknown iteration policy {policy!r}; choose one of {iteration_policy_names()}")
-        return _ITERATION_POLICIES[policy]()
-    if not isinstance(policy, IterationPolicy):
-        raise TypeError(
-            "iteration_policy must be a name or an object with start and decide methods, "
-            f"got {type(policy).__name__}"
-        )
-    return policy
+        return FreeClients
+    raise AttributeError(f"module 'llmsched.policies' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Offline request scheduling: balanced per-client queues run by the simulator."""
+"""Offline request scheduling: balanced per-client queues run by the loop."""
 
 from __future__ import annotations
 
@@ -6,19 +6,32 @@ import numpy as np
 import pytest
 
 from llmsched import LinearCostModel, lower_bounds, simulate, validate, workloads
-from llmsched.mip.offline import OfflineQueues, offline_queues
+from llmsched.online import OfflineQueues, decode_sizes, offline_queues
 
 
 def test_offline_queues_balance_and_sort() -> None:
     """Every request is queued once; each queue is longest N^p + N^d first; loads are balanced."""
     wl = workloads.gsm8k(0)
     queues, result = offline_queues(wl, 200, sizes="oracle")
+    assert len(queues) == 200
     flat = sorted(r for q in queues for r in q)
     assert flat == list(range(len(wl)))
     total = wl.prompt_tokens + wl.output_tokens
     assert all(np.all(np.diff(total[q]) <= 0) for q in queues if q)
     loads = [int(wl.output_tokens[q].sum()) for q in queues]
     assert max(loads) == result.makespan == 2277
+
+
+def test_overhead_balances_request_counts_as_well_as_tokens() -> None:
+    """A per-request overhead in the offline balance evens out the number of requests per client."""
+    w = workloads.gsm8k(0)
+    plain, _ = offline_queues(w, 200, "oracle", overhead=0)
+    padded, result = offline_queues(w, 200, "oracle", overhead=40)
+    assert sorted(i for q in padded for i in q) == list(range(len(w)))
+    spread = [max(map(len, qs)) - min(map(len, qs)) for qs in (plain, padded)]
+    assert spread[1] < spread[0]
+    loads = np.bincount(result.assignment, weights=w.output_tokens + 40, minlength=200)
+    assert loads.max() == result.makespan
 
 
 def test_offline_oracle_beats_the_baseline_and_validates() -> None:
@@ -40,5 +53,8 @@ def test_offline_needs_predictions_unless_oracle() -> None:
         simulate(wl, LinearCostModel.paper(), 200, "offline")
     with pytest.raises(ValueError, match="sizes must be one of"):
         OfflineQueues(sizes="psychic")
+    with pytest.raises(ValueError, match="overhead must be"):
+        offline_queues(wl, 10, "oracle", overhead=-1)
     predicted = wl.replace(predicted_output=np.full(len(wl), 345))
+    assert np.array_equal(decode_sizes(predicted), np.full(len(wl), 345))
     assert validate(simulate(predicted, LinearCostModel.paper(), 200, "offline")) == []

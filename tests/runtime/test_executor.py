@@ -1,4 +1,4 @@
-"""Policies and schedules on the torch engine."""
+"""Policies and schedules on the torch engine, through the one decision loop."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from llmsched import Workload, simulate, validate  # noqa: E402
-from llmsched.runtime import Engine, execute_schedule, run_policies  # noqa: E402
+from llmsched.loop import run_loop, simulate_policies  # noqa: E402
+from llmsched.online import make_iteration_policy, make_request_policy  # noqa: E402
+from llmsched.runtime import Engine, EngineExecutor, execute_schedule, run_policies  # noqa: E402
 from tests.runtime.conftest import COST, WORKLOAD  # noqa: E402
 
 
@@ -24,6 +26,7 @@ def test_executed_schedules_pass_the_validator(
     assert run.tokens == alone
     assert np.array_equal(run.measured.request_client, predicted.request_client)
     assert np.array_equal(run.measured.stage_iterations, predicted.stage_iterations)
+    assert run.measured.info == {**predicted.info, "executed": True, "device": "cpu"}
     live = run_policies(WORKLOAD, engine, COST, 3, rp, ip, prompts)
     assert validate(live.measured, skip=("stage_time",)) == []
     assert live.tokens == alone and live.measured.makespan > 0
@@ -48,6 +51,87 @@ def test_live_policies_follow_the_simulator_and_arrivals(model, prompts) -> None
         assert validate(execution.measured, skip=("stage_time",)) == []
         starts = execution.measured.stage_start[execution.measured.request_prefill_stage]
         assert np.all(starts >= late.arrival)
+
+
+class _Recording:
+    """Wraps a request policy and an iteration policy and logs every call the loop makes."""
+
+    def __init__(self, requests, iterations):
+        self.requests, self.iterations = requests, iterations
+        self.log: list[tuple] = []
+        outer = self
+
+        class Requests:
+            def start(self, workload, clients):
+                requests.start(workload, clients)
+
+            def arrive(self, request):
+                outer.log.append(("arrive", request))
+                requests.arrive(request)
+
+            def release(self, client):
+                outer.log.append(("release", client))
+                requests.release(client)
+
+            def ready(self):
+                answer = requests.ready()
+                outer.log.append(("ready", answer))
+                return answer
+
+            def take(self, capacity):
+                answer = requests.take(capacity)
+                outer.log.append(("take", capacity, tuple(answer)))
+                return answer
+
+        class Iterations:
+            def start(self, workload, cost, clients):
+                iterations.start(workload, cost, clients)
+
+            def decide(self, engine):
+                answer = iterations.decide(engine)
+                seen = (engine.active, engine.free, engine.ready, engine.iterations_to_finish)
+                outer.log.append(("decide", seen, engine.stage_iterations, engine.just_prefilled, answer))
+                return answer
+
+        self.pair = (Requests(), Iterations())
+
+
+@pytest.mark.parametrize(
+    ("rp", "ip"),
+    [("fcfs", "prefill-first"), ("hybrid-oracle", "threshold"), ("sorted-preemptive-rr-oracle", "threshold")],
+)
+def test_the_engine_and_the_clock_run_the_same_loop(engine: Engine, prompts, rp: str, ip: str) -> None:
+    """The torch executor and the cost clock, driven by the same (time-independent)
+    policies, see the same calls in the same order and make the same decisions: same
+    stages, same clients, same iterations per stage."""
+    on_clock = _Recording(make_request_policy(rp), make_iteration_policy(ip))
+    predicted = simulate_policies(WORKLOAD, COST, 3, *on_clock.pair)
+    on_engine = _Recording(make_request_policy(rp), make_iteration_policy(ip))
+    engine.reset()
+    executor = EngineExecutor(engine, prompts)
+    measured = run_loop(WORKLOAD, COST, 3, *on_engine.pair, executor)
+    assert on_engine.log == on_clock.log
+    assert any(entry[0] == "take" for entry in on_clock.log)
+    for field in ("stage_kind", "stage_iterations", "request_client", "request_prefill_stage"):
+        assert np.array_equal(getattr(measured, field), getattr(predicted, field)), field
+    assert measured.measured and not predicted.measured
+    # The engine runs and times every iteration: one measured iteration per decode iteration.
+    assert measured.num_iterations == predicted.num_iterations
+    assert np.all(np.diff(measured.iteration_end) > 0)
+    assert [len(t) for t in executor.tokens] == WORKLOAD.output_tokens.tolist()
+
+
+def test_the_loop_checks_policies_on_the_engine_too(engine: Engine, prompts) -> None:
+    """A request policy breaking its contract is reported on the engine as on the clock."""
+    from llmsched.online import FCFS
+
+    class Twice(FCFS):
+        def take(self, capacity):
+            pairs = super().take(capacity)
+            return pairs + pairs[:1]
+
+    with pytest.raises(ValueError, match=r"Twice.take\(64\) is invalid: request 0 appears twice"):
+        run_policies(WORKLOAD, engine, COST, 3, Twice(), "prefill-first", prompts)
 
 
 def test_bad_arguments_are_refused(engine: Engine, prompts) -> None:

@@ -2,7 +2,7 @@
 
 On one engine (one pipeline stage), RRA with ``(B_E, N_D)`` is: prefill the next ``B_E``
 waiting requests, decode ``N_D`` iterations, repeat. :func:`rra_policies` gives that pair of
-policies for :func:`llmsched.simulate`; :func:`crosscheck` runs sampled workloads through
+policies for the decision loop; :func:`crosscheck` runs sampled workloads through
 the event simulator and compares the measured steady throughput with XSimulator's estimate
 under the same cost model.
 """
@@ -18,7 +18,9 @@ import numpy as np
 from llmsched._checks import positive_int
 from llmsched.cost import CostModel, LinearCostModel
 from llmsched.exegpt.xsim import XSimulator
-from llmsched.policies import FCFS, PREFILL_NOW
+from llmsched.loop import simulate_policies
+from llmsched.online.baselines import FCFS
+from llmsched.policies import PREFILL_NOW, EngineView
 from llmsched.schedule import PREFILL, Schedule
 from llmsched.workload import Workload
 
@@ -53,7 +55,7 @@ class RRAIterations:
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
         pass
 
-    def decide(self, engine: Any) -> int:
+    def decide(self, engine: EngineView) -> int:
         done = engine.stage_iterations
         if not engine.just_prefilled and done >= self.iterations:
             return PREFILL_NOW
@@ -106,7 +108,6 @@ def crosscheck(
     """
     import pandas as pd
 
-    from llmsched.simulate import simulate
     from llmsched.workloads import EXEGPT_TASKS, exegpt_task
 
     base = cost or LinearCostModel.paper()
@@ -138,7 +139,7 @@ def crosscheck(
         for seed in seeds:
             workload = exegpt_task(key, requests, seed)
             rp, ip = rra_policies(batch, iterations)
-            schedule = simulate(workload, engine, clients, request_policy=rp, iteration_policy=ip)
+            schedule = simulate_policies(workload, engine, clients, rp, ip)
             measured.append(steady_throughput(schedule))
             batches.append(steady_decode_batch(schedule))
         event = float(np.mean(measured))

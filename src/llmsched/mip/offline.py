@@ -1,81 +1,9 @@
-"""Offline request scheduling (Pang et al., Sec. IV-B and Algorithm 1's sorting).
+"""Moved to :mod:`llmsched.online.offline`; these names stay here for llmsched.mip.full only.
 
-Requests are assigned to clients so that every client's estimated decode work is balanced
-(the minimising-makespan bin packing of Eqs. 26-30, solved by :func:`solve_pcmax`), and
-each client's queue is sorted by N^p + N^d, longest first. The resulting per-client queues
-run in the simulator through the static-queue request policy.
+The offline queues are a request policy (layer ``online``), which the solvers must not
+import; this module goes once ``llmsched.mip.full`` stops importing it.
 """
 
-from __future__ import annotations
-
-import numpy as np
-
-from llmsched.mip.pcmax import PcmaxResult, solve_pcmax
-from llmsched.policies import StaticQueues
-from llmsched.workload import Workload
+from llmsched.online.offline import OfflineQueues, check_sizes, decode_sizes, offline_queues
 
 __all__ = ["OfflineQueues", "check_sizes", "decode_sizes", "offline_queues"]
-
-SIZES = ("predicted", "oracle")
-
-
-def check_sizes(sizes: str) -> str:
-    """``sizes`` if it names what a scheduler plans with (``predicted`` or ``oracle``)."""
-    if sizes not in SIZES:
-        raise ValueError(f"sizes must be one of {list(SIZES)}, got {sizes!r}")
-    return sizes
-
-
-def decode_sizes(workload: Workload, sizes: str = "predicted") -> np.ndarray:
-    """The output lengths a scheduler plans with: the predictions, or the truth (``oracle``).
-
-    ``predicted`` needs ``workload.predicted_output``; a scheduler never sees the truth
-    unless asked for the oracle explicitly.
-    """
-    if check_sizes(sizes) == "oracle":
-        return workload.output_tokens
-    if workload.predicted_output is None:
-        raise ValueError("the workload has no predicted_output; attach predictions or use sizes='oracle'")
-    return workload.predicted_output
-
-
-def offline_queues(
-    workload: Workload,
-    clients: int,
-    sizes: str = "predicted",
-    time_limit: float = 10.0,
-    overhead: int = 0,
-) -> tuple[list[list[int]], PcmaxResult]:
-    """Per-client request queues from the balanced assignment, longest N^p + N^d first.
-
-    The assignment balances each client's decode tokens plus ``overhead`` per request: the
-    decode iterations a client loses every time it waits for (and sits through) the prefill
-    stage of its next request. With ``overhead=0`` it is the paper's model (Eqs. 26-30).
-    """
-    if isinstance(overhead, bool) or not isinstance(overhead, (int, np.integer)) or overhead < 0:
-        raise ValueError(f"overhead must be a whole number of tokens >= 0, got {overhead!r}")
-    decode = decode_sizes(workload, sizes)
-    result = solve_pcmax(decode + int(overhead), clients, time_limit=time_limit)
-    total = workload.prompt_tokens + decode
-    queues: list[list[int]] = []
-    for j in range(clients):
-        mine = np.flatnonzero(result.assignment == j)
-        queues.append(mine[np.argsort(-total[mine], kind="stable")].tolist())
-    return queues, result
-
-
-class OfflineQueues(StaticQueues):
-    """Static per-client queues computed at the start of a run by :func:`offline_queues`."""
-
-    name = "offline"
-
-    def __init__(self, sizes: str = "predicted", time_limit: float = 10.0):
-        super().__init__()
-        self.sizes = check_sizes(sizes)
-        self.time_limit = time_limit
-        self.result: PcmaxResult | None = None
-
-    def start(self, workload: Workload, clients: int) -> None:
-        queues, self.result = offline_queues(workload, clients, self.sizes, self.time_limit)
-        self._given = queues
-        super().start(workload, clients)

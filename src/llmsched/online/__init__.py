@@ -1,6 +1,18 @@
-"""Online heuristics: request policies, iteration policies, and output-length predictors."""
+"""Named policies and what they plan with: the baselines, the offline queues, Algorithm 1,
+the iteration rules, the registry of policy names, and output-length predictors.
 
-from llmsched.online.iteration import Lagrangian, Threshold, TunedThreshold, threshold_k
+* :mod:`~llmsched.online.baselines`: FCFS, static queues, prefill-first, the free-client pool;
+* :mod:`~llmsched.online.offline`: balanced per-client queues from the P||Cmax assignment;
+* :mod:`~llmsched.online.requests`: Algorithm 1 (sorting and preemptive), sorted shared queues;
+* :mod:`~llmsched.online.iteration`: the Lagrangian and threshold rules;
+* :mod:`~llmsched.online.tuning`: a threshold rule tuned by simulation;
+* :mod:`~llmsched.online.registry`: policy names, their parameters and aliases;
+* :mod:`~llmsched.online.predictors`: output-length predictors.
+"""
+
+from llmsched.online.baselines import FCFS, FreeClients, PrefillFirst, StaticQueues
+from llmsched.online.iteration import Lagrangian, Threshold, threshold_k
+from llmsched.online.offline import OfflineQueues, check_sizes, decode_sizes, offline_queues
 from llmsched.online.predictors import (
     BucketClassifier,
     ConstantMean,
@@ -13,25 +25,48 @@ from llmsched.online.predictors import (
     make_predictor,
     with_predictions,
 )
+from llmsched.online.registry import (
+    iteration_policy_names,
+    make_iteration_policy,
+    make_request_policy,
+    register_iteration_policy,
+    register_request_policy,
+    request_policy_names,
+)
 from llmsched.online.requests import HYBRID_OVERHEAD, LongestFirst, ShortestFirst, SortedPreemptive
+from llmsched.online.tuning import TunedThreshold
 
 __all__ = [
+    "FCFS",
     "HYBRID_OVERHEAD",
     "BucketClassifier",
     "ConstantMean",
+    "FreeClients",
     "Lagrangian",
     "LongestFirst",
     "MicoClassifier",
     "NoisyOracle",
+    "OfflineQueues",
     "Oracle",
+    "PrefillFirst",
     "ShortestFirst",
     "SortedPreemptive",
+    "StaticQueues",
     "Threshold",
     "TunedThreshold",
     "accuracy",
+    "check_sizes",
     "cross_fit",
+    "decode_sizes",
+    "iteration_policy_names",
     "length_classes",
+    "make_iteration_policy",
     "make_predictor",
+    "make_request_policy",
+    "offline_queues",
+    "register_iteration_policy",
+    "register_request_policy",
+    "request_policy_names",
     "threshold_k",
     "with_predictions",
 ]

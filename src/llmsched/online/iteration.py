@@ -4,24 +4,20 @@ Every prefill stage stalls all decoding clients; every decode iteration run whil
 are free and requests wait leaves those clients idle. Prefill-first (the baseline) pays a
 stage's fixed overhead for almost every finished request; the policies here batch waiting
 requests into fewer stages. Each decision is O(1): the answer is "prefill now" or "decode
-n more iterations", and the simulator jumps over those iterations.
+n more iterations", and the loop jumps over those iterations.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from llmsched.cost import CostModel
-from llmsched.policies import PREFILL_NOW
+from llmsched.policies import PREFILL_NOW, EngineView
 from llmsched.workload import Workload
 
-if TYPE_CHECKING:
-    from llmsched.simulate import EngineView
-
-__all__ = ["Lagrangian", "Threshold", "TunedThreshold", "stage_overhead", "threshold_k"]
+__all__ = ["Lagrangian", "Threshold", "closed_form_k", "stage_overhead", "threshold_k"]
 
 
 def stage_overhead(cost: CostModel, tokens: float) -> float:
@@ -62,7 +58,7 @@ def threshold_k(cost: CostModel, clients: int, mean_output: float, mean_prompt: 
     return int(min(clients, max(1, round(k))))
 
 
-def _closed_form_k(workload: Workload, cost: CostModel, clients: int) -> int:
+def closed_form_k(workload: Workload, cost: CostModel, clients: int) -> int:
     """:func:`threshold_k` for ``workload``: its mean predicted output (or, without predictions,
     its mean output, as an operator would measure from past traffic) and mean prompt."""
     out = workload.predicted_output if workload.predicted_output is not None else workload.output_tokens
@@ -83,7 +79,7 @@ class Lagrangian:
       free clients out of J loses ``tau * f / J`` of engine time.
 
     If ``C_p > C_d`` the policy keeps decoding and answers with the number of iterations
-    after which ``C_d`` would reach ``C_p`` at the current free count (the simulator asks
+    after which ``C_d`` would reach ``C_p`` at the current free count (the loop asks
     again earlier if a request finishes); otherwise it prefills. When every request that
     has not started is ready, waiting cannot batch more, so it prefills.
     """
@@ -140,7 +136,7 @@ class Threshold:
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
         if self.k_given is None:
-            self.k = _closed_form_k(workload, cost, clients)
+            self.k = closed_form_k(workload, cost, clients)
         else:
             self.k = min(self.k_given, clients)
 
@@ -150,46 +146,3 @@ class Threshold:
             return PREFILL_NOW
         # Nothing changes until a request finishes: decode until the next event.
         return max(1, engine.iterations_to_finish)
-
-
-class TunedThreshold(Threshold):
-    """A threshold rule whose k is tuned by simulation on the planned (predicted) lengths.
-
-    At the start of a run it simulates the workload with its predicted outputs in place of
-    the true ones (the policy never sees the truth) for each candidate k and keeps the one
-    with the shortest makespan.
-
-    Parameters
-    ----------
-    request_policy
-        The request policy of the run (a name or a zero-argument factory): tuning must use
-        the same one.
-    candidates
-        The k values to try; by default a geometric grid around the closed-form k*.
-    """
-
-    name = "threshold-tuned"
-
-    def __init__(self, request_policy: Any = "fcfs", candidates: list[int] | None = None):
-        super().__init__(None)
-        if candidates is not None and (not candidates or any(int(c) < 1 for c in candidates)):
-            raise ValueError(f"candidates must be a non-empty list of positive integers, got {candidates!r}")
-        self.request_policy = request_policy
-        self.candidates = None if candidates is None else [int(c) for c in candidates]
-        self.trials: dict[int, float] = {}
-
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
-        from llmsched.simulate import simulate
-
-        planned = workload
-        if workload.predicted_output is not None:
-            planned = workload.replace(output_tokens=workload.predicted_output)
-        base = _closed_form_k(workload, cost, clients)
-        grid = self.candidates or sorted(
-            {max(1, min(clients, round(base * f))) for f in (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0)}
-        )
-        self.trials = {}
-        for k in grid:
-            rp = self.request_policy() if callable(self.request_policy) else self.request_policy
-            self.trials[k] = simulate(planned, cost, clients, rp, Threshold(k)).makespan
-        self.k = min(self.trials, key=lambda k: (self.trials[k], k))

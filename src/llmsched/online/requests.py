@@ -1,7 +1,7 @@
 """Online request policies: Algorithm 1 of Pang et al. and sorted shared queues.
 
 All of them plan with ``Workload.predicted_output`` (or the true lengths when built with
-``sizes="oracle"``); the simulator finishes requests at their true lengths.
+``sizes="oracle"``); the loop finishes requests at their true lengths.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections import deque
 
 import numpy as np
 
-from llmsched.mip.offline import check_sizes, decode_sizes
-from llmsched.policies import _FreeClients
+from llmsched.online.baselines import FreeClients
+from llmsched.online.offline import check_sizes, decode_sizes, offline_queues
 from llmsched.workload import Workload
 
 __all__ = ["HYBRID_OVERHEAD", "LongestFirst", "ShortestFirst", "SortedPreemptive"]
@@ -44,7 +44,7 @@ class SortedPreemptive:
         Time limit of the offline assignment.
     overhead
         Tokens added to every request in the offline balance (see
-        :func:`~llmsched.mip.offline.offline_queues`): a client's time is its decode tokens
+        :func:`~llmsched.online.offline.offline_queues`): a client's time is its decode tokens
         plus, per request, the iterations it loses waiting for and sitting through a
         prefill stage, so a client given many short requests finishes later than its token
         count says. 0 is the paper's balance; :data:`HYBRID_OVERHEAD` is the hybrid's.
@@ -72,8 +72,6 @@ class SortedPreemptive:
         decode = decode_sizes(workload, self.sizes)
         weight = (workload.prompt_tokens + decode).astype(np.int64)
         if self.initial == "offline":
-            from llmsched.mip.offline import offline_queues
-
             queues, self.result = offline_queues(
                 workload, clients, self.sizes, self.time_limit, self.overhead
             )
@@ -208,7 +206,7 @@ class _SortedShared:
         self._key = (self._sign * decode_sizes(workload, self.sizes)).tolist()
         self._prompt = workload.prompt_tokens.tolist()
         self._heap: list[tuple[int, int]] = []
-        self._free = _FreeClients(clients)
+        self._free = FreeClients(clients)
 
     def arrive(self, request: int) -> None:
         heapq.heappush(self._heap, (self._key[request], request))

@@ -7,8 +7,8 @@ below load their modules on first use:
 * :class:`LlamaConfig`, :class:`LlamaModel`, :data:`PRESETS`, :func:`load_pretrained`
   (:mod:`~llmsched.runtime.model`): a Llama-family decoder with seeded random weights;
 * :class:`Engine` (:mod:`~llmsched.runtime.engine`): the slot KV cache and forward passes;
-* :func:`execute_schedule`, :func:`run_policies`, :func:`run_alone`
-  (:mod:`~llmsched.runtime.executor`);
+* :class:`EngineExecutor`, :func:`execute_schedule`, :func:`run_policies`, :func:`run_alone`
+  (:mod:`~llmsched.runtime.executor`): the decision loop on the engine;
 * :func:`run_insertion` (:mod:`~llmsched.runtime.insertion`): static, padded and apart insertion;
 * :func:`profile`, :func:`fit_cost`, :func:`stage_errors` (:mod:`~llmsched.runtime.profiling`);
 * :func:`validate_runtime`, :func:`scaled_gsm8k` (:mod:`~llmsched.runtime.check`).
@@ -24,6 +24,7 @@ from typing import Any
 __all__ = [
     "PRESETS",
     "Engine",
+    "EngineExecutor",
     "LlamaConfig",
     "LlamaModel",
     "execute_schedule",
@@ -46,6 +47,7 @@ _WHERE = {
     "LlamaModel": "model",
     "load_pretrained": "model",
     "Engine": "engine",
+    "EngineExecutor": "executor",
     "execute_schedule": "executor",
     "run_alone": "executor",
     "run_insertion": "insertion",

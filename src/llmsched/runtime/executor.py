@@ -1,41 +1,42 @@
-"""Run schedules and policies on the engine.
+"""Run policies and schedules on the torch engine, through the one decision loop.
 
-* :func:`execute_schedule` runs a :class:`~llmsched.Schedule` stage by stage (its prefill
-  stages, its decode iterations, on its clients) and returns the measured schedule beside
-  the predicted one;
+* :class:`EngineExecutor` is the loop's executor on a real engine: it runs every prefill
+  stage and decode iteration the loop decides on, and times each on the device clock
+  (synchronized);
 * :func:`run_policies` drives a request policy and an iteration policy live, the same
-  objects :func:`llmsched.simulate` asks, with the engine's real state and clock.
+  objects :func:`llmsched.simulate` asks, through :func:`llmsched.loop.run_loop`;
+* :func:`execute_schedule` runs a :class:`~llmsched.Schedule`'s decisions again on the
+  engine (:func:`llmsched.loop.replay_policies`) and returns the measured schedule beside
+  the predicted one;
+* :func:`run_alone` gives each request's tokens when it runs by itself, the reference of
+  the token check.
 
-Every stage is timed on the device clock (synchronized). Measured schedules pass every rule
-of :func:`llmsched.validate` but ``stage_time``, which compares times with the cost model.
-The insertion-mode experiments are :mod:`llmsched.runtime.insertion`.
+Measured schedules pass every rule of :func:`llmsched.validate` but ``stage_time``, which
+compares times with the cost model. The insertion-mode experiments are
+:mod:`llmsched.runtime.insertion`.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from llmsched.cost import CostModel
-from llmsched.policies import (
-    DECODE_UNTIL_EVENT,
-    PREFILL_NOW,
-    IterationPolicy,
-    RequestPolicy,
-    make_iteration_policy,
-    make_request_policy,
-)
+from llmsched.instance import check_instance
+from llmsched.loop import DecodeRun, admits, replay_policies, run_loop, simulate_policies
+from llmsched.online.registry import make_iteration_policy, make_request_policy
+from llmsched.policies import IterationPolicy, RequestPolicy
 from llmsched.runtime.engine import Engine
-from llmsched.schedule import DECODE, PREFILL, Schedule
-from llmsched.simulate import _check_decision, check_instance, simulate
+from llmsched.schedule import Schedule
 from llmsched.workload import Workload
 
 __all__ = [
+    "EngineExecutor",
     "Execution",
     "execute_schedule",
     "make_prompts",
@@ -102,94 +103,81 @@ class Execution:
         return out
 
 
-class _Recorder:
-    """Stage and iteration times, and the per-request placement, of a live run."""
+class EngineExecutor:
+    """The decision loop's executor on a torch :class:`~llmsched.runtime.engine.Engine`.
 
-    def __init__(self, engine: Engine, workload: Workload, cost: CostModel, clients: int):
-        self.engine, self.workload, self.cost, self.clients = engine, workload, cost, clients
-        n = len(workload)
-        self.kind: list[int] = []
-        self.start: list[float] = []
-        self.end: list[float] = []
-        self.first: list[int] = []
-        self.iters: list[int] = []
-        self.iteration_end: list[float] = []
-        self.client = [-1] * n
-        self.prefill_stage = [-1] * n
-        self.decode_start = [-1] * n
-        self.decode_end = [-1] * n
-        self.tokens: list[list[int]] = [[] for _ in range(n)]
-        self.t0 = engine.clock()
+    Every decode iteration runs on the device and is timed (one decode run per iteration);
+    the loop's arrivals are honoured on the same clock (it sleeps until one is due when
+    nothing can run). The greedy tokens of each request are kept in :attr:`tokens`.
+
+    Parameters
+    ----------
+    engine
+        The engine; its slots are the clients.
+    prompts
+        Token ids of each request's prompt.
+    """
+
+    measured = True
+
+    def __init__(self, engine: Engine, prompts: Sequence[Sequence[int]]):
+        self.engine = engine
+        self.prompts = prompts
+        self.tokens: list[list[int]] = []
+        self._t0 = 0.0
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        self.tokens = [[] for _ in range(len(workload))]
+        self._t0 = self.engine.clock()
 
     def now(self) -> float:
-        return self.engine.clock() - self.t0
+        return self.engine.clock() - self._t0
 
-    def prefill(self, pairs: Sequence[tuple[int, int]], prompts: Sequence[Sequence[int]]) -> None:
+    def wait_until(self, time_s: float) -> float:
+        wait = time_s - self.now()
+        if wait > 0:
+            time.sleep(wait)
+        return self.now()
+
+    def prefill(self, pairs: Sequence[tuple[int, int]], tokens: int) -> tuple[float, float]:
+        clients = [c for _, c in pairs]
+        # A client's last request finished before the loop let it take this one; its slot
+        # is freed here rather than at the finish (the loop does not report finishes).
+        for client in clients:
+            self.engine.release(client)
         start = self.now()
-        self.engine.prefill([prompts[r] for r, _ in pairs], [c for _, c in pairs])
-        end = self.now()
-        stage = len(self.kind)
-        g = len(self.iteration_end)
-        for request, client in pairs:
-            self.client[request] = client
-            self.prefill_stage[request] = stage
-            self.decode_start[request] = g
-        self.kind.append(PREFILL)
-        self.start.append(start)
-        self.end.append(end)
-        self.first.append(g)
-        self.iters.append(0)
+        self.engine.prefill([self.prompts[r] for r, _ in pairs], clients)
+        return start, self.now()
 
-    def decode(self, running: dict[int, int]) -> None:
-        """One iteration of the requests in ``running`` (client -> request)."""
-        if not self.kind or self.kind[-1] != DECODE:
-            start = self.now()
-            self.kind.append(DECODE)
-            self.start.append(start)
-            self.end.append(start)
-            self.first.append(len(self.iteration_end))
-            self.iters.append(0)
+    def decode(self, running: Mapping[int, int], iterations: int, due: float) -> list[DecodeRun]:
         clients = list(running)
-        fed = self.engine.decode(clients)
-        end = self.now()
-        for client, token in zip(clients, fed, strict=True):
-            self.tokens[running[client]].append(token)
-        self.iteration_end.append(end)
-        self.end[-1] = end
-        self.iters[-1] += 1
+        requests = [self.tokens[running[c]] for c in clients]
+        runs: list[DecodeRun] = []
+        for _ in range(iterations):
+            start = self.now()
+            fed = self.engine.decode(clients)
+            end = self.now()
+            for tokens, token in zip(requests, fed, strict=True):
+                tokens.append(token)
+            runs.append((start, 1, end - start))
+            if admits(end, due):
+                break
+        return runs
 
-    def schedule(self, info: dict[str, Any]) -> Schedule:
-        n = len(self.workload)
-        decode_end = [
-            self.decode_start[i] + len(self.tokens[i]) if self.decode_start[i] >= 0 else -1 for i in range(n)
-        ]
-        return Schedule(
-            self.workload,
-            self.cost,
-            self.clients,
-            np.asarray(self.kind, dtype=np.int8),
-            np.asarray(self.start),
-            np.asarray(self.end),
-            np.asarray(self.first),
-            np.asarray(self.iters),
-            np.asarray(self.iteration_end),
-            np.asarray(self.client),
-            np.asarray(self.prefill_stage),
-            np.asarray(self.decode_start),
-            np.asarray(decode_end),
-            self.end[-1] if self.end else 0.0,
-            measured=True,
-            info=info,
-        )
+    def info(self) -> dict[str, Any]:
+        return {"executed": True, "device": str(self.engine.device)}
 
 
 def execute_schedule(
     schedule: Schedule, engine: Engine, prompts: Sequence[Sequence[int]] | None = None, seed: int = 0
 ) -> Execution:
-    """Run ``schedule``'s stages on ``engine`` in order, on its clients; time every stage.
+    """Run ``schedule``'s decisions on ``engine``: its prefill stages in order (same
+    requests on the same clients) and decode stages of the same lengths; time every stage.
 
     ``prompts`` are the token ids (default: :func:`make_prompts` with ``seed``). The measured
-    schedule has the same stages, clients and iterations, with the clock's times.
+    schedule has the same stages, clients and iterations, with the clock's times; where the
+    device runs ahead of the schedule's times, a stage whose requests have not arrived yet
+    waits for them by decoding on (see :func:`llmsched.loop.replay_policies`).
     """
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a llmsched.Schedule, got {type(schedule).__name__}")
@@ -199,69 +187,12 @@ def execute_schedule(
     if prompts is None:
         prompts = make_prompts(workload, engine.config.vocab_size, seed)
     _check_fit(engine, workload, prompts)
+    requests, iterations = replay_policies(schedule)
     engine.reset()
     start_wall = time.perf_counter()
-    rec = _Recorder(engine, workload, schedule.cost, schedule.clients)
-    by_stage: dict[int, list[int]] = {}
-    for request, stage in enumerate(schedule.request_prefill_stage.tolist()):
-        by_stage.setdefault(stage, []).append(request)
-    starts = schedule.request_decode_start
-    ends = schedule.request_decode_end
-    order = np.argsort(starts, kind="stable")
-    running: dict[int, int] = {}
-    cursor = 0
-    for stage in range(schedule.num_stages):
-        if schedule.stage_kind[stage] == PREFILL:
-            requests = by_stage.get(stage, [])
-            for request in requests:
-                wait = float(workload.arrival[request]) - rec.now()
-                if wait > 0:
-                    time.sleep(wait)  # an arrival in the future: the stage starts after it
-            pairs = [(r, int(schedule.request_client[r])) for r in requests]
-            rec.prefill(pairs, prompts)
-            continue
-        first = int(schedule.stage_first_iteration[stage])
-        for g in range(first, first + int(schedule.stage_iterations[stage])):
-            while cursor < len(order) and starts[order[cursor]] <= g:
-                request = int(order[cursor])
-                running[int(schedule.request_client[request])] = request
-                cursor += 1
-            rec.decode(running)
-            for client in [c for c, r in running.items() if ends[r] <= g + 1]:
-                engine.release(client)
-                del running[client]
-    for client in list(running):
-        engine.release(client)
-    measured = rec.schedule({"executed": True, "device": str(engine.device)})
-    return Execution(measured, rec.tokens, schedule, time.perf_counter() - start_wall)
-
-
-class _LiveView:
-    """What an iteration policy sees during a live run (the fields of ``EngineView``)."""
-
-    def __init__(
-        self, workload: Workload, cost: CostModel, clients: int, running: dict[int, int], done: list[int]
-    ):
-        self.workload = workload
-        self.cost = cost
-        self.clients = clients
-        self._running = running
-        self._done = done
-        self.now = 0.0
-        self.active = 0
-        self.free = clients
-        self.ready = 0
-        self.iteration_time = 0.0
-        self.iterations_to_finish = 0
-        self.stage_iterations = 0
-        self.just_prefilled = False
-        self.unstarted = len(workload)
-
-    def decoding_requests(self) -> list[int]:
-        return list(self._running.values())
-
-    def decoded_tokens(self, request: int) -> int:
-        return self._done[request]
+    executor = EngineExecutor(engine, prompts)
+    measured = run_loop(workload, schedule.cost, schedule.clients, requests, iterations, executor)
+    return Execution(measured, executor.tokens, schedule, time.perf_counter() - start_wall)
 
 
 def run_policies(
@@ -274,11 +205,13 @@ def run_policies(
     prompts: Sequence[Sequence[int]] | None = None,
     seed: int = 0,
 ) -> Execution:
-    """Drive the policies live on the engine, as :func:`llmsched.simulate` drives them on
-    the cost model: the same decision points, the engine's clock and state.
+    """Drive the policies live on the engine, through the loop :func:`llmsched.simulate`
+    runs on the cost model: the same decision points, the engine's clock and state.
 
     ``cost`` is what the policies may consult (a fitted model) and what the measured
-    schedule names; the times are the clock's. Arrivals are honoured on the clock.
+    schedule names; the times are the clock's. Arrivals are honoured on the clock. The
+    prediction returned beside the measurement is the same policies (fresh copies) on
+    ``cost``'s clock.
     """
     check_instance(workload, cost, clients)
     if clients > engine.slots:
@@ -288,84 +221,19 @@ def run_policies(
     if prompts is None:
         prompts = make_prompts(workload, engine.config.vocab_size, seed)
     _check_fit(engine, workload, prompts)
-    # The prediction: the same policies, fresh copies, in the simulator on ``cost``.
-    predicted = simulate(
-        workload,
-        cost,
-        clients,
-        copy.deepcopy(make_request_policy(request_policy)),
-        copy.deepcopy(make_iteration_policy(iteration_policy)),
-    )
-    rp = make_request_policy(request_policy)
-    ip = make_iteration_policy(iteration_policy)
-    if not isinstance(request_policy, str):
-        rp = copy.deepcopy(request_policy)  # a fresh copy: the live run must not share state
-    if not isinstance(iteration_policy, str):
-        ip = copy.deepcopy(iteration_policy)
+
+    # A policy object is copied for each run: the two runs must not share state.
+    def fresh_requests() -> RequestPolicy:
+        policy = make_request_policy(request_policy)
+        return copy.deepcopy(policy) if policy is request_policy else policy
+
+    def fresh_iterations() -> IterationPolicy:
+        policy = make_iteration_policy(iteration_policy)
+        return copy.deepcopy(policy) if policy is iteration_policy else policy
+
+    predicted = simulate_policies(workload, cost, clients, fresh_requests(), fresh_iterations())
     engine.reset()
     start_wall = time.perf_counter()
-    rec = _Recorder(engine, workload, cost, clients)
-    n = len(workload)
-    order = np.argsort(workload.arrival, kind="stable").tolist()
-    arrival = workload.arrival.tolist()
-    output = workload.output_tokens.tolist()
-    capacity = int(cost.prefill_capacity)
-    rp.start(workload, clients)
-    ip.start(workload, cost, clients)
-    running: dict[int, int] = {}
-    decoded = [0] * n
-    view = _LiveView(workload, cost, clients, running, decoded)
-    next_arrival = finished = started = 0
-    planned = 0  # decode iterations the iteration policy asked for, still to run
-    while finished < n:
-        now = rec.now()
-        while next_arrival < n and arrival[order[next_arrival]] <= now:
-            rp.arrive(order[next_arrival])
-            next_arrival += 1
-        free = clients - len(running)
-        ready = rp.ready() if free else 0
-        just_prefilled = bool(rec.kind) and rec.kind[-1] == PREFILL
-        decision = DECODE_UNTIL_EVENT
-        if ready and running and planned <= 0:
-            view.now, view.active, view.free, view.ready = now, len(running), free, ready
-            view.iteration_time = float(cost.decode_iteration_time(len(running)))
-            view.iterations_to_finish = min(output[r] - decoded[r] for r in running.values())
-            view.stage_iterations = 0 if just_prefilled else rec.iters[-1]
-            view.just_prefilled = just_prefilled
-            view.unstarted = n - started
-            decision = _check_decision(ip.decide(cast(Any, view)), ip)
-            planned = decision if decision > 0 else 0
-        if ready and (not running or (decision == PREFILL_NOW and not just_prefilled)):
-            pairs = rp.take(capacity)
-            if not pairs:
-                raise RuntimeError(
-                    f"request policy {type(rp).__name__} reported ready requests but took none"
-                )
-            rec.prefill(pairs, prompts)
-            for request, client in pairs:
-                running[client] = request
-            started += len(pairs)
-            planned = 0
-            continue
-        if not running:
-            if next_arrival >= n:
-                raise RuntimeError("no request can run, yet some are unfinished")
-            wait = arrival[order[next_arrival]] - rec.now()
-            if wait > 0:
-                time.sleep(wait)
-            continue
-        rec.decode(running)
-        planned -= 1
-        for client, request in list(running.items()):
-            decoded[request] += 1
-            if decoded[request] == output[request]:
-                del running[client]
-                engine.release(client)
-                rp.release(client)
-                finished += 1
-                planned = 0  # a finish is a decision point
-        if free and next_arrival < n and arrival[order[next_arrival]] <= rec.now():
-            planned = 0  # so is an arrival while a client is free
-    names = (getattr(rp, "name", type(rp).__name__), getattr(ip, "name", type(ip).__name__))
-    measured = rec.schedule({"executed": True, "request_policy": names[0], "iteration_policy": names[1]})
-    return Execution(measured, rec.tokens, predicted, time.perf_counter() - start_wall)
+    executor = EngineExecutor(engine, prompts)
+    measured = run_loop(workload, cost, clients, fresh_requests(), fresh_iterations(), executor)
+    return Execution(measured, executor.tokens, predicted, time.perf_counter() - start_wall)

@@ -1,0 +1,735 @@
+"""The one decision loop: arrive -> ready -> decide -> take -> release, over an executor.
+
+The simulator and the runtime run this same loop; what differs is the *executor* behind
+it, which runs the stages the loop decides on and tells the time:
+
+* :class:`CostClock`, the simulator: a stage takes what the cost model says, and a run of
+  decode iterations over which nothing can change is one arithmetic step (the loop never
+  steps through single iterations in Python on this clock);
+* the torch engine (:class:`llmsched.runtime.executor.EngineExecutor`): it runs and times
+  every iteration on the device.
+
+The loop moves from one decision point to the next: after a prefill stage, when a request
+finishes, when a request arrives while a client is free, or when the iteration policy's
+requested number of decode iterations has run. Each request finishes at a known global
+decode iteration (the iteration counter at its prefill plus its output length), so
+finishes come off a heap in O(log J). Memory and time grow with the requests and the
+clients in use, never with idle clients.
+
+The loop checks every answer of the policies (see :mod:`llmsched.policies`) and every
+time the cost model gives, and builds the schedule in one place (:class:`_Recorder`)
+whichever executor ran it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from llmsched.cost import CostModel
+from llmsched.instance import check_instance, check_stage_time
+from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, IterationPolicy, RequestPolicy
+from llmsched.schedule import DECODE, PREFILL, Schedule
+from llmsched.workload import Workload
+
+__all__ = [
+    "CostClock",
+    "DecodeRun",
+    "Executor",
+    "LoopView",
+    "admits",
+    "iteration_times",
+    "replay_policies",
+    "run_loop",
+    "simulate_policies",
+]
+
+# (start, iterations, iteration time): ``iterations`` consecutive decode iterations from
+# ``start``, each ``iteration time`` seconds long.
+DecodeRun = tuple[float, int, float]
+
+# A request's state in the loop.
+_UNARRIVED, _WAITING, _TAKEN = 0, 1, 2
+_INF = math.inf
+
+
+def admits(now: float, due: float) -> bool:
+    """Whether a request due at ``due`` has arrived at ``now``.
+
+    Within a few ulps counts: ``now`` is a sum of iteration times that may fall a rounding
+    error short of an arrival a decode run was sized to reach.
+    """
+    return due <= now + 8 * math.ulp(now)
+
+
+def iteration_times(cost: CostModel, most_active: int) -> list[float]:
+    """``cost.decode_iteration_time(a)`` for ``a = 0 .. most_active``, each checked.
+
+    Raises
+    ------
+    ValueError
+        When a time for one or more active clients is not finite or is negative, naming
+        the cost model and the value.
+    """
+    times = np.asarray(cost.decode_iteration_time(np.arange(most_active + 1)), dtype=np.float64)
+    if times.shape != (most_active + 1,):
+        times = np.broadcast_to(times, (most_active + 1,))
+    used = times[1:]
+    # NaN fails both comparisons; a NaN or inf anywhere makes the max not < inf.
+    if used.size and not (used.min() >= 0 and used.max() < math.inf):
+        active = int(np.flatnonzero(~(np.isfinite(used) & (used >= 0)))[0]) + 1
+        check_stage_time(cost, f"decode_iteration_time({active})", times[active])
+    return times.tolist()
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """What runs the stages the loop decides on, and tells the time.
+
+    The loop calls ``start`` once, then any sequence of the others; an executor needs no
+    other knowledge of the policies.
+
+    Attributes
+    ----------
+    measured
+        True when the times are measured on a clock (the schedule is then marked measured
+        and its times are not the cost model's).
+    """
+
+    measured: bool
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        """Prepare a run: time 0 is now."""
+        ...
+
+    def now(self) -> float:
+        """Seconds since ``start``. The loop asks once; then it takes the time from what
+        ``prefill``, ``decode`` and ``wait_until`` return."""
+        ...
+
+    def wait_until(self, time: float) -> float:
+        """Idle (nothing decodes, nothing can be prefilled) until ``time``; return the time
+        now (at least ``time``)."""
+        ...
+
+    def prefill(self, pairs: Sequence[tuple[int, int]], tokens: int) -> tuple[float, float]:
+        """Run one prefill stage of ``(request, client)`` pairs holding ``tokens`` prompt
+        tokens; return its (start, end)."""
+        ...
+
+    def decode(self, running: Mapping[int, int], iterations: int, due: float) -> list[DecodeRun]:
+        """Run decode iterations of the requests in ``running`` (client -> request).
+
+        Run ``iterations`` of them, or fewer: stop after the first iteration whose end
+        admits ``due`` (an arrival the loop must see; ``inf`` when none). Run at least one.
+        Return what ran as :data:`DecodeRun` tuples in time order; the last one's
+        ``start + iteration time * iterations`` is the time now.
+        """
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """What the schedule's ``info`` should say about this executor."""
+        ...
+
+
+class CostClock:
+    """The simulator's executor: stages take the cost model's times, with no device.
+
+    A run of decode iterations is one step of arithmetic: ``k`` iterations of ``tau``
+    seconds end at ``start + tau * k``. An arrival the loop must see cuts the run at the
+    first iteration end at or after it.
+    """
+
+    __slots__ = ("_cost", "_prefill_time", "_tau", "_time")
+    measured = False
+
+    def __init__(self) -> None:
+        self._time = 0.0
+        self._tau: list[float] = []
+        self._cost: Any = None
+        self._prefill_time: Any = None
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        self._time = 0.0
+        self._cost = cost
+        self._prefill_time = cost.prefill_time
+        # At most min(J, n) clients are ever active.
+        self._tau = iteration_times(cost, min(clients, len(workload)))
+
+    def now(self) -> float:
+        return self._time
+
+    def wait_until(self, time: float) -> float:
+        self._time = max(self._time, time)
+        return self._time
+
+    def prefill(self, pairs: Sequence[tuple[int, int]], tokens: int) -> tuple[float, float]:
+        start = self._time
+        seconds = float(self._prefill_time(tokens))
+        if not 0.0 <= seconds < _INF:
+            check_stage_time(self._cost, f"prefill_time({tokens})", seconds)
+        end = self._time = start + seconds
+        return start, end
+
+    def decode(self, running: Mapping[int, int], iterations: int, due: float) -> list[DecodeRun]:
+        start = self._time
+        tau = self._tau[len(running)]
+        step = iterations
+        if due < _INF and tau > 0:
+            # The fewest iterations after which the arrival counts as arrived.
+            until = max(1, math.ceil((due - start) / tau))
+            if until > 1 and admits(start + tau * (until - 1), due):
+                until -= 1
+            step = min(step, until)
+        self._time = start + tau * step
+        return [(start, step, tau)]
+
+    def info(self) -> dict[str, Any]:
+        return {}
+
+
+class LoopView:
+    """The :class:`~llmsched.policies.EngineView` the loop offers an iteration policy.
+
+    The loop fills it in just before each ``decide`` call; its values hold during the call.
+    """
+
+    __slots__ = (
+        "_decode_start",
+        "_iteration",
+        "_running",
+        "active",
+        "clients",
+        "cost",
+        "free",
+        "iteration_time",
+        "iterations_to_finish",
+        "just_prefilled",
+        "now",
+        "ready",
+        "stage_iterations",
+        "unstarted",
+        "workload",
+    )
+
+    def __init__(
+        self,
+        workload: Workload,
+        cost: CostModel,
+        clients: int,
+        running: Mapping[int, int],
+        decode_start: Sequence[int],
+    ):
+        self.workload = workload
+        self.cost = cost
+        self.clients = clients
+        self._running = running
+        self._decode_start = decode_start
+        self._iteration = 0
+        self.now = 0.0
+        self.active = 0
+        self.free = clients
+        self.ready = 0
+        self.iteration_time = 0.0
+        self.iterations_to_finish = 0
+        self.stage_iterations = 0
+        self.just_prefilled = False
+        self.unstarted = len(workload)
+
+    def decoding_requests(self) -> list[int]:
+        """The requests decoding now, in no particular order (O(active))."""
+        return list(self._running.values())
+
+    def decoded_tokens(self, request: int) -> int:
+        """Tokens ``request`` has decoded so far; it must be decoding now."""
+        return self._iteration - self._decode_start[request]
+
+
+class _Recorder:
+    """The stages and decode runs of one run, in time order: the one place a loop's
+    schedule is built, whichever executor ran it.
+
+    The loop appends to the lists directly (a method call per stage would cost the
+    simulator a tenth of its time); :meth:`schedule` turns them into a Schedule.
+    """
+
+    __slots__ = ("end", "first", "iterations", "kind", "run_iterations", "run_start", "run_time", "start")
+
+    def __init__(self) -> None:
+        self.kind: list[int] = []  # PREFILL or DECODE, per stage
+        self.start: list[float] = []
+        self.end: list[float] = []
+        self.first: list[int] = []  # global index of the stage's first decode iteration
+        self.iterations: list[int] = []  # decode iterations of the stage
+        # Every decode run, as the executor reported it (three lists: one list of tuples
+        # converts to arrays at twice the cost).
+        self.run_start: list[float] = []
+        self.run_iterations: list[int] = []
+        self.run_time: list[float] = []
+
+    def schedule(
+        self,
+        workload: Workload,
+        cost: CostModel,
+        clients: int,
+        client_of: list[int],
+        prefill_stage: list[int],
+        decode_start: list[int],
+        measured: bool,
+        info: dict[str, Any],
+    ) -> Schedule:
+        start = np.asarray(decode_start, dtype=np.int64)
+        return _make_schedule(
+            workload,
+            cost,
+            clients,
+            stage_kind=np.asarray(self.kind, dtype=np.int8),
+            stage_start=np.asarray(self.start, dtype=np.float64),
+            stage_end=np.asarray(self.end, dtype=np.float64),
+            stage_first_iteration=np.asarray(self.first, dtype=np.int64),
+            stage_iterations=np.asarray(self.iterations, dtype=np.int64),
+            run_start=np.asarray(self.run_start, dtype=np.float64),
+            run_iterations=np.asarray(self.run_iterations, dtype=np.int64),
+            run_iteration_time=np.asarray(self.run_time, dtype=np.float64),
+            request_client=np.asarray(client_of, dtype=np.int64),
+            request_prefill_stage=np.asarray(prefill_stage, dtype=np.int64),
+            request_decode_start=start,
+            request_decode_end=start + workload.output_tokens,
+            makespan=self.end[-1] if self.end else 0.0,
+            measured=measured,
+            info=info,
+        )
+
+
+def _make_schedule(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    *,
+    run_start: np.ndarray,
+    run_iterations: np.ndarray,
+    run_iteration_time: np.ndarray,
+    **fields: Any,
+) -> Schedule:
+    """A Schedule from the recorded stages and decode runs.
+
+    The schedule stores every iteration's end, so the runs are expanded here: iteration
+    ``k`` of a run ends at ``start + time * (k + 1)``, the same arithmetic the cost clock
+    used to reach the run's end.
+    """
+    lens = run_iterations
+    offsets = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
+    iteration_end = np.repeat(run_start, lens) + np.repeat(run_iteration_time, lens) * (offsets + 1)
+    return Schedule(workload=workload, cost=cost, clients=clients, iteration_end=iteration_end, **fields)
+
+
+def _has_methods(policy: object, methods: tuple[str, ...]) -> bool:
+    # What isinstance(policy, RequestPolicy) checks, at a tenth of its cost; a class is a
+    # factory, not a policy, even though it has the methods.
+    return not isinstance(policy, type) and all(callable(getattr(policy, m, None)) for m in methods)
+
+
+def _name(policy: object) -> str:
+    return str(getattr(policy, "name", type(policy).__name__))
+
+
+def _integer(value: object) -> int | None:
+    """``value`` as an int if it is an integer (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)
+
+
+def _check_ready(ready: object, policy: RequestPolicy) -> int:
+    value = _integer(ready)
+    if value is None or value < 0:
+        raise (TypeError if value is None else ValueError)(
+            f"request policy {type(policy).__name__}.ready() returned {ready!r}; expected an int >= 0 "
+            "(the number of requests a prefill could take now)"
+        )
+    return value
+
+
+def _check_decision(decision: object, policy: IterationPolicy) -> int:
+    value = _integer(decision)
+    if value is None or value < 0:
+        raise (TypeError if value is None else ValueError)(
+            f"iteration policy {type(policy).__name__}.decide returned {decision!r}; expected "
+            "PREFILL_NOW (0) or a number of decode iterations n >= 1"
+        )
+    return value
+
+
+def _check_pair(pair: object, policy: RequestPolicy, capacity: int) -> tuple[int, int]:
+    """A well-formed ``(request, client)`` pair of ints, or TypeError."""
+    if isinstance(pair, (tuple, list)) and len(pair) == 2:
+        request, client = _integer(pair[0]), _integer(pair[1])
+        if request is not None and client is not None:
+            return request, client
+    raise TypeError(
+        f"request policy {type(policy).__name__}.take({capacity}) returned {pair!r} in its list; "
+        "expected (request, client) pairs of ints"
+    )
+
+
+def _refuse_take(pairs: object, policy: RequestPolicy, capacity: int, ready: int) -> None:
+    """Raise for a take() answer that is not a non-empty list."""
+    name = type(policy).__name__
+    if type(pairs) is not list:
+        raise TypeError(
+            f"request policy {name}.take({capacity}) returned {type(pairs).__name__} {pairs!r}; "
+            "expected a list of (request, client) pairs"
+        )
+    raise ValueError(
+        f"request policy {name}.take({capacity}) returned no pair although ready() reported "
+        f"{ready} ready request(s)"
+    )
+
+
+def _pair_problem(
+    request: int,
+    client: int,
+    n: int,
+    clients: int,
+    state: bytearray,
+    stage: int,
+    prefill_stage: list[int],
+    running: Mapping[int, int],
+    arrival: list[float],
+    now: float,
+) -> str:
+    """What is wrong with a ``(request, client)`` pair that failed the loop's quick check."""
+    if not 0 <= request < n:
+        return f"request {request} is not in the workload (0..{n - 1})"
+    if state[request] == _UNARRIVED:
+        return (
+            f"request {request} has not arrived (it arrives at {arrival[request]:.9g} s; now is {now:.9g} s)"
+        )
+    if state[request] == _TAKEN:
+        if prefill_stage[request] == stage:
+            return f"request {request} appears twice"
+        return f"request {request} was taken before"
+    if not 0 <= client < clients:
+        return f"client {client} does not exist (clients are 0..{clients - 1})"
+    if prefill_stage[running[client]] == stage:
+        return f"client {client} appears twice"
+    return f"client {client} is busy with request {running[client]}"
+
+
+def run_loop(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    request_policy: RequestPolicy,
+    iteration_policy: IterationPolicy,
+    executor: Executor,
+) -> Schedule:
+    """Run the decision loop with two policy objects on ``executor``; return the schedule.
+
+    Parameters
+    ----------
+    workload, cost, clients
+        The instance (checked first). ``cost`` is what the iteration policy sees and what
+        the schedule names; the executor decides how long stages take.
+    request_policy, iteration_policy
+        Policy objects (see :mod:`llmsched.policies`); they are started afresh.
+    executor
+        What runs the stages: :class:`CostClock` or a device executor.
+
+    Returns
+    -------
+    Schedule
+        Every stage and every request's placement, ``measured`` when the executor's clock
+        is a real one.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On an invalid instance, an object that is not a policy, a policy answer that breaks
+        its contract, or a cost-model time that is not finite and >= 0; the message names
+        the policy's or the cost model's class and what was wrong.
+    """
+    check_instance(workload, cost, clients)
+    if not _has_methods(request_policy, ("start", "arrive", "release", "ready", "take")):
+        raise TypeError(
+            "request_policy must be an object with start, arrive, release, ready and take methods, "
+            f"got {type(request_policy).__name__}"
+        )
+    if not _has_methods(iteration_policy, ("start", "decide")):
+        raise TypeError(
+            "iteration_policy must be an object with start and decide methods, "
+            f"got {type(iteration_policy).__name__}"
+        )
+    clients = int(clients)
+    requests, iterations = request_policy, iteration_policy
+    requests_name = type(requests).__name__
+    n = len(workload)
+    prompt = workload.prompt_tokens.tolist()
+    output = workload.output_tokens.tolist()
+    capacity = int(cost.prefill_capacity)
+    tau = iteration_times(cost, min(clients, n))
+    order = np.argsort(workload.arrival, kind="stable").tolist()
+    arrival = workload.arrival.tolist()
+
+    requests.start(workload, clients)
+    iterations.start(workload, cost, clients)
+    executor.start(workload, cost, clients)
+
+    waiting, taken_before = _WAITING, _TAKEN
+    state = bytearray(n)  # _UNARRIVED, waiting or taken_before, per request
+    client_of = [-1] * n
+    prefill_stage = [-1] * n
+    decode_start = [-1] * n
+    running: dict[int, int] = {}  # client -> request decoding on it
+    heap: list[tuple[int, int, int]] = []  # (finish iteration, client, request)
+    record = _Recorder()
+    kinds, starts, ends = record.kind, record.start, record.end
+    firsts, stage_iterations = record.first, record.iterations
+    run_start, run_iterations, run_time = record.run_start, record.run_iterations, record.run_time
+    view = LoopView(workload, cost, clients, running, decode_start)
+    heappush, heappop = heapq.heappush, heapq.heappop
+    # Bound once: the loop calls them tens of thousands of times.
+    arrive, ready_now, take, release = requests.arrive, requests.ready, requests.take, requests.release
+    decide = iterations.decide
+    run_prefill, run_decode = executor.prefill, executor.decode
+    prefill_kind, decode_kind, prefill_now = PREFILL, DECODE, PREFILL_NOW
+    until_event = DECODE_UNTIL_EVENT
+    due_in_order = [arrival[i] for i in order]
+
+    next_arrival = finished = started = 0
+    g = 0  # global decode iteration counter
+    free = clients
+    just_prefilled = False  # the last stage is a prefill stage
+    now = executor.now()
+    while finished < n:
+        if next_arrival < n and admits(now, due_in_order[next_arrival]):
+            horizon = now + 8 * math.ulp(now)  # what admits() allows
+            while next_arrival < n and due_in_order[next_arrival] <= horizon:
+                state[order[next_arrival]] = waiting
+                arrive(order[next_arrival])
+                next_arrival += 1
+        active = len(heap)
+        ready = ready_now() if free else 0
+        if type(ready) is not int or ready < 0:
+            ready = _check_ready(ready, requests)
+        decision = until_event
+        if ready and active:
+            view.now, view.active, view.free, view.ready = now, active, free, ready
+            view.iteration_time = tau[active]
+            view.iterations_to_finish = heap[0][0] - g
+            view.stage_iterations = 0 if just_prefilled else stage_iterations[-1]
+            view.just_prefilled = just_prefilled
+            view.unstarted = n - started
+            view._iteration = g
+            decision = decide(view)
+            if type(decision) is not int or decision < 0:
+                decision = _check_decision(decision, iterations)
+
+        if ready and (not active or (decision == prefill_now and not just_prefilled)):
+            pairs = take(capacity)
+            if type(pairs) is not list or not pairs:
+                _refuse_take(pairs, requests, capacity, ready)
+            stage = len(kinds)
+            tokens = 0
+            well_formed = True
+            for pair in pairs:
+                try:
+                    request, client = pair
+                except (TypeError, ValueError):
+                    request, client = _check_pair(pair, requests, capacity)  # raises
+                if type(request) is not int or type(client) is not int or type(pair) is not tuple:
+                    request, client = _check_pair(pair, requests, capacity)
+                    well_formed = False
+                if not (0 <= request < n and state[request] == waiting and 0 <= client < clients) or (
+                    client in running
+                ):
+                    problem = _pair_problem(
+                        request, client, n, clients, state, stage, prefill_stage, running, arrival, now
+                    )
+                    raise ValueError(f"request policy {requests_name}.take({capacity}) is invalid: {problem}")
+                tokens += prompt[request]
+                state[request] = taken_before
+                running[client] = request
+                client_of[request] = client
+                prefill_stage[request] = stage
+                decode_start[request] = g
+                heappush(heap, (g + output[request], client, request))
+            if tokens > capacity:
+                raise ValueError(
+                    f"request policy {requests_name}.take({capacity}) is invalid: its requests hold "
+                    f"{tokens} prompt tokens, more than the capacity of {capacity}"
+                )
+            if not well_formed:  # numpy integers or lists: the executor gets tuples of ints
+                pairs = [_check_pair(pair, requests, capacity) for pair in pairs]
+            free -= len(pairs)
+            started += len(pairs)
+            start, now = run_prefill(pairs, tokens)
+            kinds.append(prefill_kind)
+            starts.append(start)
+            ends.append(now)
+            firsts.append(g)
+            stage_iterations.append(0)
+            just_prefilled = True
+            continue
+
+        if not active:
+            # Nothing to decode and nothing to prefill: idle until the next arrival.
+            if next_arrival >= n:
+                raise ValueError(
+                    f"request policy {requests_name}.ready() returned 0 with {free} free client(s), "
+                    f"nothing decoding and every request arrived, yet {n - started} request(s) never "
+                    "started: the run cannot go on"
+                )
+            now = executor.wait_until(due_in_order[next_arrival])
+            continue
+
+        # Decode a run of iterations over which the active set cannot change.
+        step = heap[0][0] - g
+        if ready:
+            asked = decision if decision > 0 else 1
+            if asked < step:
+                step = asked
+        due = due_in_order[next_arrival] if free and next_arrival < n else _INF
+        ran = 0
+        for start, count, seconds in run_decode(running, step, due):
+            if just_prefilled:
+                kinds.append(decode_kind)
+                starts.append(start)
+                ends.append(start)
+                firsts.append(g)
+                stage_iterations.append(0)
+                just_prefilled = False
+            run_start.append(start)
+            run_iterations.append(count)
+            run_time.append(seconds)
+            now = start + seconds * count
+            ends[-1] = now
+            stage_iterations[-1] += count
+            ran += count
+        if not 0 < ran <= step:
+            raise RuntimeError(
+                f"executor {type(executor).__name__}.decode ran {ran} iterations; 1 to {step} were allowed"
+            )
+        g += ran
+        while heap and heap[0][0] == g:
+            _, client, _ = heappop(heap)
+            del running[client]
+            release(client)
+            free += 1
+            finished += 1
+
+    info = {"request_policy": _name(requests), "iteration_policy": _name(iterations), **executor.info()}
+    return record.schedule(
+        workload, cost, clients, client_of, prefill_stage, decode_start, executor.measured, info
+    )
+
+
+def simulate_policies(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    request_policy: RequestPolicy,
+    iteration_policy: IterationPolicy,
+) -> Schedule:
+    """Simulate two policy objects on the cost model's clock and return the schedule.
+
+    :func:`llmsched.simulate` is this with policies named as well; here they must be
+    objects (see :mod:`llmsched.policies`). Raises as :func:`run_loop` does.
+    """
+    return run_loop(workload, cost, clients, request_policy, iteration_policy, CostClock())
+
+
+class _ReplayRequests:
+    """Takes a schedule's prefill stages in order, each once its requests have arrived and
+    its clients are free."""
+
+    def __init__(self, groups: list[list[tuple[int, int]]], name: str):
+        self.name = name
+        self._groups = groups
+        self._group_of = {request: k for k, group in enumerate(groups) for request, _ in group}
+        self._clients = [{client for _, client in group} for group in groups]
+        self._next = 0
+        self._missing = 0  # requests of the next group not arrived, plus its clients busy
+        self._arrived: set[int] = set()
+        self._busy: set[int] = set()
+
+    def _count_missing(self) -> None:
+        if self._next < len(self._groups):
+            group = self._groups[self._next]
+            self._missing = sum((r not in self._arrived) + (c in self._busy) for r, c in group)
+
+    def start(self, workload: Workload, clients: int) -> None:
+        self._next = 0
+        self._arrived = set()
+        self._busy = set()
+        self._count_missing()
+
+    def arrive(self, request: int) -> None:
+        self._arrived.add(request)
+        if self._group_of.get(request) == self._next:
+            self._missing -= 1
+
+    def release(self, client: int) -> None:
+        self._busy.discard(client)
+        if self._next < len(self._groups) and client in self._clients[self._next]:
+            self._missing -= 1
+
+    def ready(self) -> int:
+        if self._next >= len(self._groups) or self._missing:
+            return 0
+        return len(self._groups[self._next])
+
+    def take(self, capacity: int) -> list[tuple[int, int]]:
+        group = self._groups[self._next]
+        self._busy.update(self._clients[self._next])
+        self._next += 1
+        self._count_missing()
+        return list(group)
+
+
+class _ReplayIterations:
+    """Decodes each decode stage of a schedule for its number of iterations."""
+
+    def __init__(self, requests: _ReplayRequests, iterations: list[int], name: str):
+        self.name = name
+        self._requests = requests
+        self._iterations = iterations
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        pass
+
+    def decide(self, engine: EngineView) -> int:
+        planned = self._iterations[self._requests._next - 1]  # the stage after the last prefill
+        left = planned - (0 if engine.just_prefilled else engine.stage_iterations)
+        return left if left >= 1 else PREFILL_NOW
+
+
+def replay_policies(schedule: Schedule) -> tuple[RequestPolicy, IterationPolicy]:
+    """Policies that make ``schedule``'s decisions again: the same prefill stages (same
+    requests on the same clients, in order) and decode stages of the same lengths.
+
+    Run on the cost clock with the schedule's instance they give the schedule back (its
+    times up to rounding). On a device whose clock runs ahead of the cost model, a stage
+    whose requests have not arrived yet waits for them by decoding on (stages never pause).
+    """
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule must be a llmsched.Schedule, got {type(schedule).__name__}")
+    prefills = np.flatnonzero(schedule.stage_kind == PREFILL)
+    members: dict[int, list[tuple[int, int]]] = {int(s): [] for s in prefills}
+    for request, (stage, client) in enumerate(
+        zip(schedule.request_prefill_stage.tolist(), schedule.request_client.tolist(), strict=True)
+    ):
+        members.setdefault(stage, []).append((request, client))
+    groups = [members[int(s)] for s in prefills]
+    kinds = schedule.stage_kind
+    after = [
+        int(schedule.stage_iterations[s + 1]) if s + 1 < kinds.size and kinds[s + 1] == DECODE else 0
+        for s in prefills.tolist()
+    ]
+    requests = _ReplayRequests(groups, str(schedule.info.get("request_policy", "replay")))
+    return requests, _ReplayIterations(requests, after, str(schedule.info.get("iteration_policy", "replay")))

@@ -1,0 +1,180 @@
+"""The baseline policies: one FCFS queue, fixed per-client queues, and prefill-first.
+
+FCFS with prefill-first is the vLLM-like baseline of Pang et al.; static queues run a
+fixed assignment of requests to clients (round-robin, or an offline plan). The free-client
+pool here serves every policy that hands out free clients lowest index first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from llmsched._checks import positive_int
+from llmsched.cost import CostModel
+from llmsched.policies import PREFILL_NOW, EngineView
+from llmsched.workload import Workload
+
+__all__ = ["FCFS", "FreeClients", "PrefillFirst", "StaticQueues"]
+
+
+class FreeClients:
+    """The free clients, lowest index first, in memory proportional to the clients ever used."""
+
+    def __init__(self, clients: int):
+        self._released: list[int] = []  # heap of clients that were used and are free again
+        self._fresh = 0  # clients fresh..J-1 have never been used
+        self._clients = clients
+
+    def __len__(self) -> int:
+        return len(self._released) + self._clients - self._fresh
+
+    def release(self, client: int) -> None:
+        heapq.heappush(self._released, client)
+
+    def pop_lowest(self) -> int:
+        """Remove and return the lowest free client (the pool must not be empty)."""
+        if self._released and (self._fresh >= self._clients or self._released[0] < self._fresh):
+            return heapq.heappop(self._released)
+        self._fresh += 1
+        return self._fresh - 1
+
+
+class FCFS:
+    """One queue shared by all clients, in arrival order (ties by request index).
+
+    A prefill stage takes requests from the head of the queue while a client is free and
+    the next prompt still fits in the stage (and, with ``max_batch``, while the stage holds
+    fewer requests); it stops at the first prompt that does not fit (strict arrival order, as
+    vLLM's scheduler does). Free clients are used lowest index first.
+    """
+
+    name = "fcfs"
+
+    def __init__(self, max_batch: int | None = None):
+        self.max_batch = math.inf if max_batch is None else positive_int("max_batch", max_batch)
+        self._limited = max_batch is not None
+
+    def start(self, workload: Workload, clients: int) -> None:
+        self._prompt = workload.prompt_tokens.tolist()
+        self._queue: deque[int] = deque()
+        self._free = FreeClients(clients)
+        self._free_count = clients  # len(self._free), kept here: ready() is asked at every step
+
+    def arrive(self, request: int) -> None:
+        self._queue.append(request)
+
+    def release(self, client: int) -> None:
+        self._free.release(client)
+        self._free_count += 1
+
+    def ready(self) -> int:
+        count = min(len(self._queue), self._free_count)
+        return min(count, int(self.max_batch)) if self._limited else count
+
+    def take(self, capacity: int) -> list[tuple[int, int]]:
+        queue, prompt, pop = self._queue, self._prompt, self._free.pop_lowest
+        pairs: list[tuple[int, int]] = []
+        room = capacity
+        for _ in range(self.ready()):
+            if prompt[queue[0]] > room:
+                break
+            room -= prompt[queue[0]]
+            pairs.append((queue.popleft(), pop()))
+        self._free_count -= len(pairs)
+        return pairs
+
+
+class StaticQueues:
+    """Each client works through its own fixed queue of requests, in queue order.
+
+    Parameters
+    ----------
+    queues
+        ``queues[j]`` lists client ``j``'s requests in the order it runs them. If omitted,
+        requests are dealt round-robin: request ``i`` goes to client ``i mod J``.
+
+    A prefill stage takes, among the free clients whose next request has arrived, the
+    heads in order of arrival (ties by request index) while they fit in the stage.
+    """
+
+    name = "static"
+
+    def __init__(self, queues: Sequence[Sequence[int]] | None = None):
+        self._given: Sequence[Sequence[int]] | None = queues
+
+    def _queues(self, n: int, clients: int) -> dict[int, list[int]]:
+        given = self._given
+        if given is None:
+            return {j: list(range(j, n, clients)) for j in range(min(clients, n))}
+        if len(given) != clients:
+            raise ValueError(f"StaticQueues has {len(given)} queues but there are {clients} clients")
+        queues = {j: [int(r) for r in q] for j, q in enumerate(given)}
+        flat = np.array([r for q in queues.values() for r in q], dtype=np.int64)
+        if flat.size != n or not np.array_equal(np.sort(flat), np.arange(n)):
+            raise ValueError("StaticQueues: the queues must hold every request of the workload exactly once")
+        return queues
+
+    def start(self, workload: Workload, clients: int) -> None:
+        n = len(workload)
+        queues = self._queues(n, clients)
+        self._arrival = workload.arrival.tolist()
+        self._prompt = workload.prompt_tokens.tolist()
+        # Only clients with work get a queue: memory grows with requests, not clients.
+        self._queues_of = {j: deque(q) for j, q in queues.items() if q}
+        owner = [0] * n
+        for j, q in self._queues_of.items():
+            for request in q:
+                owner[request] = j
+        self._owner = owner
+        self._arrived = [False] * n
+        self._busy: set[int] = set()
+        # Heap of (arrival, request, client) for free clients whose head has arrived.
+        self._ready: list[tuple[float, int, int]] = []
+
+    def _offer(self, client: int) -> None:
+        queue = self._queues_of.get(client)
+        if queue and self._arrived[queue[0]]:
+            head = queue[0]
+            heapq.heappush(self._ready, (self._arrival[head], head, client))
+
+    def arrive(self, request: int) -> None:
+        self._arrived[request] = True
+        client = self._owner[request]
+        if client not in self._busy and self._queues_of[client][0] == request:
+            self._offer(client)
+
+    def release(self, client: int) -> None:
+        self._busy.discard(client)
+        self._offer(client)
+
+    def ready(self) -> int:
+        return len(self._ready)
+
+    def take(self, capacity: int) -> list[tuple[int, int]]:
+        ready, prompt = self._ready, self._prompt
+        pairs: list[tuple[int, int]] = []
+        room = capacity
+        while ready and prompt[ready[0][1]] <= room:
+            _, request, client = heapq.heappop(ready)
+            room -= prompt[request]
+            self._queues_of[client].popleft()
+            self._busy.add(client)
+            pairs.append((request, client))
+        return pairs
+
+
+class PrefillFirst:
+    """The vLLM-like rule: whenever a prefill is possible, prefill."""
+
+    name = "prefill-first"
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        pass
+
+    def decide(self, engine: EngineView) -> int:
+        return PREFILL_NOW

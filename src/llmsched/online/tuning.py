@@ -1,0 +1,68 @@
+"""A threshold rule tuned by simulating the planned lengths before the run starts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llmsched.cost import CostModel
+from llmsched.loop import simulate_policies
+from llmsched.online.iteration import Threshold, closed_form_k
+from llmsched.online.registry import make_request_policy
+from llmsched.policies import RequestPolicy
+from llmsched.workload import Workload
+
+__all__ = ["TunedThreshold"]
+
+
+class TunedThreshold(Threshold):
+    """A threshold rule whose k is tuned by simulation on the planned (predicted) lengths.
+
+    At the start of a run it simulates the workload with its predicted outputs in place of
+    the true ones (the policy never sees the truth) for each candidate k and keeps the one
+    with the shortest makespan.
+
+    Parameters
+    ----------
+    request_policy
+        The request policy of the run: a registered name, a zero-argument factory, or a
+        policy object (started afresh for every trial). Tuning must use the same one.
+    candidates
+        The k values to try; by default a geometric grid around the closed-form k*.
+    """
+
+    name = "threshold-tuned"
+
+    def __init__(
+        self,
+        request_policy: str | Callable[[], RequestPolicy] | RequestPolicy = "fcfs",
+        candidates: list[int] | None = None,
+    ):
+        super().__init__(None)
+        if candidates is not None and (not candidates or any(int(c) < 1 for c in candidates)):
+            raise ValueError(f"candidates must be a non-empty list of positive integers, got {candidates!r}")
+        self.request_policy = request_policy
+        self.candidates = None if candidates is None else [int(c) for c in candidates]
+        self.trials: dict[int, float] = {}
+
+    def _request_policy(self) -> RequestPolicy:
+        policy = self.request_policy
+        if isinstance(policy, str):
+            return make_request_policy(policy)
+        # A class has the protocol's methods too: it is a factory, not a policy object.
+        if callable(policy) and (isinstance(policy, type) or not isinstance(policy, RequestPolicy)):
+            return make_request_policy(policy())
+        return make_request_policy(policy)
+
+    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        planned = workload
+        if workload.predicted_output is not None:
+            planned = workload.replace(output_tokens=workload.predicted_output)
+        base = closed_form_k(workload, cost, clients)
+        grid = self.candidates or sorted(
+            {max(1, min(clients, round(base * f))) for f in (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0)}
+        )
+        self.trials = {}
+        for k in grid:
+            schedule = simulate_policies(planned, cost, clients, self._request_policy(), Threshold(k))
+            self.trials[k] = schedule.makespan
+        self.k = min(self.trials, key=lambda k: (self.trials[k], k))

@@ -1,0 +1,71 @@
+"""The baselines: the free-client pool, FCFS, static queues and prefill-first."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmsched import LinearCostModel, Workload, simulate, validate
+from llmsched.online import FCFS, FreeClients, PrefillFirst, StaticQueues
+from llmsched.policies import PREFILL_NOW
+
+SMALL_COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
+
+
+@given(st.integers(1, 12), st.lists(st.tuples(st.booleans(), st.integers(0, 11)), max_size=40))
+def test_free_clients_match_a_sorted_set(clients, operations) -> None:
+    """Pops and releases behave like a sorted set of the free clients."""
+    pool = FreeClients(clients)
+    free = set(range(clients))
+    for pop, client in operations:
+        assert len(pool) == len(free)
+        if pop and free:
+            assert pool.pop_lowest() == min(free)
+            free.remove(min(free))
+        elif not pop and client < clients and client not in free:
+            pool.release(client)
+            free.add(client)
+    assert len(pool) == len(free)
+
+
+def test_fcfs_keeps_arrival_order_and_idles_until_arrivals() -> None:
+    """Requests are prefilled in arrival order; the engine waits idle for a late arrival."""
+    wl = Workload([5, 5, 5], [1, 1, 1], arrival=[10.0, 0.0, 3.0])
+    s = simulate(wl, SMALL_COST, 1)
+    assert np.argsort(s.stage_start[s.request_prefill_stage]).tolist() == [1, 2, 0]
+    assert s.stage_start[s.request_prefill_stage[0]] == 10.0
+    assert validate(s) == []
+
+
+def test_fcfs_stops_at_the_first_prompt_that_does_not_fit_and_at_max_batch() -> None:
+    """Strict arrival order: a stage ends at the first prompt too long for it, or at max_batch."""
+    wl = Workload([40, 70, 10], [2, 2, 2])
+    s = simulate(wl, SMALL_COST, 3)
+    assert s.request_prefill_stage.tolist() == [0, 2, 2]  # 10 would fit beside 40, but 70 comes first
+    s = simulate(Workload([5] * 5, [2] * 5), SMALL_COST, 5, FCFS(max_batch=2))
+    assert np.bincount(s.request_prefill_stage).max() == 2
+    with pytest.raises(ValueError, match="max_batch must be at least 1"):
+        FCFS(max_batch=0)
+
+
+def test_static_queues_round_robin_and_given() -> None:
+    """Round-robin static queues put request i on client i mod J; given queues are followed in order."""
+    wl = Workload([5] * 6, [3, 1, 4, 1, 5, 9])
+    s = simulate(wl, SMALL_COST, 2, "static")
+    assert s.request_client.tolist() == [0, 1, 0, 1, 0, 1]
+    s = simulate(wl, SMALL_COST, 2, StaticQueues([[5, 0], [1, 2, 3, 4]]))
+    assert s.request_client.tolist() == [0, 1, 1, 1, 1, 0]
+    assert validate(s) == []
+    with pytest.raises(ValueError, match="exactly once"):
+        simulate(wl, SMALL_COST, 2, StaticQueues([[0, 1], [2, 3]]))
+    with pytest.raises(ValueError, match="3 queues but there are 2 clients"):
+        simulate(wl, SMALL_COST, 2, StaticQueues([[0, 1], [2, 3], [4, 5]]))
+
+
+def test_prefill_first_always_prefills() -> None:
+    """Prefill-first answers PREFILL_NOW whatever it sees."""
+    policy = PrefillFirst()
+    policy.start(Workload([5], [1]), SMALL_COST, 1)
+    assert policy.decide(None) == PREFILL_NOW  # type: ignore[arg-type]

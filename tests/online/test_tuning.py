@@ -1,0 +1,41 @@
+"""The threshold rule tuned by simulation."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmsched import LinearCostModel, simulate, validate, workloads
+from llmsched.online import FCFS, TunedThreshold, make_request_policy, with_predictions
+
+
+def test_tuned_threshold_tries_a_grid_and_keeps_the_best() -> None:
+    """Every candidate k is simulated; the one with the shortest makespan is kept."""
+    w = workloads.gsm8k_like(300, seed=1)
+    w = with_predictions(w, w.output_tokens)
+    cost = LinearCostModel.paper()
+    policy = TunedThreshold("fcfs", candidates=[1, 8, 30])
+    s = simulate(w, cost, 50, "fcfs", policy)
+    assert validate(s) == []
+    assert set(policy.trials) == {1, 8, 30}
+    assert policy.k == min(policy.trials, key=policy.trials.get)
+
+
+def test_the_request_policy_may_be_a_name_a_factory_or_an_object() -> None:
+    """A name, a class, a factory function and an object give the same trials."""
+    w = workloads.gsm8k_like(120, seed=3)
+    w = with_predictions(w, w.output_tokens)
+    cost = LinearCostModel.paper()
+    trials = []
+    for given in ("fcfs", FCFS, lambda: make_request_policy("fcfs"), FCFS()):
+        policy = TunedThreshold(given, candidates=[2, 6])
+        policy.start(w, cost, 20)
+        trials.append(policy.trials)
+    assert all(t == trials[0] for t in trials)
+    with pytest.raises(TypeError, match="request_policy must be"):
+        TunedThreshold(42).start(w, cost, 20)  # type: ignore[arg-type]
+
+
+def test_bad_candidates_are_refused() -> None:
+    """Candidates must be positive integers."""
+    with pytest.raises(ValueError, match="candidates"):
+        TunedThreshold(candidates=[0])
