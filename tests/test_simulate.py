@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 from llmsched import LinearCostModel, Workload, lower_bounds, simulate, validate, workloads
-from llmsched.online import FCFS
+from llmsched.online import FCFS, iteration_policy_names, request_policy_names
 
 SMALL_COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
 
@@ -61,3 +63,19 @@ def test_bad_input_is_rejected_before_work(args, kwargs, error, message) -> None
     """Invalid instances and unknown policies raise a clear error naming the problem."""
     with pytest.raises(error, match=message):
         simulate(*args, **kwargs)
+
+
+def test_every_registered_policy_ignores_idle_clients() -> None:
+    """Three requests on ten million clients run fast and validate under every pair of
+    registered policies: time and memory do not grow with idle clients."""
+    wl = Workload([10, 20, 30], [5, 6, 7], predicted_output=[4, 6, 9])
+    cost = LinearCostModel.paper()
+    for request in request_policy_names():
+        for iteration in iteration_policy_names():
+            start = time.perf_counter()
+            s = simulate(wl, cost, 10**7, request, iteration)
+            seconds = time.perf_counter() - start
+            assert validate(s) == [], (request, iteration)
+            # Measured: at most 25 ms a pair; anything that walks the clients takes seconds.
+            assert seconds < 2.0, (request, iteration, seconds)
+            assert len(set(s.request_client.tolist())) == 3

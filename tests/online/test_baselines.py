@@ -14,20 +14,34 @@ from llmsched.policies import PREFILL_NOW
 SMALL_COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
 
 
-@given(st.integers(1, 12), st.lists(st.tuples(st.booleans(), st.integers(0, 11)), max_size=40))
-def test_free_clients_match_a_sorted_set(clients, operations) -> None:
-    """Pops and releases behave like a sorted set of the free clients."""
-    pool = FreeClients(clients)
-    free = set(range(clients))
+@given(
+    st.integers(1, 12),
+    st.sets(st.integers(0, 11), max_size=6),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 11)), max_size=40),
+)
+def test_free_clients_match_a_sorted_set(clients, exclude, operations) -> None:
+    """Pops and releases behave like a sorted set of the free clients, excluded ones joining
+    only when released."""
+    exclude = {c for c in exclude if c < clients}
+    pool = FreeClients(clients, exclude=sorted(exclude))
+    free = set(range(clients)) - exclude
     for pop, client in operations:
         assert len(pool) == len(free)
         if pop and free:
+            assert pool.lowest() == min(free)
             assert pool.pop_lowest() == min(free)
             free.remove(min(free))
         elif not pop and client < clients and client not in free:
             pool.release(client)
             free.add(client)
     assert len(pool) == len(free)
+
+
+def test_free_clients_need_no_memory_per_client() -> None:
+    """A pool of 10**15 clients pops its lowest ones at once."""
+    pool = FreeClients(10**15, exclude=[0, 2])
+    assert [pool.pop_lowest() for _ in range(3)] == [1, 3, 4]
+    assert len(pool) == 10**15 - 5
 
 
 def test_fcfs_keeps_arrival_order_and_idles_until_arrivals() -> None:
@@ -62,6 +76,16 @@ def test_static_queues_round_robin_and_given() -> None:
         simulate(wl, SMALL_COST, 2, StaticQueues([[0, 1], [2, 3]]))
     with pytest.raises(ValueError, match="3 queues but there are 2 clients"):
         simulate(wl, SMALL_COST, 2, StaticQueues([[0, 1], [2, 3], [4, 5]]))
+
+
+def test_static_queues_given_by_client() -> None:
+    """A mapping from client to queue leaves the other clients without work, even among 10**12."""
+    wl = Workload([5] * 4, [3, 1, 4, 1])
+    s = simulate(wl, SMALL_COST, 10**12, StaticQueues({7: [2, 0], 10**11: [1, 3]}))
+    assert s.request_client.tolist() == [7, 10**11, 7, 10**11]
+    assert validate(s) == []
+    with pytest.raises(ValueError, match=r"queue for client 5; clients are 0\.\.4"):
+        simulate(wl, SMALL_COST, 5, StaticQueues({5: [0, 1, 2, 3]}))
 
 
 def test_prefill_first_always_prefills() -> None:

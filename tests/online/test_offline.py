@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmsched import LinearCostModel, lower_bounds, simulate, validate, workloads
+from llmsched import LinearCostModel, Workload, lower_bounds, simulate, validate, workloads
 from llmsched.online import OfflineQueues, decode_sizes, offline_queues
 
 
@@ -13,13 +13,21 @@ def test_offline_queues_balance_and_sort() -> None:
     """Every request is queued once; each queue is longest N^p + N^d first; loads are balanced."""
     wl = workloads.gsm8k(0)
     queues, result = offline_queues(wl, 200, sizes="oracle")
-    assert len(queues) == 200
-    flat = sorted(r for q in queues for r in q)
+    assert sorted(queues) == list(range(200))
+    flat = sorted(r for q in queues.values() for r in q)
     assert flat == list(range(len(wl)))
     total = wl.prompt_tokens + wl.output_tokens
-    assert all(np.all(np.diff(total[q]) <= 0) for q in queues if q)
-    loads = [int(wl.output_tokens[q].sum()) for q in queues]
+    assert all(np.all(np.diff(total[q]) <= 0) for q in queues.values())
+    loads = [int(wl.output_tokens[q].sum()) for q in queues.values()]
     assert max(loads) == result.makespan == 2277
+
+
+def test_more_clients_than_requests_gives_each_request_its_own_client() -> None:
+    """With J >= n the optimum puts every request alone; only clients with work get a queue."""
+    wl = Workload([5, 6, 7], [30, 10, 20])
+    queues, result = offline_queues(wl, 10**9, sizes="oracle")
+    assert len(queues) == 3 and all(len(q) == 1 for q in queues.values())
+    assert max(queues) < 3 and result.makespan == 30
 
 
 def test_overhead_balances_request_counts_as_well_as_tokens() -> None:
@@ -27,8 +35,8 @@ def test_overhead_balances_request_counts_as_well_as_tokens() -> None:
     w = workloads.gsm8k(0)
     plain, _ = offline_queues(w, 200, "oracle", overhead=0)
     padded, result = offline_queues(w, 200, "oracle", overhead=40)
-    assert sorted(i for q in padded for i in q) == list(range(len(w)))
-    spread = [max(map(len, qs)) - min(map(len, qs)) for qs in (plain, padded)]
+    assert sorted(i for q in padded.values() for i in q) == list(range(len(w)))
+    spread = [max(map(len, qs.values())) - min(map(len, qs.values())) for qs in (plain, padded)]
     assert spread[1] < spread[0]
     loads = np.bincount(result.assignment, weights=w.output_tokens + 40, minlength=200)
     assert loads.max() == result.makespan

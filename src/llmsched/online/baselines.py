@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -23,25 +23,54 @@ __all__ = ["FCFS", "FreeClients", "PrefillFirst", "StaticQueues"]
 
 
 class FreeClients:
-    """The free clients, lowest index first, in memory proportional to the clients ever used."""
+    """The free clients, lowest index first, in memory proportional to the clients ever used.
 
-    def __init__(self, clients: int):
+    Parameters
+    ----------
+    clients
+        Number of clients J; all are free at first.
+    exclude
+        Clients that are not in the pool at first (they join when released).
+    """
+
+    def __init__(self, clients: int, exclude: Sequence[int] = ()):
         self._released: list[int] = []  # heap of clients that were used and are free again
-        self._fresh = 0  # clients fresh..J-1 have never been used
+        self._fresh = 0  # the lowest client never used (and not excluded), or J
         self._clients = clients
+        self._exclude = sorted(set(exclude))  # few: the fresh pointer steps over them
+        self._skip = 0  # excluded clients below the fresh pointer
+        self._unused = clients - len(self._exclude)  # never used, not excluded
+        self._skip_excluded()
+
+    def _skip_excluded(self) -> None:
+        exclude = self._exclude
+        while self._skip < len(exclude) and exclude[self._skip] <= self._fresh:
+            if exclude[self._skip] == self._fresh:
+                self._fresh += 1
+            self._skip += 1
 
     def __len__(self) -> int:
-        return len(self._released) + self._clients - self._fresh
+        return len(self._released) + self._unused
 
     def release(self, client: int) -> None:
         heapq.heappush(self._released, client)
 
+    def lowest(self) -> int:
+        """The lowest free client (the pool must not be empty)."""
+        if self._released and (not self._unused or self._released[0] < self._fresh):
+            return self._released[0]
+        return self._fresh
+
     def pop_lowest(self) -> int:
         """Remove and return the lowest free client (the pool must not be empty)."""
-        if self._released and (self._fresh >= self._clients or self._released[0] < self._fresh):
+        if self._released and (not self._unused or self._released[0] < self._fresh):
             return heapq.heappop(self._released)
+        client = self._fresh
         self._fresh += 1
-        return self._fresh - 1
+        self._unused -= 1
+        if self._exclude:
+            self._skip_excluded()
+        return client
 
 
 class FCFS:
@@ -95,8 +124,10 @@ class StaticQueues:
     Parameters
     ----------
     queues
-        ``queues[j]`` lists client ``j``'s requests in the order it runs them. If omitted,
-        requests are dealt round-robin: request ``i`` goes to client ``i mod J``.
+        Client ``j``'s requests in the order it runs them: ``queues[j]`` of a sequence of
+        one queue per client, or of a mapping from client to queue (clients it leaves out
+        get no request; memory then grows with the clients that have work, not with J).
+        If omitted, requests are dealt round-robin: request ``i`` goes to client ``i mod J``.
 
     A prefill stage takes, among the free clients whose next request has arrived, the
     heads in order of arrival (ties by request index) while they fit in the stage.
@@ -104,16 +135,24 @@ class StaticQueues:
 
     name = "static"
 
-    def __init__(self, queues: Sequence[Sequence[int]] | None = None):
-        self._given: Sequence[Sequence[int]] | None = queues
+    def __init__(self, queues: Sequence[Sequence[int]] | Mapping[int, Sequence[int]] | None = None):
+        self._given: Sequence[Sequence[int]] | Mapping[int, Sequence[int]] | None = queues
 
     def _queues(self, n: int, clients: int) -> dict[int, list[int]]:
         given = self._given
         if given is None:
             return {j: list(range(j, n, clients)) for j in range(min(clients, n))}
-        if len(given) != clients:
-            raise ValueError(f"StaticQueues has {len(given)} queues but there are {clients} clients")
-        queues = {j: [int(r) for r in q] for j, q in enumerate(given)}
+        if isinstance(given, Mapping):
+            queues = {int(j): [int(r) for r in q] for j, q in given.items()}
+            outside = [j for j in queues if not 0 <= j < clients]
+            if outside:
+                raise ValueError(
+                    f"StaticQueues has a queue for client {outside[0]}; clients are 0..{clients - 1}"
+                )
+        else:
+            if len(given) != clients:
+                raise ValueError(f"StaticQueues has {len(given)} queues but there are {clients} clients")
+            queues = {j: [int(r) for r in q] for j, q in enumerate(given)}
         flat = np.array([r for q in queues.values() for r in q], dtype=np.int64)
         if flat.size != n or not np.array_equal(np.sort(flat), np.arange(n)):
             raise ValueError("StaticQueues: the queues must hold every request of the workload exactly once")

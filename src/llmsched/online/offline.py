@@ -49,24 +49,40 @@ def offline_queues(
     sizes: str = "predicted",
     time_limit: float = 10.0,
     overhead: int = 0,
-) -> tuple[list[list[int]], PcmaxResult]:
+) -> tuple[dict[int, list[int]], PcmaxResult]:
     """Per-client request queues from the balanced assignment, longest N^p + N^d first.
 
     The assignment balances each client's decode tokens plus ``overhead`` per request: the
     decode iterations a client loses every time it waits for (and sits through) the prefill
     stage of its next request. With ``overhead=0`` it is the paper's model (Eqs. 26-30).
+
+    Returns
+    -------
+    queues
+        ``queues[j]`` is client ``j``'s queue, for the clients given a request only (a
+        client left out has none), so the size does not grow with idle clients.
+    result
+        The assignment's :class:`~llmsched.mip.PcmaxResult`. With more clients than
+        requests it is solved on as many machines as requests: the clients beyond would
+        stay empty in any assignment, and the optimum (every request alone) is the same.
     """
     from llmsched.mip.pcmax import solve_pcmax  # the solver pipeline loads only when asked for
 
     if isinstance(overhead, bool) or not isinstance(overhead, (int, np.integer)) or overhead < 0:
         raise ValueError(f"overhead must be a whole number of tokens >= 0, got {overhead!r}")
     decode = decode_sizes(workload, sizes)
-    result = solve_pcmax(decode + int(overhead), clients, time_limit=time_limit)
+    machines = min(int(clients), len(workload)) if isinstance(clients, (int, np.integer)) else clients
+    result = solve_pcmax(decode + int(overhead), machines, time_limit=time_limit)
     total = workload.prompt_tokens + decode
-    queues: list[list[int]] = []
-    for j in range(clients):
-        mine = np.flatnonzero(result.assignment == j)
-        queues.append(mine[np.argsort(-total[mine], kind="stable")].tolist())
+    # Group by client, longest N^p + N^d first within a client (ties by request index).
+    order = np.lexsort((np.arange(len(workload)), -total, result.assignment))
+    owners = result.assignment[order]
+    cuts = np.flatnonzero(np.diff(owners)) + 1
+    queues = {
+        int(group_owners[0]): group.tolist()
+        for group, group_owners in zip(np.split(order, cuts), np.split(owners, cuts), strict=True)
+        if group.size
+    }
     return queues, result
 
 

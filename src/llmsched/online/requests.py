@@ -1,7 +1,8 @@
 """Online request policies: Algorithm 1 of Pang et al. and sorted shared queues.
 
 All of them plan with ``Workload.predicted_output`` (or the true lengths when built with
-``sizes="oracle"``); the loop finishes requests at their true lengths.
+``sizes="oracle"``); the loop finishes requests at their true lengths. Time and memory
+grow with the requests and the clients given work, not with idle clients.
 """
 
 from __future__ import annotations
@@ -76,27 +77,28 @@ class SortedPreemptive:
                 workload, clients, self.sizes, self.time_limit, self.overhead
             )
         else:
-            queues = [[] for _ in range(clients)]
+            queues = {}
             for i in range(n):
-                queues[i % clients].append(i)
-            queues = [sorted(q, key=lambda i: (-int(weight[i]), i)) for q in queues]
+                queues.setdefault(i % clients, []).append(i)
+            queues = {j: sorted(q, key=lambda i: (-int(weight[i]), i)) for j, q in queues.items()}
         self._weight = weight.tolist()
         self._prompt = workload.prompt_tokens.tolist()
         self._arrival = workload.arrival.tolist()
         self._arrived = [False] * n
-        self._queues = {j: deque(q) for j, q in enumerate(queues) if q}
+        self._queues = {j: deque(q) for j, q in queues.items() if q}
         self._remain = {j: sum(self._weight[i] for i in q) for j, q in self._queues.items()}
         self._owner = [0] * n
         for j, q in self._queues.items():
             for i in q:
                 self._owner[i] = j
-        self._free: set[int] = set()
+        self._free: set[int] = set()  # free clients that have a queue, or had one, or stole
         self._own: set[int] = set()  # free clients whose own head has arrived
         self._own_heap: list[tuple[float, int, int]] = []  # (arrival, head, client), lazy
-        self._idle: set[int] = set()  # free clients with an empty queue
-        self._idle_heap: list[int] = []  # lazy, lowest index first
+        # Free clients with an empty queue, lowest index first. The clients never given a
+        # queue start there without being listed one by one: J may dwarf the requests.
+        self._idle = FreeClients(clients, exclude=sorted(self._queues))
         self._donors: list[tuple[int, int]] = []  # (-remaining tokens, client), lazy
-        for j in range(clients):
+        for j in sorted(self._queues):
             self.release(j)
 
     def _head(self, client: int) -> int | None:
@@ -104,13 +106,16 @@ class SortedPreemptive:
         return q[0] if q else None
 
     def _classify(self, client: int) -> None:
-        """Put a free client where it belongs: own work ready, idle, or waiting for an arrival."""
+        """Put a free client where it belongs: own work ready, idle, or waiting for an arrival.
+
+        A client goes idle only once its queue is empty, and a queue never refills, so an
+        idle client stays idle until it takes a request.
+        """
         self._own.discard(client)
-        self._idle.discard(client)
         head = self._head(client)
         if head is None:
-            self._idle.add(client)
-            heapq.heappush(self._idle_heap, client)
+            self._free.discard(client)
+            self._idle.release(client)
         elif self._arrived[head]:
             self._own.add(client)
             heapq.heappush(self._own_heap, (self._arrival[head], head, client))
@@ -130,14 +135,6 @@ class SortedPreemptive:
             _, request, client = heap[0]
             if client in self._own and self._head(client) == request:
                 return client
-            heapq.heappop(heap)
-        return None
-
-    def _top_idle(self) -> int | None:
-        heap = self._idle_heap
-        while heap:
-            if heap[0] in self._idle:
-                return heap[0]
             heapq.heappop(heap)
         return None
 
@@ -165,7 +162,7 @@ class SortedPreemptive:
         self._classify(client)
 
     def ready(self) -> int:
-        if self._idle and self._top_donor() is not None:
+        if len(self._idle) and self._top_donor() is not None:
             return len(self._own) + len(self._idle)
         return len(self._own)
 
@@ -176,17 +173,15 @@ class SortedPreemptive:
         while True:
             own = self._top_own()
             if own is not None and prompt[self._queues[own][0]] <= room:
-                client, owner = own, own
+                client = owner = own
+                self._free.discard(client)
+                self._own.discard(client)
             else:
-                idle = self._top_idle()
-                donor = self._top_donor() if idle is not None else None
-                if idle is None or donor is None or prompt[self._queues[donor][0]] > room:
+                donor = self._top_donor() if len(self._idle) else None
+                if donor is None or prompt[self._queues[donor][0]] > room:
                     break
-                client, owner = idle, donor
+                client, owner = self._idle.pop_lowest(), donor
             request = self._queues[owner][0]
-            self._free.discard(client)
-            self._own.discard(client)
-            self._idle.discard(client)
             self._pop_head(owner)
             room -= prompt[request]
             pairs.append((request, client))
