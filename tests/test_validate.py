@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from llmsched import LevelCostModel, Schedule, Violation, Workload, simulate, validate
-from llmsched.schedule import DECODE, PREFILL
+from llmsched.schedule import DECODE, PREFILL, runs_from_iteration_end
 from llmsched.validate import RULES
 
 PREFILL_TIME = 1.0
@@ -65,20 +65,30 @@ def _set(array: np.ndarray, index: int | slice, value: object) -> np.ndarray:
     return out
 
 
+def _with_iteration_end(s: Schedule, iteration_end: object, **changes: object) -> Schedule:
+    """``s`` with ``changes`` and one decode run per iteration, ending at ``iteration_end``."""
+    stages = {
+        name: changes.get(name, getattr(s, name))
+        for name in ("stage_kind", "stage_start", "stage_first_iteration", "stage_iterations")
+    }
+    start, iterations, time = runs_from_iteration_end(iteration_end=iteration_end, **stages)
+    return replace(s, run_start=start, run_iterations=iterations, run_iteration_time=time, **changes)
+
+
 def _prepend_idle_bin(s: Schedule, iterations: int) -> Schedule:
     """``s`` after an empty prefill stage and a decode stage of ``iterations`` idle iterations."""
     shift = PREFILL_TIME + DECODE_TIME * iterations
     decode = s.stage_kind == DECODE
     first = np.where(decode, s.stage_first_iteration + iterations, s.stage_first_iteration)
     idle_iteration_end = PREFILL_TIME + DECODE_TIME * np.arange(1, iterations + 1)
-    return replace(
+    return _with_iteration_end(
         s,
+        np.concatenate([idle_iteration_end, s.iteration_end + shift]),
         stage_kind=np.concatenate([[PREFILL, DECODE], s.stage_kind]),
         stage_start=np.concatenate([[0.0, PREFILL_TIME], s.stage_start + shift]),
         stage_end=np.concatenate([[PREFILL_TIME, shift], s.stage_end + shift]),
         stage_first_iteration=np.concatenate([[0, 0], first]),
         stage_iterations=np.concatenate([[0, iterations], s.stage_iterations]),
-        iteration_end=np.concatenate([idle_iteration_end, s.iteration_end + shift]),
         request_prefill_stage=s.request_prefill_stage + 2,
         request_decode_start=s.request_decode_start + iterations,
         request_decode_end=s.request_decode_end + iterations,
@@ -115,10 +125,10 @@ def test_arrival_at_stage_start_is_valid(schedule: Schedule) -> None:
 
 def test_times_within_tolerance_are_valid(schedule: Schedule) -> None:
     """Time errors far below ``rtol`` (float rounding) are not violations."""
-    nudged = replace(
+    nudged = _with_iteration_end(
         schedule,
+        schedule.iteration_end + 1e-13,
         stage_end=schedule.stage_end + 1e-13,
-        iteration_end=schedule.iteration_end + 1e-13,
         makespan=schedule.makespan + 1e-13,
     )
     assert validate(nudged) == []
@@ -191,11 +201,11 @@ def test_stage_time_decode_stage_end(schedule: Schedule) -> None:
 def test_alternation_overlapping_stages(schedule: Schedule) -> None:
     """A decode stage starting before the prefill stage before it ends is reported."""
     shift = 0.25
-    broken = replace(
+    broken = _with_iteration_end(
         schedule,
+        _set(schedule.iteration_end, slice(5, 8), schedule.iteration_end[5:8] - shift),
         stage_start=_set(schedule.stage_start, 7, schedule.stage_start[7] - shift),
         stage_end=_set(schedule.stage_end, 7, schedule.stage_end[7] - shift),
-        iteration_end=_set(schedule.iteration_end, slice(5, 8), schedule.iteration_end[5:8] - shift),
         makespan=schedule.makespan - shift,
     )
     violations = validate(broken)
@@ -342,8 +352,8 @@ def test_structure_wrong_length(schedule: Schedule, field: str, fragment: str) -
             {"request_prefill_stage": [0, 0, 2, 4, 8]},
             "request_prefill_stage refers to a stage that does not exist",
         ),
-        ({"iteration_end": [1.5, 2, 3.5, 5, 5.5, 7, 7.5]}, "iteration_end has 7 entries"),
-        ({"iteration_end": [1.5, 2, 3.5, 5, 5.5, 7, 7.5, np.nan]}, "iteration_end must be finite"),
+        ({"run_iterations": [2, 1, 2, 1, 1]}, "decode stages have 8 iterations but the runs cover 7"),
+        ({"run_start": [1.0, 3.0, 4.5, 6.5, np.nan]}, "run times must be finite"),
         ({"stage_end": [1, 2, 3, 3.5, 4.5, 5.5, 6.5, np.inf]}, "stage times must be finite"),
         ({"stage_first_iteration": [0, 0, 2, 3, 5, 3, 0, 5]}, "number their iterations consecutively"),
         ({"stage_iterations": [1, 2, 0, 1, 0, 2, 0, 3]}, "0 for prefill stages"),
@@ -403,13 +413,15 @@ def test_violation_str_names_rule() -> None:
 # ------------------------------------------------------------------ degenerate schedules
 def test_schedule_without_stages_reports_unprefilled_request() -> None:
     """A schedule with no stage at all reports its request as never prefilled instead of crashing."""
-    s = Schedule(Workload([10], [1]), _cost(), 1, [], [], [], [], [], [], [0], [-1], [0], [0], 0.0)
+    s = Schedule(Workload([10], [1]), _cost(), 1, [], [], [], [], [], [], [], [], [0], [-1], [0], [0], 0.0)
     assert "prefill_once" in _rules(validate(s))
 
 
 def test_schedule_without_decode_iterations_reports_missing_decode() -> None:
     """A schedule with a prefill stage but no decode iteration reports its missing decode, not a crash."""
-    s = Schedule(Workload([10], [1]), _cost(), 1, [0], [0.0], [1.0], [0], [0], [], [0], [0], [0], [0], 1.0)
+    s = Schedule(
+        Workload([10], [1]), _cost(), 1, [0], [0.0], [1.0], [0], [0], [], [], [], [0], [0], [0], [0], 1.0
+    )
     assert _rules(validate(s)) >= {"decode_continuity", "tokens"}
 
 
@@ -430,11 +442,11 @@ def test_one_per_client_reports_every_overlapping_request(schedule: Schedule) ->
 def test_large_absolute_times_keep_a_tight_tolerance(schedule: Schedule) -> None:
     """Shifted to 1e6 s, a schedule still validates, and a 1 ms error in one iteration is caught."""
     shift = 1e6
-    moved = replace(
+    moved = _with_iteration_end(
         schedule,
+        schedule.iteration_end + shift,
         stage_start=schedule.stage_start + shift,
         stage_end=schedule.stage_end + shift,
-        iteration_end=schedule.iteration_end + shift,
         makespan=schedule.makespan + shift,
         workload=schedule.workload.replace(arrival=np.full(5, shift)),
     )
@@ -442,9 +454,9 @@ def test_large_absolute_times_keep_a_tight_tolerance(schedule: Schedule) -> None
     late = _set(moved.iteration_end, slice(3, None), moved.iteration_end[3:] + 1e-3)
     stage_end = moved.stage_end.copy()
     stage_end[5:] += 1e-3
-    broken = replace(
+    broken = _with_iteration_end(
         moved,
-        iteration_end=late,
+        late,
         stage_start=_set(moved.stage_start, slice(6, None), moved.stage_start[6:] + 1e-3),
         stage_end=stage_end,
         makespan=moved.makespan + 1e-3,

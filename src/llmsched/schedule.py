@@ -4,8 +4,13 @@ Layout (all numpy arrays, read-only):
 
 * stages, in time order: ``stage_kind`` (``PREFILL`` or ``DECODE``), ``stage_start``,
   ``stage_end``, and for decode stages ``stage_first_iteration`` and ``stage_iterations``:
-  the decode iterations of all decode stages are numbered 0, 1, ... in time order, and
-  ``iteration_end[g]`` is when iteration ``g`` ended;
+  the decode iterations of all decode stages are numbered 0, 1, ... in time order;
+* decode runs, in time order: run ``r`` is ``run_iterations[r] >= 1`` consecutive decode
+  iterations starting at ``run_start[r]``, each lasting ``run_iteration_time[r]`` seconds.
+  The runs cover iterations 0, 1, ... in order and none crosses a decode stage boundary.
+  A producer that jumps over iterations in closed form stores one run per jump, so the
+  schedule's size does not grow with the number of iterations; a measured schedule has
+  one run per iteration (see :meth:`Schedule.from_iteration_end`);
 * ``makespan``: when the run ended, as its producer reports it (the end of the last
   stage, which the validator checks);
 * requests, indexed like the workload: ``request_client``, ``request_prefill_stage``, and
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["DECODE", "PREFILL", "Schedule"]
+__all__ = ["DECODE", "PREFILL", "Schedule", "runs_from_iteration_end"]
 
 PREFILL = 0
 DECODE = 1
@@ -52,6 +57,38 @@ def _frozen(name: str, values: Any, dtype: Any) -> np.ndarray:
     return arr
 
 
+def _read_only(arr: np.ndarray) -> np.ndarray:
+    arr.setflags(write=False)
+    return arr
+
+
+def runs_from_iteration_end(
+    stage_kind: Any, stage_start: Any, stage_first_iteration: Any, stage_iterations: Any, iteration_end: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode runs of one iteration each from the end time of every decode iteration.
+
+    An iteration starts when the one before it ended, or at its decode stage's start when
+    it is the stage's first.
+
+    Returns
+    -------
+    run_start, run_iterations, run_iteration_time
+        One entry per iteration: its start, 1, and its duration.
+    """
+    ends = np.asarray(iteration_end, dtype=np.float64)
+    starts = np.empty_like(ends)
+    if ends.size:
+        starts[1:] = ends[:-1]
+        kind = np.asarray(stage_kind)
+        counts = np.asarray(stage_iterations)
+        first = np.asarray(stage_first_iteration)
+        opens = np.flatnonzero((kind == DECODE) & (counts > 0))
+        # Stage arrays may be malformed (the validator reports that); skip what points nowhere.
+        opens = opens[(first[opens] >= 0) & (first[opens] < ends.size)]
+        starts[first[opens]] = np.asarray(stage_start, dtype=np.float64)[opens]
+    return starts, np.ones(ends.size, dtype=np.int64), ends - starts
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """Stages and per-request placement of one run of the engine (see the module docstring)."""
@@ -64,7 +101,9 @@ class Schedule:
     stage_end: np.ndarray
     stage_first_iteration: np.ndarray
     stage_iterations: np.ndarray
-    iteration_end: np.ndarray
+    run_start: np.ndarray
+    run_iterations: np.ndarray
+    run_iteration_time: np.ndarray
     request_client: np.ndarray
     request_prefill_stage: np.ndarray
     request_decode_start: np.ndarray
@@ -80,7 +119,9 @@ class Schedule:
             ("stage_end", np.float64),
             ("stage_first_iteration", np.int64),
             ("stage_iterations", np.int64),
-            ("iteration_end", np.float64),
+            ("run_start", np.float64),
+            ("run_iterations", np.int64),
+            ("run_iteration_time", np.float64),
             ("request_client", np.int64),
             ("request_prefill_stage", np.int64),
             ("request_decode_start", np.int64),
@@ -89,15 +130,70 @@ class Schedule:
             object.__setattr__(self, name, _frozen(name, getattr(self, name), dtype))
         object.__setattr__(self, "makespan", float(self.makespan))
 
+    @classmethod
+    def from_iteration_end(
+        cls,
+        workload: Workload,
+        cost: CostModel,
+        clients: int,
+        stage_kind: Any,
+        stage_start: Any,
+        stage_end: Any,
+        stage_first_iteration: Any,
+        stage_iterations: Any,
+        iteration_end: Any,
+        request_client: Any,
+        request_prefill_stage: Any,
+        request_decode_start: Any,
+        request_decode_end: Any,
+        makespan: float,
+        measured: bool = False,
+        info: dict[str, Any] | None = None,
+    ) -> Schedule:
+        """A schedule from the end time of every decode iteration, one run per iteration.
+
+        For producers that time each iteration (the runtime's clock). The arguments are the
+        constructor's, with ``iteration_end[g]``, when global decode iteration ``g`` ended,
+        in place of the three run arrays (see :func:`runs_from_iteration_end`).
+        """
+        run_start, run_iterations, run_iteration_time = runs_from_iteration_end(
+            stage_kind, stage_start, stage_first_iteration, stage_iterations, iteration_end
+        )
+        return cls(
+            workload,
+            cost,
+            clients,
+            stage_kind,
+            stage_start,
+            stage_end,
+            stage_first_iteration,
+            stage_iterations,
+            run_start,
+            run_iterations,
+            run_iteration_time,
+            request_client,
+            request_prefill_stage,
+            request_decode_start,
+            request_decode_end,
+            makespan,
+            measured=measured,
+            info={} if info is None else info,
+        )
+
     # ------------------------------------------------------------------ sizes
     @property
     def num_stages(self) -> int:
         return int(self.stage_kind.size)
 
     @property
+    def num_runs(self) -> int:
+        """Decode runs (stretches of iterations of one duration)."""
+        return int(self.run_start.size)
+
+    @cached_property
     def num_iterations(self) -> int:
-        """Decode iterations over all decode stages."""
-        return int(self.iteration_end.size)
+        """Decode iterations over all decode stages (the runs' total)."""
+        return int(self.run_iterations.sum())
 
     def __repr__(self) -> str:
         return (
@@ -108,18 +204,45 @@ class Schedule:
 
     # ---------------------------------------------------------------- timings
     @cached_property
+    def run_first_iteration(self) -> np.ndarray:
+        """Global index of the first decode iteration of each run."""
+        return _read_only(np.cumsum(self.run_iterations) - self.run_iterations)
+
+    @cached_property
+    def run_end(self) -> np.ndarray:
+        """When each run's last iteration ended."""
+        return _read_only(self.run_start + self.run_iteration_time * self.run_iterations)
+
+    @cached_property
+    def iteration_end(self) -> np.ndarray:
+        """When every decode iteration ended, materialised: O(iterations) time and memory.
+
+        For users who want the per-iteration view of a small schedule; the library's own
+        metrics and checks work from the runs.
+        """
+        offset = np.arange(self.num_iterations, dtype=np.int64) - np.repeat(
+            self.run_first_iteration, self.run_iterations
+        )
+        return _read_only(
+            np.repeat(self.run_start, self.run_iterations)
+            + np.repeat(self.run_iteration_time, self.run_iterations) * (offset + 1)
+        )
+
+    @cached_property
     def iteration_start(self) -> np.ndarray:
-        """Start time of every decode iteration (the previous one's end, or its stage's start)."""
-        starts = np.empty_like(self.iteration_end)
-        if starts.size:
-            starts[1:] = self.iteration_end[:-1]
-            decode = np.flatnonzero((self.stage_kind == DECODE) & (self.stage_iterations > 0))
-            starts[self.stage_first_iteration[decode]] = self.stage_start[decode]
-        return starts
+        """When every decode iteration started, materialised: O(iterations), like :attr:`iteration_end`."""
+        offset = np.arange(self.num_iterations, dtype=np.int64) - np.repeat(
+            self.run_first_iteration, self.run_iterations
+        )
+        return _read_only(
+            np.repeat(self.run_start, self.run_iterations)
+            + np.repeat(self.run_iteration_time, self.run_iterations) * offset
+        )
 
     @cached_property
     def iteration_time(self) -> np.ndarray:
-        return self.iteration_end - self.iteration_start
+        """Duration of every decode iteration, materialised: O(iterations)."""
+        return _read_only(np.repeat(self.run_iteration_time, self.run_iterations))
 
     @cached_property
     def _iteration_time_cumsum(self) -> np.ndarray:

@@ -350,6 +350,10 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
     for name in ("stage_start", "stage_end", "stage_first_iteration", "stage_iterations"):
         if getattr(s, name).shape != (stages,):
             problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({stages},)")
+    runs = s.run_start.size
+    for name in ("run_iterations", "run_iteration_time"):
+        if getattr(s, name).shape != (runs,):
+            problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({runs},) (one per run)")
     for name in ("request_client", "request_prefill_stage", "request_decode_start", "request_decode_end"):
         if getattr(s, name).shape != (n,):
             problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({n},) (one per request)")
@@ -358,8 +362,10 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
             problems.append("stage_kind holds values other than PREFILL (0) and DECODE (1)")
         if not (np.isfinite(s.stage_start).all() and np.isfinite(s.stage_end).all()):
             problems.append("stage times must be finite")
-        if not np.isfinite(s.iteration_end).all():
-            problems.append("iteration_end must be finite")
+        if not (np.isfinite(s.run_start).all() and np.isfinite(s.run_iteration_time).all()):
+            problems.append("run times must be finite")
+        if (s.run_iterations < 1).any():
+            problems.append("run_iterations must be >= 1: every run covers at least one iteration")
         if (s.stage_iterations < 0).any() or (s.stage_iterations[s.stage_kind == PREFILL] != 0).any():
             problems.append("stage_iterations must be >= 0, and 0 for prefill stages")
         dec = np.flatnonzero(s.stage_kind == DECODE)
@@ -370,11 +376,9 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
                 "decode stages must number their iterations consecutively: stage_first_iteration "
                 "of each decode stage must be the previous decode stages' iteration total"
             )
-        if int(counts.sum()) != s.iteration_end.size:
-            problems.append(
-                f"decode stages have {int(counts.sum())} iterations but iteration_end has "
-                f"{s.iteration_end.size} entries"
-            )
+        covered = int(s.run_iterations.sum())
+        if int(counts.sum()) != covered:
+            problems.append(f"decode stages have {int(counts.sum())} iterations but the runs cover {covered}")
         if (s.request_prefill_stage >= stages).any():
             problems.append("request_prefill_stage refers to a stage that does not exist")
         if (s.request_decode_end < s.request_decode_start).any():
