@@ -176,10 +176,21 @@ def test_capacity_exceeded(schedule: Schedule) -> None:
 # ------------------------------------------------------------------ stage_time
 def test_stage_time_decode_iterations(schedule: Schedule) -> None:
     """Decode iterations that do not last the cost model's time are reported, capped at five plus a count."""
-    violations = validate(replace(schedule, cost=_cost(decode=0.6)))
-    _assert_only(violations, "stage_time", "decode iteration 0", "2 active clients", "0.6s")
+    per_iteration = _with_iteration_end(schedule, schedule.iteration_end, cost=_cost(decode=0.6))
+    violations = validate(per_iteration)
+    _assert_only(violations, "stage_time", "decode iteration 0 with 2 active clients lasts 0.5s", "0.6s")
     assert len(violations) == 6
     assert violations[-1].message == "... and 3 more of the same rule"
+
+
+def test_stage_time_decode_runs(schedule: Schedule) -> None:
+    """A run of wrong iteration time is reported once, naming its iterations, not once per iteration."""
+    violations = validate(replace(schedule, cost=_cost(decode=0.6)))
+    _assert_only(
+        violations, "stage_time", "decode iterations 0-1 with 2 active clients last 0.5s each", "0.6s"
+    )
+    # Five runs: 0-1, 2, 3-4, 5 and 6-7 (the simulator cuts a run where a request finishes).
+    assert len(violations) == 5
 
 
 def test_stage_time_prefill_stages(schedule: Schedule) -> None:

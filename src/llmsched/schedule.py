@@ -10,8 +10,10 @@ Layout (all numpy arrays, read-only):
   The runs cover iterations 0, 1, ... in order and none crosses a decode stage boundary.
   A producer that jumps over iterations in closed form stores one run per jump, so the
   schedule's size does not grow with the number of iterations; a measured schedule has
-  one run per iteration (see :meth:`Schedule.from_iteration_end`);
-* ``makespan``: when the run ended, as its producer reports it (the end of the last
+  one run per iteration (see :meth:`Schedule.from_iteration_end`). The metrics below work
+  from the runs; ``iteration_end`` (and ``iteration_start``, ``iteration_time``) are
+  materialised only when asked for, in O(iterations);
+* ``makespan``: when the engine finished, as the producer reports it (the end of the last
   stage, which the validator checks);
 * requests, indexed like the workload: ``request_client``, ``request_prefill_stage``, and
   ``request_decode_start`` / ``request_decode_end``, the half-open range of global decode
@@ -91,7 +93,7 @@ def runs_from_iteration_end(
 
 @dataclass(frozen=True, eq=False)
 class Schedule:
-    """Stages and per-request placement of one run of the engine (see the module docstring)."""
+    """Stages, decode runs and per-request placement of one execution (see the module docstring)."""
 
     workload: Workload
     cost: CostModel
@@ -203,6 +205,8 @@ class Schedule:
         )
 
     # ---------------------------------------------------------------- timings
+    # Everything below works from the runs, in O(stages + runs + requests) whatever the
+    # number of iterations; only the materialised per-iteration arrays are O(iterations).
     @cached_property
     def run_first_iteration(self) -> np.ndarray:
         """Global index of the first decode iteration of each run."""
@@ -214,29 +218,67 @@ class Schedule:
         return _read_only(self.run_start + self.run_iteration_time * self.run_iterations)
 
     @cached_property
+    def _decode_time_before_run(self) -> np.ndarray:
+        """Decode seconds spent before each run starts (prefill pauses left out)."""
+        spent = self.run_iteration_time * self.run_iterations
+        return np.cumsum(spent) - spent
+
+    def _locate(self, iterations: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For global iterations ``g``: the run holding each, ``g``'s offset in it, and whether
+        ``g`` is an iteration of the schedule at all (run and offset are 0 where it is not)."""
+        g = np.asarray(iterations, dtype=np.int64)
+        inside = (g >= 0) & (g < self.num_iterations)
+        if not self.num_runs:
+            return np.zeros(g.shape, dtype=np.int64), np.zeros(g.shape, dtype=np.int64), inside
+        run = np.where(inside, np.searchsorted(self.run_first_iteration, g, side="right") - 1, 0)
+        offset = np.where(inside, g - self.run_first_iteration[run], 0)
+        return run, offset, inside
+
+    def iteration_start_at(self, iterations: Any) -> np.ndarray:
+        """When the given global decode iterations started (NaN for one the schedule lacks).
+
+        O(log runs) per iteration asked for; equal to ``iteration_start[iterations]``.
+        """
+        if not self.num_runs:
+            return np.full(np.shape(iterations), np.nan)
+        run, offset, inside = self._locate(iterations)
+        start = self.run_start[run] + self.run_iteration_time[run] * offset
+        return np.where(inside, start, np.nan)
+
+    def iteration_end_at(self, iterations: Any) -> np.ndarray:
+        """When the given global decode iterations ended (NaN for one the schedule lacks).
+
+        O(log runs) per iteration asked for; equal to ``iteration_end[iterations]``.
+        """
+        if not self.num_runs:
+            return np.full(np.shape(iterations), np.nan)
+        run, offset, inside = self._locate(iterations)
+        end = self.run_start[run] + self.run_iteration_time[run] * (offset + 1)
+        return np.where(inside, end, np.nan)
+
+    def _iteration_offsets(self) -> np.ndarray:
+        return np.arange(self.num_iterations, dtype=np.int64) - np.repeat(
+            self.run_first_iteration, self.run_iterations
+        )
+
+    @cached_property
     def iteration_end(self) -> np.ndarray:
         """When every decode iteration ended, materialised: O(iterations) time and memory.
 
-        For users who want the per-iteration view of a small schedule; the library's own
-        metrics and checks work from the runs.
+        For users who want the per-iteration view of a schedule of modest length; the
+        library's own metrics and checks work from the runs (see :meth:`iteration_end_at`).
         """
-        offset = np.arange(self.num_iterations, dtype=np.int64) - np.repeat(
-            self.run_first_iteration, self.run_iterations
-        )
         return _read_only(
             np.repeat(self.run_start, self.run_iterations)
-            + np.repeat(self.run_iteration_time, self.run_iterations) * (offset + 1)
+            + np.repeat(self.run_iteration_time, self.run_iterations) * (self._iteration_offsets() + 1)
         )
 
     @cached_property
     def iteration_start(self) -> np.ndarray:
         """When every decode iteration started, materialised: O(iterations), like :attr:`iteration_end`."""
-        offset = np.arange(self.num_iterations, dtype=np.int64) - np.repeat(
-            self.run_first_iteration, self.run_iterations
-        )
         return _read_only(
             np.repeat(self.run_start, self.run_iterations)
-            + np.repeat(self.run_iteration_time, self.run_iterations) * offset
+            + np.repeat(self.run_iteration_time, self.run_iterations) * self._iteration_offsets()
         )
 
     @cached_property
@@ -244,9 +286,38 @@ class Schedule:
         """Duration of every decode iteration, materialised: O(iterations)."""
         return _read_only(np.repeat(self.run_iteration_time, self.run_iterations))
 
-    @cached_property
-    def _iteration_time_cumsum(self) -> np.ndarray:
-        return np.concatenate([[0.0], np.cumsum(self.iteration_time)])
+    def active_runs(self) -> dict[str, np.ndarray]:
+        """The runs cut wherever a request starts or stops decoding, with their active clients.
+
+        Within each piece the iteration time and the set of decoding clients are constant,
+        so a piece is what a cost model prices: ``iterations`` iterations of ``active``
+        clients, each lasting ``iteration_time``. A run that no request event crosses (all
+        the simulator's runs, every run of a measured schedule) is one piece.
+
+        Returns
+        -------
+        dict of arrays, one entry per piece in time order
+            ``run`` (the run it belongs to), ``first_iteration``, ``iterations``, ``start``,
+            ``iteration_time`` and ``active`` (clients decoding in it).
+        """
+        total = self.num_iterations
+        dstart, dend = self.request_decode_start, self.request_decode_end
+        decoding = (dstart >= 0) & (dstart < total) & (dend > dstart)
+        opens = np.sort(dstart[decoding])
+        closes = np.sort(np.minimum(dend[decoding], total))
+        cuts = np.unique(np.concatenate([self.run_first_iteration, opens, closes]))
+        cuts = cuts[cuts < total]
+        run, offset, _ = self._locate(cuts)
+        tau = self.run_iteration_time[run]
+        return {
+            "run": run,
+            "first_iteration": cuts,
+            "iterations": np.diff(np.append(cuts, total)),
+            "start": self.run_start[run] + tau * offset,
+            "iteration_time": tau,
+            "active": np.searchsorted(opens, cuts, side="right")
+            - np.searchsorted(closes, cuts, side="right"),
+        }
 
     @cached_property
     def prefill_end(self) -> np.ndarray:
@@ -255,8 +326,8 @@ class Schedule:
 
     @cached_property
     def finish(self) -> np.ndarray:
-        """When each request produced its last token."""
-        return self.iteration_end[self.request_decode_end - 1]
+        """When each request produced its last token (NaN for one that decodes nothing)."""
+        return _read_only(self.iteration_end_at(self.request_decode_end - 1))
 
     @cached_property
     def ttft(self) -> np.ndarray:
@@ -274,9 +345,21 @@ class Schedule:
         """Client-seconds spent prefilling or decoding a request."""
         stage_len = self.stage_end - self.stage_start
         prefill = float(stage_len[self.request_prefill_stage].sum())
-        c = self._iteration_time_cumsum
-        decode = float((c[self.request_decode_end] - c[self.request_decode_start]).sum())
+        # Each request decodes from the start of its first iteration to the end of its last,
+        # less the prefill stages in between: the decode time elapsed between the two.
+        lo, hi = self.request_decode_start, self.request_decode_end
+        ranged = (lo >= 0) & (lo <= hi) & (hi <= self.num_iterations)
+        decode = float((self._decode_time_before(hi[ranged]) - self._decode_time_before(lo[ranged])).sum())
         return prefill + decode
+
+    def _decode_time_before(self, iterations: np.ndarray) -> np.ndarray:
+        """Decode seconds before each iteration in ``0..num_iterations`` starts."""
+        if not self.num_runs:
+            return np.zeros(iterations.shape)
+        # The run holding g, or for g == num_iterations the last run (its offset then is its length).
+        run = np.maximum(np.searchsorted(self.run_first_iteration, iterations, side="right") - 1, 0)
+        offset = iterations - self.run_first_iteration[run]
+        return self._decode_time_before_run[run] + self.run_iteration_time[run] * offset
 
     @property
     def utilization(self) -> float:
@@ -384,9 +467,9 @@ class Schedule:
             "request": np.concatenate([req, seg_req]),
             "client": np.concatenate([self.request_client, self.request_client[seg_req]]),
             "start": np.concatenate(
-                [self.stage_start[self.request_prefill_stage], self.iteration_start[it_lo]]
+                [self.stage_start[self.request_prefill_stage], self.iteration_start_at(it_lo)]
             ),
-            "end": np.concatenate([self.prefill_end, self.iteration_end[it_hi - 1]]),
+            "end": np.concatenate([self.prefill_end, self.iteration_end_at(it_hi - 1)]),
             "tokens": np.concatenate([self.workload.prompt_tokens, it_hi - it_lo]),
         }
 

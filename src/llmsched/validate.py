@@ -2,18 +2,23 @@
 
 The validator shares no code with the simulator: it recomputes everything (stage token
 totals, active clients per decode iteration, finish times, client occupancy) from the
-schedule's arrays and the workload, and compares.
+schedule's arrays and the workload, and compares. It works on decode runs, cut where
+requests start or stop decoding, so its time and memory grow with stages, runs and
+requests, never with the number of iterations.
 
 Rules (``Violation.rule``):
 
-``structure``        arrays of consistent sizes and indices in range (checked first; the
+``structure``        arrays of consistent sizes and indices in range; decode runs of at
+                     least one iteration that together cover the decode stages' iterations,
+                     none crossing from one decode stage into the next (checked first; the
                      other rules run only on a well-formed schedule)
 ``prefill_once``     each request is prefilled exactly once, in a prefill stage, onto one
                      existing client
 ``capacity``         a prefill stage holds at most ``cost.prefill_capacity`` prompt tokens
 ``stage_time``       prefill stages last ``cost.prefill_time(tokens)``; decode iterations
-                     last ``cost.decode_iteration_time(active)``; a decode stage spans its
-                     iterations exactly
+                     last ``cost.decode_iteration_time(active)`` (a run's iteration time,
+                     wherever in the run requests start or stop decoding); a decode stage's
+                     runs follow one another without gap from its start to its end
 ``alternation``      stages alternate prefill, decode, prefill, ... starting with a prefill,
                      and never overlap
 ``decode_continuity`` a request decodes from the first iteration after its prefill stage in
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -202,50 +208,73 @@ def validate(
         lambda k: f"stage {k} starts at {start[k]:.9g}s, before stage {k - 1} ends at {end[k - 1]:.9g}s",
     )
 
-    # decode iterations: active clients and times -----------------------------
+    # decode runs: active clients and times ------------------------------------
+    # Cut the runs wherever a request starts or stops decoding: within a piece the active
+    # set is constant, so its iterations must each last decode_iteration_time(active).
+    # Everything is per piece or per run, never per iteration.
     num_it = s.num_iterations
     dstart, dend = s.request_decode_start, s.request_decode_end
     ranged = (dstart >= 0) & (dend > dstart) & (dend <= num_it)
     # Count a range that runs past the last iteration in the iterations it does reach (the
     # overrun itself is a ``tokens`` violation).
     counted = (dstart >= 0) & (dstart < num_it) & (dend > dstart)
-    delta = np.bincount(dstart[counted], minlength=num_it + 1) - np.bincount(
-        np.minimum(dend[counted], num_it), minlength=num_it + 1
-    )
-    active = np.cumsum(delta)[:num_it]
+    opens = np.sort(dstart[counted])
+    closes = np.sort(np.minimum(dend[counted], num_it))
+    run_len, run_tau = s.run_iterations, s.run_iteration_time
+    run_first = np.cumsum(run_len) - run_len
+    run_end = s.run_start + run_tau * run_len
+    cuts = np.unique(np.concatenate([run_first, opens, closes]))
+    cuts = cuts[cuts < num_it]
+    piece_len = np.diff(np.append(cuts, num_it))
+    piece_run = np.searchsorted(run_first, cuts, side="right") - 1
+    active = np.searchsorted(opens, cuts, side="right") - np.searchsorted(closes, cuts, side="right")
     report.add(
         "no_idle_work",
         np.flatnonzero(active == 0),
-        lambda g: f"decode iteration {g} runs with no client decoding",
+        lambda p: f"{_iterations(cuts[p], piece_len[p], ('runs', 'run'))} with no client decoding",
     )
-    it_end = s.iteration_end
-    dec = np.flatnonzero(is_decode)
-    it_start = np.empty_like(it_end)
-    if num_it:
-        it_start[1:] = it_end[:-1]
-        first = s.stage_first_iteration[dec]
-        has = s.stage_iterations[dec] > 0
-        it_start[first[has]] = start[dec[has]]
-        expected_it = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
-        actual_it = it_end - it_start
-        off = np.flatnonzero(np.abs(actual_it - expected_it) > tol + rtol * np.abs(expected_it))
-        report.add(
-            "stage_time",
-            off,
-            lambda g: (
-                f"decode iteration {g} with {active[g]} active clients lasts {actual_it[g]:.9g}s but the "
-                f"cost model gives {expected_it[g]:.9g}s"
-            ),
+    expected_tau = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
+    actual_tau = run_tau[piece_run]
+    off = np.flatnonzero(np.abs(actual_tau - expected_tau) > tol + rtol * np.abs(expected_tau))
+
+    def wrong_run_time(p: int) -> str:
+        many = piece_len[p] > 1
+        return (
+            f"{_iterations(cuts[p], piece_len[p])} with {active[p]} active clients "
+            f"{'last' if many else 'lasts'} {actual_tau[p]:.9g}s{' each' if many else ''} but the cost "
+            f"model gives {expected_tau[p]:.9g}s"
         )
+
+    report.add("stage_time", off, wrong_run_time)
+    # Runs tile their decode stage: the first starts with the stage, each next one where
+    # the one before ended, and the last ends with the stage.
+    dec = np.flatnonzero(is_decode)
     nonempty = dec[s.stage_iterations[dec] > 0]
-    last_end = it_end[s.stage_first_iteration[nonempty] + s.stage_iterations[nonempty] - 1]
+    stage_of_run = nonempty[np.searchsorted(s.stage_first_iteration[nonempty], run_first, side="right") - 1]
+    opens_stage = run_first == s.stage_first_iteration[stage_of_run]
+    previous_end = np.append(np.nan, run_end[:-1])
+    expected_run_start = np.where(opens_stage, start[stage_of_run], previous_end)
     report.add(
         "stage_time",
-        nonempty[np.abs(end[nonempty] - last_end) > tol],
-        lambda k: (
-            f"decode stage {k} ends at {end[k]:.9g}s but its last iteration ends at "
-            f"{it_end[s.stage_first_iteration[k] + s.stage_iterations[k] - 1]:.9g}s"
+        np.flatnonzero(np.abs(s.run_start - expected_run_start) > tol),
+        lambda r: (
+            f"decode run {r} ({_iterations(run_first[r], run_len[r])}) starts at {s.run_start[r]:.9g}s but "
+            + (
+                f"its decode stage {stage_of_run[r]} starts at {start[stage_of_run[r]]:.9g}s"
+                if opens_stage[r]
+                else f"the run before it ends at {run_end[r - 1]:.9g}s"
+            )
         ),
+    )
+    closes_stage = np.ones(run_len.size, dtype=bool)
+    closes_stage[:-1] = opens_stage[1:]
+    last_run = np.flatnonzero(closes_stage)
+    last_end = np.full(num_stages, np.nan)
+    last_end[stage_of_run[last_run]] = run_end[last_run]
+    report.add(
+        "stage_time",
+        nonempty[np.abs(end[nonempty] - last_end[nonempty]) > tol],
+        lambda k: f"decode stage {k} ends at {end[k]:.9g}s but its last iteration ends at {last_end[k]:.9g}s",
     )
     report.add(
         "no_idle_work",
@@ -287,7 +316,15 @@ def validate(
     # client occupancy ----------------------------------------------------------
     ok = placed & ranged
     hold_from = start[np.where(ok, pst, 0)]
-    hold_to = np.append(it_end, 0.0)[np.where(ok, dend - 1, num_it)]
+    # A request holds its client until its last iteration ends (found in the run holding it).
+    last_it = np.where(ok, dend - 1, 0)
+    last_run_of = np.where(ok, np.searchsorted(run_first, last_it, side="right") - 1, 0)
+    hold_to = np.zeros(n)
+    if run_len.size:
+        run_last_end = s.run_start[last_run_of] + run_tau[last_run_of] * (
+            last_it - run_first[last_run_of] + 1
+        )
+        hold_to = np.where(ok, run_last_end, 0.0)
     idx = np.flatnonzero(ok)
     if idx.size > 1:
         # Per client, in order of start: a request must not start before every earlier one ended.
@@ -342,6 +379,15 @@ def validate(
     return report.items
 
 
+def _iterations(first: Any, count: Any, verb: tuple[str, str] = ("", "")) -> str:
+    """Names ``count`` consecutive decode iterations from ``first`` in a message, followed by
+    ``verb`` agreeing with their number (its singular and plural forms)."""
+    first, count = int(first), int(count)
+    if count == 1:
+        return f"decode iteration {first} {verb[0]}".rstrip()
+    return f"decode iterations {first}-{first + count - 1} {verb[1]}".rstrip()
+
+
 def _check_structure(s: Schedule, report: _Report) -> bool:
     """Sizes and index ranges; other rules cannot run if these fail."""
     problems: list[str] = []
@@ -379,6 +425,17 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
         covered = int(s.run_iterations.sum())
         if int(counts.sum()) != covered:
             problems.append(f"decode stages have {int(counts.sum())} iterations but the runs cover {covered}")
+        elif not problems:
+            # Every decode stage's first iteration must open a run: a run lies in one stage.
+            run_first = np.cumsum(s.run_iterations) - s.run_iterations
+            opening = s.stage_first_iteration[dec[counts > 0]]
+            crossing = np.flatnonzero(~np.isin(opening, run_first))
+            if crossing.size:
+                g = int(opening[crossing[0]])
+                problems.append(
+                    f"a run crosses into decode stage {int(dec[counts > 0][crossing[0]])}: its first "
+                    f"iteration {g} does not start a run"
+                )
         if (s.request_prefill_stage >= stages).any():
             problems.append("request_prefill_stage refers to a stage that does not exist")
         if (s.request_decode_end < s.request_decode_start).any():
