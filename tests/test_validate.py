@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from llmsched import LevelCostModel, Schedule, Violation, Workload, simulate, validate
+from llmsched import LevelCostModel, LinearCostModel, Schedule, Violation, Workload, simulate, validate
 from llmsched.schedule import DECODE, PREFILL, runs_from_iteration_end
 from llmsched.validate import RULES
 
@@ -187,7 +187,7 @@ def test_stage_time_decode_runs(schedule: Schedule) -> None:
     """A run of wrong iteration time is reported once, naming its iterations, not once per iteration."""
     violations = validate(replace(schedule, cost=_cost(decode=0.6)))
     _assert_only(
-        violations, "stage_time", "decode iterations 0-1 with 2 active clients last 0.5s each", "0.6s"
+        violations, "stage_time", "decode iterations 0-1 with 2 active clients last 0.5s each", "gives 0.6s"
     )
     # Five runs: 0-1, 2, 3-4, 5 and 6-7 (the simulator cuts a run where a request finishes).
     assert len(violations) == 5
@@ -205,6 +205,73 @@ def test_stage_time_decode_stage_end(schedule: Schedule) -> None:
     broken = replace(schedule, stage_end=_set(schedule.stage_end, 1, 1.9))
     violations = validate(broken)
     _assert_only(violations, "stage_time", "decode stage 1 ends at 1.9s but its last iteration ends at 2s")
+    assert len(violations) == 1
+
+
+def test_stage_time_run_of_wrong_active_count() -> None:
+    """A run that keeps the two-client iteration time after a request finishes is reported for the
+    iterations after the finish, where one client decodes."""
+    cost = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
+    s = simulate(Workload([10, 20, 30], [2, 1, 3]), cost, 2)
+    # The last decode stage: one iteration of 2 clients (1 s), then two of 1 client (0.75 s).
+    assert s.run_iterations.tolist() == [1, 1, 2] and s.run_iteration_time.tolist() == [1.0, 1.0, 0.75]
+    merged = replace(
+        s,
+        run_start=s.run_start[:2],
+        run_iterations=[1, 3],
+        run_iteration_time=[1.0, 1.0],
+        stage_end=_set(s.stage_end, 3, 12.0),
+        makespan=12.0,
+    )
+    violations = validate(merged)
+    _assert_only(
+        violations,
+        "stage_time",
+        "decode iterations 2-3 with 1 active clients last 1s each but the cost model gives 0.75s",
+    )
+    assert len(violations) == 1
+
+
+def test_request_finishing_inside_a_run_is_valid(schedule: Schedule) -> None:
+    """Under a constant decode time, one run may span a request's finish: the rule is per iteration."""
+    # Runs 3 (iteration 5) and 4 (iterations 6-7) of stage 7 merged: request 2 finishes inside.
+    merged = replace(
+        schedule,
+        run_start=schedule.run_start[:4],
+        run_iterations=[2, 1, 2, 3],
+        run_iteration_time=schedule.run_iteration_time[:4],
+    )
+    assert validate(merged) == []
+    assert merged.finish.tolist() == schedule.finish.tolist()
+
+
+def test_stage_time_run_starts_off_its_place(schedule: Schedule) -> None:
+    """A run that does not start with its stage, or where the run before it ends, is reported."""
+    broken = replace(schedule, run_start=_set(schedule.run_start, 3, 6.6))
+    violations = validate(broken)
+    _assert_only(
+        violations,
+        "stage_time",
+        "decode run 3 (decode iteration 5) starts at 6.6s but its decode stage 7 starts at 6.5s",
+        "decode run 4 (decode iterations 6-7) starts at 7s but the run before it ends at 7.1s",
+    )
+    assert len(violations) == 2
+
+
+def test_stage_time_runs_leave_an_idle_gap(schedule: Schedule) -> None:
+    """A gap between two runs of one decode stage is reported, even when the stage's end covers it."""
+    broken = replace(
+        schedule,
+        run_start=_set(schedule.run_start, 4, 7.25),
+        stage_end=_set(schedule.stage_end, 7, 8.25),
+        makespan=8.25,
+    )
+    violations = validate(broken)
+    _assert_only(
+        violations,
+        "stage_time",
+        "decode run 4 (decode iterations 6-7) starts at 7.25s but the run before it ends at 7s",
+    )
     assert len(violations) == 1
 
 
@@ -347,6 +414,8 @@ def test_makespan_misreported(schedule: Schedule) -> None:
         ("request_decode_end", "request_decode_end has shape (4,), expected (5,)"),
         ("stage_start", "stage_start has shape (7,), expected (8,)"),
         ("stage_iterations", "stage_iterations has shape (7,), expected (8,)"),
+        ("run_iteration_time", "run_iteration_time has shape (4,), expected (5,) (one per run)"),
+        ("run_iterations", "run_iterations has shape (4,), expected (5,) (one per run)"),
     ],
 )
 def test_structure_wrong_length(schedule: Schedule, field: str, fragment: str) -> None:
@@ -364,7 +433,19 @@ def test_structure_wrong_length(schedule: Schedule, field: str, fragment: str) -
             "request_prefill_stage refers to a stage that does not exist",
         ),
         ({"run_iterations": [2, 1, 2, 1, 1]}, "decode stages have 8 iterations but the runs cover 7"),
+        ({"run_iterations": [2, 1, 2, 1, 3]}, "decode stages have 8 iterations but the runs cover 9"),
+        ({"run_iterations": [2, 1, 3, -1, 3]}, "run_iterations must be >= 1"),
+        ({"run_iterations": [2, 0, 3, 1, 2]}, "run_iterations must be >= 1"),
         ({"run_start": [1.0, 3.0, 4.5, 6.5, np.nan]}, "run times must be finite"),
+        ({"run_iteration_time": [0.5, 0.5, np.inf, 0.5, 0.5]}, "run times must be finite"),
+        (
+            {
+                "run_start": [1.0, 3.0, 6.5, 7.0],
+                "run_iterations": [2, 3, 1, 2],
+                "run_iteration_time": [0.5] * 4,
+            },
+            "a run crosses into decode stage 5: its first iteration 3 does not start a run",
+        ),
         ({"stage_end": [1, 2, 3, 3.5, 4.5, 5.5, 6.5, np.inf]}, "stage times must be finite"),
         ({"stage_first_iteration": [0, 0, 2, 3, 5, 3, 0, 5]}, "number their iterations consecutively"),
         ({"stage_iterations": [1, 2, 0, 1, 0, 2, 0, 3]}, "0 for prefill stages"),
