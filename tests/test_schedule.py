@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Schedule, Workload, simulate, validate
 from llmsched.plot import DECODING, IDLE, PREFILLING, occupancy_grid
-from llmsched.schedule import DECODE
+from llmsched.schedule import DECODE, _run_holding
 from tests.strategies import instances
 
 COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
@@ -250,3 +250,13 @@ def test_runs_agree_with_the_per_iteration_computation(instance, request_policy)
     assert np.repeat(merged.active_runs()["active"], merged.active_runs()["iterations"]).tolist() == (
         ref["active"].tolist()
     )
+
+
+@given(st.lists(st.integers(1, 1000), min_size=1, max_size=20), st.data())
+def test_run_lookup_matches_the_expanded_runs(lengths, data) -> None:
+    """Whether it searches or builds a table, the run found for an iteration is the one covering it."""
+    run_len = np.array(lengths, dtype=np.int64)
+    total = int(run_len.sum())
+    keys = np.array(data.draw(st.lists(st.integers(0, total), max_size=50)), dtype=np.int64)
+    covering = np.append(np.repeat(np.arange(run_len.size), run_len), run_len.size - 1)
+    assert _run_holding(np.cumsum(run_len) - run_len, run_len, keys).tolist() == covering[keys].tolist()

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched.schedule import DECODE, PREFILL, Schedule
+from llmsched.schedule import DECODE, PREFILL, Schedule, _run_holding
 
 __all__ = ["RULES", "Violation", "validate"]
 
@@ -218,16 +218,13 @@ def validate(
     # Count a range that runs past the last iteration in the iterations it does reach (the
     # overrun itself is a ``tokens`` violation).
     counted = (dstart >= 0) & (dstart < num_it) & (dend > dstart)
-    opens = np.sort(dstart[counted])
-    closes = np.sort(np.minimum(dend[counted], num_it))
     run_len, run_tau = s.run_iterations, s.run_iteration_time
     run_first = np.cumsum(run_len) - run_len
     run_end = s.run_start + run_tau * run_len
-    cuts = np.unique(np.concatenate([run_first, opens, closes]))
-    cuts = cuts[cuts < num_it]
+    cuts, piece_run, active = _cut_runs(
+        run_first, run_len, num_it, dstart[counted], np.minimum(dend[counted], num_it)
+    )
     piece_len = np.diff(np.append(cuts, num_it))
-    piece_run = np.searchsorted(run_first, cuts, side="right") - 1
-    active = np.searchsorted(opens, cuts, side="right") - np.searchsorted(closes, cuts, side="right")
     report.add(
         "no_idle_work",
         np.flatnonzero(active == 0),
@@ -318,7 +315,7 @@ def validate(
     hold_from = start[np.where(ok, pst, 0)]
     # A request holds its client until its last iteration ends (found in the run holding it).
     last_it = np.where(ok, dend - 1, 0)
-    last_run_of = np.where(ok, np.searchsorted(run_first, last_it, side="right") - 1, 0)
+    last_run_of = np.where(ok, _run_holding(run_first, run_len, last_it), 0)
     hold_to = np.zeros(n)
     if run_len.size:
         run_last_end = s.run_start[last_run_of] + run_tau[last_run_of] * (
@@ -377,6 +374,33 @@ def validate(
                 ),
             )
     return report.items
+
+
+def _cut_runs(
+    run_first: np.ndarray, run_len: np.ndarray, total: int, opens: np.ndarray, closes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut the runs wherever a request starts or stops decoding.
+
+    ``opens`` and ``closes`` (any order) are each decoding request's first iteration and the
+    iteration after its last, at most ``total``. Returns each piece's first iteration, its
+    run, and its active clients. Nothing is sorted: events are placed among the runs by
+    binary search, and only those strictly inside a run (none, in a simulated schedule)
+    add a cut.
+    """
+    events = np.concatenate([opens, closes])
+    run_of = _run_holding(run_first, run_len, events)
+    inside = (events < total) & (events != run_first[run_of])
+    if inside.any():
+        cuts = np.union1d(run_first, events[inside])
+        piece_run = np.searchsorted(run_first, cuts, side="right") - 1
+        piece_of = np.searchsorted(cuts, events)  # total lands past the last piece
+    else:
+        cuts, piece_run = run_first, np.arange(run_first.size)
+        piece_of = np.where(events < total, run_of, run_first.size)
+    change = np.bincount(piece_of[: opens.size], minlength=cuts.size + 1) - np.bincount(
+        piece_of[opens.size :], minlength=cuts.size + 1
+    )
+    return cuts, piece_run, np.cumsum(change)[: cuts.size]
 
 
 def _iterations(first: Any, count: Any, verb: tuple[str, str] = ("", "")) -> str:
