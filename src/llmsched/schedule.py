@@ -252,7 +252,9 @@ class Schedule:
     def iteration_start_at(self, iterations: Any) -> np.ndarray:
         """When the given global decode iterations started (NaN for one the schedule lacks).
 
-        O(log runs) per iteration asked for; equal to ``iteration_start[iterations]``.
+        Equal to ``iteration_start[iterations]``, found from the runs without
+        materialising that array: time and memory grow with the runs and the iterations asked
+        for, not with the schedule's iterations.
         """
         if not self.num_runs:
             return np.full(np.shape(iterations), np.nan)
@@ -263,7 +265,9 @@ class Schedule:
     def iteration_end_at(self, iterations: Any) -> np.ndarray:
         """When the given global decode iterations ended (NaN for one the schedule lacks).
 
-        O(log runs) per iteration asked for; equal to ``iteration_end[iterations]``.
+        Equal to ``iteration_end[iterations]``, found from the runs without
+        materialising that array: time and memory grow with the runs and the iterations asked
+        for, not with the schedule's iterations.
         """
         if not self.num_runs:
             return np.full(np.shape(iterations), np.nan)

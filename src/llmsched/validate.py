@@ -383,8 +383,8 @@ def _cut_runs(
 
     ``opens`` and ``closes`` (any order) are each decoding request's first iteration and the
     iteration after its last, at most ``total``. Returns each piece's first iteration, its
-    run, and its active clients. Nothing is sorted: events are placed among the runs by
-    binary search, and only those strictly inside a run (none, in a simulated schedule)
+    run, and its active clients. Nothing is sorted: events are placed among the runs (see
+    ``_run_holding``), and only those strictly inside a run (none, in a simulated schedule)
     add a cut.
     """
     events = np.concatenate([opens, closes])
