@@ -451,14 +451,15 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
             problems.append(f"decode stages have {int(counts.sum())} iterations but the runs cover {covered}")
         elif not problems:
             # Every decode stage's first iteration must open a run: a run lies in one stage.
-            run_first = np.cumsum(s.run_iterations) - s.run_iterations
-            opening = s.stage_first_iteration[dec[counts > 0]]
-            crossing = np.flatnonzero(~np.isin(opening, run_first))
+            # Both sequences are increasing here, so a binary search finds each opening's run.
+            run_first = np.append(np.cumsum(s.run_iterations) - s.run_iterations, -1)
+            opened = dec[counts > 0]
+            opening = s.stage_first_iteration[opened]
+            crossing = np.flatnonzero(run_first[np.searchsorted(run_first[:-1], opening)] != opening)
             if crossing.size:
-                g = int(opening[crossing[0]])
                 problems.append(
-                    f"a run crosses into decode stage {int(dec[counts > 0][crossing[0]])}: its first "
-                    f"iteration {g} does not start a run"
+                    f"a run crosses into decode stage {int(opened[crossing[0]])}: its first "
+                    f"iteration {int(opening[crossing[0]])} does not start a run"
                 )
         if (s.request_prefill_stage >= stages).any():
             problems.append("request_prefill_stage refers to a stage that does not exist")
