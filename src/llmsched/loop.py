@@ -18,7 +18,8 @@ clients in use, never with idle clients.
 
 The loop checks every answer of the policies (see :mod:`llmsched.policies`) and every
 time the cost model gives, and builds the schedule in one place (:class:`_Recorder`)
-whichever executor ran it.
+whichever executor ran it: the clock's schedule holds one decode run per jump, a device's
+one per iteration.
 """
 
 from __future__ import annotations
@@ -284,10 +285,10 @@ class _Recorder:
         info: dict[str, Any],
     ) -> Schedule:
         start = np.asarray(decode_start, dtype=np.int64)
-        return _make_schedule(
-            workload,
-            cost,
-            clients,
+        return Schedule(
+            workload=workload,
+            cost=cost,
+            clients=clients,
             stage_kind=np.asarray(self.kind, dtype=np.int8),
             stage_start=np.asarray(self.start, dtype=np.float64),
             stage_end=np.asarray(self.end, dtype=np.float64),
@@ -304,28 +305,6 @@ class _Recorder:
             measured=measured,
             info=info,
         )
-
-
-def _make_schedule(
-    workload: Workload,
-    cost: CostModel,
-    clients: int,
-    *,
-    run_start: np.ndarray,
-    run_iterations: np.ndarray,
-    run_iteration_time: np.ndarray,
-    **fields: Any,
-) -> Schedule:
-    """A Schedule from the recorded stages and decode runs.
-
-    The schedule stores every iteration's end, so the runs are expanded here: iteration
-    ``k`` of a run ends at ``start + time * (k + 1)``, the same arithmetic the cost clock
-    used to reach the run's end.
-    """
-    lens = run_iterations
-    offsets = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
-    iteration_end = np.repeat(run_start, lens) + np.repeat(run_iteration_time, lens) * (offsets + 1)
-    return Schedule(workload=workload, cost=cost, clients=clients, iteration_end=iteration_end, **fields)
 
 
 def _has_methods(policy: object, methods: tuple[str, ...]) -> bool:

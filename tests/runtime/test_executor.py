@@ -115,9 +115,16 @@ def test_the_engine_and_the_clock_run_the_same_loop(engine: Engine, prompts, rp:
     for field in ("stage_kind", "stage_iterations", "request_client", "request_prefill_stage"):
         assert np.array_equal(getattr(measured, field), getattr(predicted, field)), field
     assert measured.measured and not predicted.measured
-    # The engine runs and times every iteration: one measured iteration per decode iteration.
-    assert measured.num_iterations == predicted.num_iterations
-    assert np.all(np.diff(measured.iteration_end) > 0)
+    # The engine runs and times every iteration: one decode run each, tiling its stage (each
+    # starts where the one before it in the stage ended); the clock has one run per jump.
+    assert measured.num_iterations == predicted.num_iterations == measured.run_start.size
+    assert np.all(measured.run_iterations == 1) and predicted.run_start.size < predicted.num_iterations
+    opens = np.isin(np.arange(measured.num_iterations), measured.stage_first_iteration)
+    run_end = measured.run_start + measured.run_iteration_time
+    np.testing.assert_allclose(
+        measured.run_start[1:][~opens[1:]], run_end[:-1][~opens[1:]], rtol=0, atol=1e-12
+    )
+    assert np.all(measured.run_iteration_time > 0)
     assert [len(t) for t in executor.tokens] == WORKLOAD.output_tokens.tolist()
 
 

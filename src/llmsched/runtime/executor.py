@@ -125,9 +125,11 @@ class EngineExecutor:
         self.prompts = prompts
         self.tokens: list[list[int]] = []
         self._t0 = 0.0
+        self._decoded_until: float | None = None  # end of the last iteration of an open decode stage
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
         self.tokens = [[] for _ in range(len(workload))]
+        self._decoded_until = None
         self._t0 = self.engine.clock()
 
     def now(self) -> float:
@@ -147,19 +149,23 @@ class EngineExecutor:
             self.engine.release(client)
         start = self.now()
         self.engine.prefill([self.prompts[r] for r, _ in pairs], clients)
+        self._decoded_until = None
         return start, self.now()
 
     def decode(self, running: Mapping[int, int], iterations: int, due: float) -> list[DecodeRun]:
         clients = list(running)
         requests = [self.tokens[running[c]] for c in clients]
         runs: list[DecodeRun] = []
+        # An iteration starts where the one before it in its decode stage ended: the loop's
+        # bookkeeping between them is part of the engine's time, and the runs tile the stage.
+        start = self.now() if self._decoded_until is None else self._decoded_until
         for _ in range(iterations):
-            start = self.now()
             fed = self.engine.decode(clients)
             end = self.now()
             for tokens, token in zip(requests, fed, strict=True):
                 tokens.append(token)
             runs.append((start, 1, end - start))
+            start = self._decoded_until = end
             if admits(end, due):
                 break
         return runs
