@@ -498,7 +498,10 @@ def run_loop(
             ready = _check_ready(ready, requests)
         decision = until_event
         if ready and active:
-            view.now, view.active, view.free, view.ready = now, active, free, ready
+            view.now = now
+            view.active = active
+            view.free = free
+            view.ready = ready
             view.iteration_time = tau[active]
             view.iterations_to_finish = heap[0][0] - g
             view.stage_iterations = 0 if just_prefilled else stage_iterations[-1]
