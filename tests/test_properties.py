@@ -4,7 +4,8 @@ policies answer, every schedule validates and respects both lower bounds."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import lower_bounds, simulate, validate
@@ -40,18 +41,21 @@ def _check(schedule, workload, cost, clients) -> None:
     assert np.all(schedule.finish > schedule.workload.arrival)
 
 
-@given(
-    st.one_of(predicted_instances(), instances()),
-    st.sampled_from(request_policy_names()),
-    st.sampled_from(iteration_policy_names()),
+@pytest.mark.parametrize(
+    ("request_policy", "iteration_policy"),
+    [(r, i) for r in request_policy_names() for i in iteration_policy_names()],
 )
-def test_every_registered_policy_pair_produces_valid_schedules(instance, request, iteration) -> None:
+@settings(max_examples=25)
+@given(instance=st.one_of(predicted_instances(), instances()))
+def test_every_registered_policy_pair_produces_valid_schedules(
+    instance, request_policy, iteration_policy
+) -> None:
     """Every registered request x iteration policy runs through the loop's checks and gives a
     schedule that validates and never beats a lower bound; without predictions a policy
     that plans with them refuses, saying so."""
     workload, cost, clients = instance
     try:
-        schedule = simulate(workload, cost, clients, request, iteration)
+        schedule = simulate(workload, cost, clients, request_policy, iteration_policy)
     except ValueError as error:
         assert workload.predicted_output is None and "predicted_output" in str(error)
         return
@@ -59,17 +63,19 @@ def test_every_registered_policy_pair_produces_valid_schedules(instance, request
 
 
 def test_every_registered_name_is_covered() -> None:
-    """The property test above draws from the registry, which holds today's names."""
+    """The property tests draw from the registry, which holds today's names."""
     assert {"fcfs", "static", "hybrid-oracle", "sorted-preemptive-rr"} <= set(request_policy_names())
     assert set(iteration_policy_names()) >= {"prefill-first", "lagrangian", "threshold"}
 
 
-@given(predicted_instances(), st.sampled_from(request_policy_names()), st.integers(0, 2**32 - 1))
-def test_arbitrary_iteration_decisions_produce_valid_schedules(instance, request, seed) -> None:
+@pytest.mark.parametrize("request_policy", request_policy_names())
+@settings(max_examples=25)
+@given(instance=predicted_instances(), seed=st.integers(0, 2**32 - 1))
+def test_arbitrary_iteration_decisions_produce_valid_schedules(instance, seed, request_policy) -> None:
     """Whatever an iteration policy answers, every request policy's schedule validates and
     respects the bounds."""
     workload, cost, clients = instance
-    schedule = simulate(workload, cost, clients, request, RandomIterationPolicy(seed))
+    schedule = simulate(workload, cost, clients, request_policy, RandomIterationPolicy(seed))
     _check(schedule, workload, cost, clients)
 
 
