@@ -255,8 +255,8 @@ class _Recorder:
     """The stages and decode runs of one run, in time order: the one place a loop's
     schedule is built, whichever executor ran it.
 
-    The loop appends to the lists directly (a method call per stage would cost the
-    simulator a tenth of its time); :meth:`schedule` turns them into a Schedule.
+    The loop appends to the lists directly (a method call per stage and per run showed
+    in the simulator's benchmark); :meth:`schedule` turns them into a Schedule.
     """
 
     __slots__ = ("end", "first", "iterations", "kind", "run_iterations", "run_start", "run_time", "start")
@@ -268,7 +268,7 @@ class _Recorder:
         self.first: list[int] = []  # global index of the stage's first decode iteration
         self.iterations: list[int] = []  # decode iterations of the stage
         # Every decode run, as the executor reported it (three lists: one list of tuples
-        # converts to arrays at twice the cost).
+        # converts to arrays at more than twice the cost).
         self.run_start: list[float] = []
         self.run_iterations: list[int] = []
         self.run_time: list[float] = []
@@ -308,7 +308,7 @@ class _Recorder:
 
 
 def _has_methods(policy: object, methods: tuple[str, ...]) -> bool:
-    # What isinstance(policy, RequestPolicy) checks, at a tenth of its cost; a class is a
+    # What isinstance(policy, RequestPolicy) checks, at an eighth of its cost; a class is a
     # factory, not a policy, even though it has the methods.
     return not isinstance(policy, type) and all(callable(getattr(policy, m, None)) for m in methods)
 
@@ -635,41 +635,41 @@ class _ReplayRequests:
         self._groups = groups
         self._group_of = {request: k for k, group in enumerate(groups) for request, _ in group}
         self._clients = [{client for _, client in group} for group in groups]
-        self._next = 0
+        self.taken = 0  # groups taken so far; the next one is groups[taken]
         self._missing = 0  # requests of the next group not arrived, plus its clients busy
         self._arrived: set[int] = set()
         self._busy: set[int] = set()
 
     def _count_missing(self) -> None:
-        if self._next < len(self._groups):
-            group = self._groups[self._next]
+        if self.taken < len(self._groups):
+            group = self._groups[self.taken]
             self._missing = sum((r not in self._arrived) + (c in self._busy) for r, c in group)
 
     def start(self, workload: Workload, clients: int) -> None:
-        self._next = 0
+        self.taken = 0
         self._arrived = set()
         self._busy = set()
         self._count_missing()
 
     def arrive(self, request: int) -> None:
         self._arrived.add(request)
-        if self._group_of.get(request) == self._next:
+        if self._group_of.get(request) == self.taken:
             self._missing -= 1
 
     def release(self, client: int) -> None:
         self._busy.discard(client)
-        if self._next < len(self._groups) and client in self._clients[self._next]:
+        if self.taken < len(self._groups) and client in self._clients[self.taken]:
             self._missing -= 1
 
     def ready(self) -> int:
-        if self._next >= len(self._groups) or self._missing:
+        if self.taken >= len(self._groups) or self._missing:
             return 0
-        return len(self._groups[self._next])
+        return len(self._groups[self.taken])
 
     def take(self, capacity: int) -> list[tuple[int, int]]:
-        group = self._groups[self._next]
-        self._busy.update(self._clients[self._next])
-        self._next += 1
+        group = self._groups[self.taken]
+        self._busy.update(self._clients[self.taken])
+        self.taken += 1
         self._count_missing()
         return list(group)
 
@@ -686,7 +686,7 @@ class _ReplayIterations:
         pass
 
     def decide(self, engine: EngineView) -> int:
-        planned = self._iterations[self._requests._next - 1]  # the stage after the last prefill
+        planned = self._iterations[self._requests.taken - 1]  # the stage after the last prefill
         left = planned - (0 if engine.just_prefilled else engine.stage_iterations)
         return left if left >= 1 else PREFILL_NOW
 
