@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from llmsched import LinearCostModel, Workload, simulate
+from llmsched import LinearCostModel, Schedule, Workload, simulate, validate
 from llmsched.plot import DECODING, IDLE, PREFILLING, occupancy_grid
+from llmsched.schedule import DECODE, _run_holding
+from tests.strategies import instances
 
 COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
 
@@ -83,3 +89,174 @@ def test_gantt_returns_a_figure_and_writes_png(schedule, tmp_path) -> None:
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="bins"):
         occupancy_grid(schedule, bins=0)
+
+
+# ------------------------------------------------------------------ decode runs
+def test_schedule_stores_runs_not_iterations(schedule) -> None:
+    """The small schedule keeps three runs; the per-iteration view is derived from them."""
+    assert schedule.run_start.tolist() == [4.0, 9.0, 10.0]
+    assert schedule.run_iterations.tolist() == [1, 1, 2]
+    assert schedule.run_iteration_time.tolist() == [1.0, 1.0, 0.75]
+    assert schedule.num_runs == 3 and schedule.num_iterations == 4
+    assert schedule.iteration_end.tolist() == [5.0, 10.0, 10.75, 11.5]
+    assert schedule.iteration_start.tolist() == [4.0, 9.0, 10.0, 10.75]
+    assert schedule.iteration_end_at([3, 0, 4, -1]).tolist()[:2] == [11.5, 5.0]
+    assert np.isnan(schedule.iteration_end_at([4, -1])).all()
+
+
+def test_arrays_are_read_only_and_replace_rebuilds(schedule) -> None:
+    """Run arrays refuse writes; dataclasses.replace makes a new schedule whose metrics follow its runs."""
+    with pytest.raises(ValueError, match="read-only"):
+        schedule.run_start[0] = 0.0
+    assert schedule.finish.tolist() == [10.0, 5.0, 11.5]  # caches the metric on the original
+    slower = replace(
+        schedule, run_iteration_time=[1.0, 1.0, 1.0], stage_end=[4.0, 5.0, 9.0, 12.0], makespan=12.0
+    )
+    assert slower.finish.tolist() == [10.0, 5.0, 12.0]
+    assert not slower.run_iteration_time.flags.writeable
+    assert np.array_equal(slower.run_start, schedule.run_start)
+    assert schedule.finish.tolist() == [10.0, 5.0, 11.5]
+    violations = validate(slower)
+    assert [v.rule for v in violations] == ["stage_time"]
+    assert "decode iterations 2-3 with 1 active clients last 1s each" in violations[0].message
+
+
+def test_from_iteration_end_gives_one_run_per_iteration(schedule) -> None:
+    """A producer with per-iteration end times gets one run per iteration, and the same schedule."""
+    measured = Schedule.from_iteration_end(
+        schedule.workload,
+        schedule.cost,
+        schedule.clients,
+        schedule.stage_kind,
+        schedule.stage_start,
+        schedule.stage_end,
+        schedule.stage_first_iteration,
+        schedule.stage_iterations,
+        schedule.iteration_end,
+        schedule.request_client,
+        schedule.request_prefill_stage,
+        schedule.request_decode_start,
+        schedule.request_decode_end,
+        schedule.makespan,
+        measured=True,
+    )
+    assert measured.run_iterations.tolist() == [1, 1, 1, 1]
+    assert measured.run_start.tolist() == [4.0, 9.0, 10.0, 10.75]
+    assert measured.iteration_end.tolist() == schedule.iteration_end.tolist()
+    assert measured.measured and measured.info == {}
+    assert validate(measured) == []
+    assert measured.utilization == pytest.approx(schedule.utilization, rel=1e-12)
+
+
+def _huge_output_checks(schedule, max_runs: int) -> None:
+    assert validate(schedule) == []
+    assert schedule.run_start.size <= max_runs
+    schedule.summary()
+    frame = schedule.to_frame()
+    decoded = frame[frame["kind"] == "decode"].groupby("request")["tokens"].sum()
+    assert decoded.tolist() == schedule.workload.output_tokens.tolist()
+    # Neither validate nor any metric materialised the per-iteration arrays.
+    assert not {"iteration_end", "iteration_start", "iteration_time"} & set(vars(schedule))
+
+
+def test_two_billion_iterations_stay_small() -> None:
+    """One request of 2**31 - 1 output tokens: a two-stage, one-run schedule, validated in closed form."""
+    cost = LinearCostModel.paper()
+    out = 2**31 - 1
+    schedule = simulate(Workload([10], [out]), cost, 2)
+    assert schedule.num_iterations == out
+    assert schedule.num_stages == 2 and schedule.run_iterations.tolist() == [out]
+    expected = cost.prefill_time(10) + out * cost.decode_iteration_time(1)
+    assert schedule.makespan == pytest.approx(expected, rel=1e-12)
+    assert schedule.finish.tolist() == [schedule.makespan]
+    assert schedule.utilization == pytest.approx(0.5, rel=1e-12)  # one of two clients, all the time
+    _huge_output_checks(schedule, max_runs=1)
+
+
+def test_huge_outputs_on_many_requests_stay_small() -> None:
+    """Sixty requests of 2**28 to 2**31 tokens each on seven clients: runs grow with requests only."""
+    rng = np.random.default_rng(7)
+    outputs = rng.integers(2**28, 2**31, size=60)
+    workload = Workload(rng.integers(1, 500, size=60), outputs, arrival=np.sort(rng.uniform(0, 5, size=60)))
+    schedule = simulate(workload, LinearCostModel.paper(), 7)
+    assert schedule.num_iterations >= outputs.sum() // 7
+    # A run ends only at a prefill, a finish or an arrival: a few per request.
+    _huge_output_checks(schedule, max_runs=4 * len(workload))
+
+
+def _per_iteration(schedule: Schedule) -> dict[str, np.ndarray]:
+    """Iteration times, ends and active counts computed one iteration at a time, from the stages,
+    the requests and the cost model alone (no runs)."""
+    dstart, dend = schedule.request_decode_start, schedule.request_decode_end
+    starts, ends, active = [], [], []
+    for k in np.flatnonzero(schedule.stage_kind == DECODE).tolist():
+        t = float(schedule.stage_start[k])
+        first = int(schedule.stage_first_iteration[k])
+        for g in range(first, first + int(schedule.stage_iterations[k])):
+            decoding = int(np.count_nonzero((dstart <= g) & (g < dend)))
+            starts.append(t)
+            t += float(schedule.cost.decode_iteration_time(decoding))
+            ends.append(t)
+            active.append(decoding)
+    return {"start": np.array(starts), "end": np.array(ends), "active": np.array(active, dtype=np.int64)}
+
+
+def _merge_equal_runs(schedule: Schedule) -> Schedule:
+    """The same schedule with neighbouring runs of one stage and one iteration time merged."""
+    first = schedule.run_first_iteration
+    stage_first = schedule.stage_first_iteration[schedule.stage_kind == DECODE]
+    tau = schedule.run_iteration_time
+    joins = np.ones(schedule.num_runs, dtype=bool)
+    joins[0] = False
+    joins[1:] = (tau[1:] == tau[:-1]) & ~np.isin(first[1:], stage_first)
+    keep = np.flatnonzero(~joins)
+    return replace(
+        schedule,
+        run_start=schedule.run_start[keep],
+        run_iterations=np.add.reduceat(schedule.run_iterations, keep),
+        run_iteration_time=tau[keep],
+    )
+
+
+@given(instances(), st.sampled_from(["fcfs", "static"]))
+def test_runs_agree_with_the_per_iteration_computation(instance, request_policy) -> None:
+    """Materialised iteration times, finishes, busy time and active counts from runs equal the
+    iteration-by-iteration computation; merging runs of equal time (across request finishes,
+    as a constant-decode-time model allows) changes neither validity nor any metric."""
+    workload, cost, clients = instance
+    schedule = simulate(workload, cost, clients, request_policy)
+    ref = _per_iteration(schedule)
+    everything = np.arange(schedule.num_iterations)
+    np.testing.assert_allclose(schedule.iteration_end, ref["end"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(schedule.iteration_start, ref["start"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(schedule.iteration_time, ref["end"] - ref["start"], rtol=1e-9, atol=1e-12)
+    assert np.array_equal(schedule.iteration_end_at(everything), schedule.iteration_end)
+    assert np.array_equal(schedule.iteration_start_at(everything), schedule.iteration_start)
+    np.testing.assert_allclose(schedule.finish, ref["end"][schedule.request_decode_end - 1], rtol=1e-12)
+
+    stage_len = schedule.stage_end - schedule.stage_start
+    busy = (
+        stage_len[schedule.request_prefill_stage].sum() + (ref["active"] * (ref["end"] - ref["start"])).sum()
+    )
+    assert schedule.busy_time == pytest.approx(busy, rel=1e-9)
+    pieces = schedule.active_runs()
+    assert np.repeat(pieces["active"], pieces["iterations"]).tolist() == ref["active"].tolist()
+
+    merged = _merge_equal_runs(schedule)
+    assert merged.num_runs <= schedule.num_runs
+    assert validate(merged) == []
+    np.testing.assert_allclose(merged.finish, schedule.finish, rtol=1e-12)
+    assert merged.utilization == pytest.approx(schedule.utilization, rel=1e-12)
+    assert np.repeat(merged.active_runs()["active"], merged.active_runs()["iterations"]).tolist() == (
+        ref["active"].tolist()
+    )
+
+
+@given(st.lists(st.integers(1, 1000), min_size=1, max_size=20), st.data())
+def test_run_lookup_matches_the_expanded_runs(lengths, data) -> None:
+    """Whether it searches or builds a table, the run found for an iteration is the one covering it."""
+    run_len = np.array(lengths, dtype=np.int64)
+    total = int(run_len.sum())
+    keys = np.array(data.draw(st.lists(st.integers(0, total), max_size=50)), dtype=np.int64)
+    covering = np.append(np.repeat(np.arange(run_len.size), run_len), run_len.size - 1)
+    assert _run_holding(np.cumsum(run_len) - run_len, run_len, keys).tolist() == covering[keys].tolist()

@@ -26,8 +26,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from llmsched import LevelCostModel, Schedule, Violation, Workload, simulate, validate
-from llmsched.schedule import DECODE, PREFILL
+from llmsched import LevelCostModel, LinearCostModel, Schedule, Violation, Workload, simulate, validate
+from llmsched.schedule import DECODE, PREFILL, runs_from_iteration_end
 from llmsched.validate import RULES
 
 PREFILL_TIME = 1.0
@@ -65,20 +65,30 @@ def _set(array: np.ndarray, index: int | slice, value: object) -> np.ndarray:
     return out
 
 
+def _with_iteration_end(s: Schedule, iteration_end: object, **changes: object) -> Schedule:
+    """``s`` with ``changes`` and one decode run per iteration, ending at ``iteration_end``."""
+    stages = {
+        name: changes.get(name, getattr(s, name))
+        for name in ("stage_kind", "stage_start", "stage_first_iteration", "stage_iterations")
+    }
+    start, iterations, time = runs_from_iteration_end(iteration_end=iteration_end, **stages)
+    return replace(s, run_start=start, run_iterations=iterations, run_iteration_time=time, **changes)
+
+
 def _prepend_idle_bin(s: Schedule, iterations: int) -> Schedule:
     """``s`` after an empty prefill stage and a decode stage of ``iterations`` idle iterations."""
     shift = PREFILL_TIME + DECODE_TIME * iterations
     decode = s.stage_kind == DECODE
     first = np.where(decode, s.stage_first_iteration + iterations, s.stage_first_iteration)
     idle_iteration_end = PREFILL_TIME + DECODE_TIME * np.arange(1, iterations + 1)
-    return replace(
+    return _with_iteration_end(
         s,
+        np.concatenate([idle_iteration_end, s.iteration_end + shift]),
         stage_kind=np.concatenate([[PREFILL, DECODE], s.stage_kind]),
         stage_start=np.concatenate([[0.0, PREFILL_TIME], s.stage_start + shift]),
         stage_end=np.concatenate([[PREFILL_TIME, shift], s.stage_end + shift]),
         stage_first_iteration=np.concatenate([[0, 0], first]),
         stage_iterations=np.concatenate([[0, iterations], s.stage_iterations]),
-        iteration_end=np.concatenate([idle_iteration_end, s.iteration_end + shift]),
         request_prefill_stage=s.request_prefill_stage + 2,
         request_decode_start=s.request_decode_start + iterations,
         request_decode_end=s.request_decode_end + iterations,
@@ -115,10 +125,10 @@ def test_arrival_at_stage_start_is_valid(schedule: Schedule) -> None:
 
 def test_times_within_tolerance_are_valid(schedule: Schedule) -> None:
     """Time errors far below ``rtol`` (float rounding) are not violations."""
-    nudged = replace(
+    nudged = _with_iteration_end(
         schedule,
+        schedule.iteration_end + 1e-13,
         stage_end=schedule.stage_end + 1e-13,
-        iteration_end=schedule.iteration_end + 1e-13,
         makespan=schedule.makespan + 1e-13,
     )
     assert validate(nudged) == []
@@ -166,10 +176,21 @@ def test_capacity_exceeded(schedule: Schedule) -> None:
 # ------------------------------------------------------------------ stage_time
 def test_stage_time_decode_iterations(schedule: Schedule) -> None:
     """Decode iterations that do not last the cost model's time are reported, capped at five plus a count."""
-    violations = validate(replace(schedule, cost=_cost(decode=0.6)))
-    _assert_only(violations, "stage_time", "decode iteration 0", "2 active clients", "0.6s")
+    per_iteration = _with_iteration_end(schedule, schedule.iteration_end, cost=_cost(decode=0.6))
+    violations = validate(per_iteration)
+    _assert_only(violations, "stage_time", "decode iteration 0 with 2 active clients lasts 0.5s", "0.6s")
     assert len(violations) == 6
     assert violations[-1].message == "... and 3 more of the same rule"
+
+
+def test_stage_time_decode_runs(schedule: Schedule) -> None:
+    """A run of wrong iteration time is reported once, naming its iterations, not once per iteration."""
+    violations = validate(replace(schedule, cost=_cost(decode=0.6)))
+    _assert_only(
+        violations, "stage_time", "decode iterations 0-1 with 2 active clients last 0.5s each", "gives 0.6s"
+    )
+    # Five runs: 0-1, 2, 3-4, 5 and 6-7 (the simulator cuts a run where a request finishes).
+    assert len(violations) == 5
 
 
 def test_stage_time_prefill_stages(schedule: Schedule) -> None:
@@ -187,15 +208,82 @@ def test_stage_time_decode_stage_end(schedule: Schedule) -> None:
     assert len(violations) == 1
 
 
+def test_stage_time_run_of_wrong_active_count() -> None:
+    """A run that keeps the two-client iteration time after a request finishes is reported for the
+    iterations after the finish, where one client decodes."""
+    cost = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
+    s = simulate(Workload([10, 20, 30], [2, 1, 3]), cost, 2)
+    # The last decode stage: one iteration of 2 clients (1 s), then two of 1 client (0.75 s).
+    assert s.run_iterations.tolist() == [1, 1, 2] and s.run_iteration_time.tolist() == [1.0, 1.0, 0.75]
+    merged = replace(
+        s,
+        run_start=s.run_start[:2],
+        run_iterations=[1, 3],
+        run_iteration_time=[1.0, 1.0],
+        stage_end=_set(s.stage_end, 3, 12.0),
+        makespan=12.0,
+    )
+    violations = validate(merged)
+    _assert_only(
+        violations,
+        "stage_time",
+        "decode iterations 2-3 with 1 active clients last 1s each but the cost model gives 0.75s",
+    )
+    assert len(violations) == 1
+
+
+def test_request_finishing_inside_a_run_is_valid(schedule: Schedule) -> None:
+    """Under a constant decode time, one run may span a request's finish: the rule is per iteration."""
+    # Runs 3 (iteration 5) and 4 (iterations 6-7) of stage 7 merged: request 2 finishes inside.
+    merged = replace(
+        schedule,
+        run_start=schedule.run_start[:4],
+        run_iterations=[2, 1, 2, 3],
+        run_iteration_time=schedule.run_iteration_time[:4],
+    )
+    assert validate(merged) == []
+    assert merged.finish.tolist() == schedule.finish.tolist()
+
+
+def test_stage_time_run_starts_off_its_place(schedule: Schedule) -> None:
+    """A run that does not start with its stage, or where the run before it ends, is reported."""
+    broken = replace(schedule, run_start=_set(schedule.run_start, 3, 6.6))
+    violations = validate(broken)
+    _assert_only(
+        violations,
+        "stage_time",
+        "decode run 3 (decode iteration 5) starts at 6.6s but its decode stage 7 starts at 6.5s",
+        "decode run 4 (decode iterations 6-7) starts at 7s but the run before it ends at 7.1s",
+    )
+    assert len(violations) == 2
+
+
+def test_stage_time_runs_leave_an_idle_gap(schedule: Schedule) -> None:
+    """A gap between two runs of one decode stage is reported, even when the stage's end covers it."""
+    broken = replace(
+        schedule,
+        run_start=_set(schedule.run_start, 4, 7.25),
+        stage_end=_set(schedule.stage_end, 7, 8.25),
+        makespan=8.25,
+    )
+    violations = validate(broken)
+    _assert_only(
+        violations,
+        "stage_time",
+        "decode run 4 (decode iterations 6-7) starts at 7.25s but the run before it ends at 7s",
+    )
+    assert len(violations) == 1
+
+
 # ------------------------------------------------------------------ alternation
 def test_alternation_overlapping_stages(schedule: Schedule) -> None:
     """A decode stage starting before the prefill stage before it ends is reported."""
     shift = 0.25
-    broken = replace(
+    broken = _with_iteration_end(
         schedule,
+        _set(schedule.iteration_end, slice(5, 8), schedule.iteration_end[5:8] - shift),
         stage_start=_set(schedule.stage_start, 7, schedule.stage_start[7] - shift),
         stage_end=_set(schedule.stage_end, 7, schedule.stage_end[7] - shift),
-        iteration_end=_set(schedule.iteration_end, slice(5, 8), schedule.iteration_end[5:8] - shift),
         makespan=schedule.makespan - shift,
     )
     violations = validate(broken)
@@ -326,6 +414,8 @@ def test_makespan_misreported(schedule: Schedule) -> None:
         ("request_decode_end", "request_decode_end has shape (4,), expected (5,)"),
         ("stage_start", "stage_start has shape (7,), expected (8,)"),
         ("stage_iterations", "stage_iterations has shape (7,), expected (8,)"),
+        ("run_iteration_time", "run_iteration_time has shape (4,), expected (5,) (one per run)"),
+        ("run_iterations", "run_iterations has shape (4,), expected (5,) (one per run)"),
     ],
 )
 def test_structure_wrong_length(schedule: Schedule, field: str, fragment: str) -> None:
@@ -342,8 +432,20 @@ def test_structure_wrong_length(schedule: Schedule, field: str, fragment: str) -
             {"request_prefill_stage": [0, 0, 2, 4, 8]},
             "request_prefill_stage refers to a stage that does not exist",
         ),
-        ({"iteration_end": [1.5, 2, 3.5, 5, 5.5, 7, 7.5]}, "iteration_end has 7 entries"),
-        ({"iteration_end": [1.5, 2, 3.5, 5, 5.5, 7, 7.5, np.nan]}, "iteration_end must be finite"),
+        ({"run_iterations": [2, 1, 2, 1, 1]}, "decode stages have 8 iterations but the runs cover 7"),
+        ({"run_iterations": [2, 1, 2, 1, 3]}, "decode stages have 8 iterations but the runs cover 9"),
+        ({"run_iterations": [2, 1, 3, -1, 3]}, "run_iterations must be >= 1"),
+        ({"run_iterations": [2, 0, 3, 1, 2]}, "run_iterations must be >= 1"),
+        ({"run_start": [1.0, 3.0, 4.5, 6.5, np.nan]}, "run times must be finite"),
+        ({"run_iteration_time": [0.5, 0.5, np.inf, 0.5, 0.5]}, "run times must be finite"),
+        (
+            {
+                "run_start": [1.0, 3.0, 6.5, 7.0],
+                "run_iterations": [2, 3, 1, 2],
+                "run_iteration_time": [0.5] * 4,
+            },
+            "a run crosses into decode stage 5: its first iteration 3 does not start a run",
+        ),
         ({"stage_end": [1, 2, 3, 3.5, 4.5, 5.5, 6.5, np.inf]}, "stage times must be finite"),
         ({"stage_first_iteration": [0, 0, 2, 3, 5, 3, 0, 5]}, "number their iterations consecutively"),
         ({"stage_iterations": [1, 2, 0, 1, 0, 2, 0, 3]}, "0 for prefill stages"),
@@ -403,13 +505,15 @@ def test_violation_str_names_rule() -> None:
 # ------------------------------------------------------------------ degenerate schedules
 def test_schedule_without_stages_reports_unprefilled_request() -> None:
     """A schedule with no stage at all reports its request as never prefilled instead of crashing."""
-    s = Schedule(Workload([10], [1]), _cost(), 1, [], [], [], [], [], [], [0], [-1], [0], [0], 0.0)
+    s = Schedule(Workload([10], [1]), _cost(), 1, [], [], [], [], [], [], [], [], [0], [-1], [0], [0], 0.0)
     assert "prefill_once" in _rules(validate(s))
 
 
 def test_schedule_without_decode_iterations_reports_missing_decode() -> None:
     """A schedule with a prefill stage but no decode iteration reports its missing decode, not a crash."""
-    s = Schedule(Workload([10], [1]), _cost(), 1, [0], [0.0], [1.0], [0], [0], [], [0], [0], [0], [0], 1.0)
+    s = Schedule(
+        Workload([10], [1]), _cost(), 1, [0], [0.0], [1.0], [0], [0], [], [], [], [0], [0], [0], [0], 1.0
+    )
     assert _rules(validate(s)) >= {"decode_continuity", "tokens"}
 
 
@@ -430,11 +534,11 @@ def test_one_per_client_reports_every_overlapping_request(schedule: Schedule) ->
 def test_large_absolute_times_keep_a_tight_tolerance(schedule: Schedule) -> None:
     """Shifted to 1e6 s, a schedule still validates, and a 1 ms error in one iteration is caught."""
     shift = 1e6
-    moved = replace(
+    moved = _with_iteration_end(
         schedule,
+        schedule.iteration_end + shift,
         stage_start=schedule.stage_start + shift,
         stage_end=schedule.stage_end + shift,
-        iteration_end=schedule.iteration_end + shift,
         makespan=schedule.makespan + shift,
         workload=schedule.workload.replace(arrival=np.full(5, shift)),
     )
@@ -442,9 +546,9 @@ def test_large_absolute_times_keep_a_tight_tolerance(schedule: Schedule) -> None
     late = _set(moved.iteration_end, slice(3, None), moved.iteration_end[3:] + 1e-3)
     stage_end = moved.stage_end.copy()
     stage_end[5:] += 1e-3
-    broken = replace(
+    broken = _with_iteration_end(
         moved,
-        iteration_end=late,
+        late,
         stage_start=_set(moved.stage_start, slice(6, None), moved.stage_start[6:] + 1e-3),
         stage_end=stage_end,
         makespan=moved.makespan + 1e-3,

@@ -4,9 +4,16 @@ Layout (all numpy arrays, read-only):
 
 * stages, in time order: ``stage_kind`` (``PREFILL`` or ``DECODE``), ``stage_start``,
   ``stage_end``, and for decode stages ``stage_first_iteration`` and ``stage_iterations``:
-  the decode iterations of all decode stages are numbered 0, 1, ... in time order, and
-  ``iteration_end[g]`` is when iteration ``g`` ended;
-* ``makespan``: when the run ended, as its producer reports it (the end of the last
+  the decode iterations of all decode stages are numbered 0, 1, ... in time order;
+* decode runs, in time order: run ``r`` is ``run_iterations[r] >= 1`` consecutive decode
+  iterations starting at ``run_start[r]``, each lasting ``run_iteration_time[r]`` seconds.
+  The runs cover iterations 0, 1, ... in order and none crosses a decode stage boundary.
+  A producer that jumps over iterations in closed form stores one run per jump, so the
+  schedule's size does not grow with the number of iterations; a measured schedule has
+  one run per iteration (see :meth:`Schedule.from_iteration_end`). The metrics below work
+  from the runs; ``iteration_end`` (and ``iteration_start``, ``iteration_time``) are
+  materialised only when asked for, in O(iterations);
+* ``makespan``: when the engine finished, as the producer reports it (the end of the last
   stage, which the validator checks);
 * requests, indexed like the workload: ``request_client``, ``request_prefill_stage``, and
   ``request_decode_start`` / ``request_decode_end``, the half-open range of global decode
@@ -31,7 +38,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["DECODE", "PREFILL", "Schedule"]
+__all__ = ["DECODE", "PREFILL", "Schedule", "runs_from_iteration_end"]
 
 PREFILL = 0
 DECODE = 1
@@ -52,9 +59,56 @@ def _frozen(name: str, values: Any, dtype: Any) -> np.ndarray:
     return arr
 
 
+def _read_only(arr: np.ndarray) -> np.ndarray:
+    arr.setflags(write=False)
+    return arr
+
+
+def _run_holding(run_first: np.ndarray, run_len: np.ndarray, iterations: np.ndarray) -> np.ndarray:
+    """The run holding each of ``iterations``, all in ``0..total`` for ``total`` the runs'
+    iterations (``total`` itself, one past the last iteration, gives the last run).
+
+    A binary search among the runs; but where the iterations are few next to the runs and
+    the lookups, a table of every iteration's run takes no more memory than the lookups
+    themselves and is several times faster than searching with unsorted keys.
+    """
+    total = int(run_len.sum())
+    if run_len.size and total <= 4 * (run_len.size + iterations.size):
+        table = np.repeat(np.arange(run_len.size), run_len)
+        return np.append(table, run_len.size - 1)[iterations]
+    return np.searchsorted(run_first, iterations, side="right") - 1
+
+
+def runs_from_iteration_end(
+    stage_kind: Any, stage_start: Any, stage_first_iteration: Any, stage_iterations: Any, iteration_end: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Decode runs of one iteration each from the end time of every decode iteration.
+
+    An iteration starts when the one before it ended, or at its decode stage's start when
+    it is the stage's first.
+
+    Returns
+    -------
+    run_start, run_iterations, run_iteration_time
+        One entry per iteration: its start, 1, and its duration.
+    """
+    ends = np.asarray(iteration_end, dtype=np.float64)
+    starts = np.empty_like(ends)
+    if ends.size:
+        starts[1:] = ends[:-1]
+        kind = np.asarray(stage_kind)
+        counts = np.asarray(stage_iterations)
+        first = np.asarray(stage_first_iteration)
+        opens = np.flatnonzero((kind == DECODE) & (counts > 0))
+        # Stage arrays may be malformed (the validator reports that); skip what points nowhere.
+        opens = opens[(first[opens] >= 0) & (first[opens] < ends.size)]
+        starts[first[opens]] = np.asarray(stage_start, dtype=np.float64)[opens]
+    return starts, np.ones(ends.size, dtype=np.int64), ends - starts
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
-    """Stages and per-request placement of one run of the engine (see the module docstring)."""
+    """Stages, decode runs and per-request placement of one execution (see the module docstring)."""
 
     workload: Workload
     cost: CostModel
@@ -64,7 +118,9 @@ class Schedule:
     stage_end: np.ndarray
     stage_first_iteration: np.ndarray
     stage_iterations: np.ndarray
-    iteration_end: np.ndarray
+    run_start: np.ndarray
+    run_iterations: np.ndarray
+    run_iteration_time: np.ndarray
     request_client: np.ndarray
     request_prefill_stage: np.ndarray
     request_decode_start: np.ndarray
@@ -80,7 +136,9 @@ class Schedule:
             ("stage_end", np.float64),
             ("stage_first_iteration", np.int64),
             ("stage_iterations", np.int64),
-            ("iteration_end", np.float64),
+            ("run_start", np.float64),
+            ("run_iterations", np.int64),
+            ("run_iteration_time", np.float64),
             ("request_client", np.int64),
             ("request_prefill_stage", np.int64),
             ("request_decode_start", np.int64),
@@ -89,15 +147,70 @@ class Schedule:
             object.__setattr__(self, name, _frozen(name, getattr(self, name), dtype))
         object.__setattr__(self, "makespan", float(self.makespan))
 
+    @classmethod
+    def from_iteration_end(
+        cls,
+        workload: Workload,
+        cost: CostModel,
+        clients: int,
+        stage_kind: Any,
+        stage_start: Any,
+        stage_end: Any,
+        stage_first_iteration: Any,
+        stage_iterations: Any,
+        iteration_end: Any,
+        request_client: Any,
+        request_prefill_stage: Any,
+        request_decode_start: Any,
+        request_decode_end: Any,
+        makespan: float,
+        measured: bool = False,
+        info: dict[str, Any] | None = None,
+    ) -> Schedule:
+        """A schedule from the end time of every decode iteration, one run per iteration.
+
+        For producers that time each iteration (the runtime's clock). The arguments are the
+        constructor's, with ``iteration_end[g]``, when global decode iteration ``g`` ended,
+        in place of the three run arrays (see :func:`runs_from_iteration_end`).
+        """
+        run_start, run_iterations, run_iteration_time = runs_from_iteration_end(
+            stage_kind, stage_start, stage_first_iteration, stage_iterations, iteration_end
+        )
+        return cls(
+            workload,
+            cost,
+            clients,
+            stage_kind,
+            stage_start,
+            stage_end,
+            stage_first_iteration,
+            stage_iterations,
+            run_start,
+            run_iterations,
+            run_iteration_time,
+            request_client,
+            request_prefill_stage,
+            request_decode_start,
+            request_decode_end,
+            makespan,
+            measured=measured,
+            info={} if info is None else info,
+        )
+
     # ------------------------------------------------------------------ sizes
     @property
     def num_stages(self) -> int:
         return int(self.stage_kind.size)
 
     @property
+    def num_runs(self) -> int:
+        """Decode runs (stretches of iterations of one duration)."""
+        return int(self.run_start.size)
+
+    @cached_property
     def num_iterations(self) -> int:
-        """Decode iterations over all decode stages."""
-        return int(self.iteration_end.size)
+        """Decode iterations over all decode stages (the runs' total)."""
+        return int(self.run_iterations.sum())
 
     def __repr__(self) -> str:
         return (
@@ -107,23 +220,123 @@ class Schedule:
         )
 
     # ---------------------------------------------------------------- timings
+    # Everything below works from the runs, in O(stages + runs + requests) whatever the
+    # number of iterations; only the materialised per-iteration arrays are O(iterations).
+    @cached_property
+    def run_first_iteration(self) -> np.ndarray:
+        """Global index of the first decode iteration of each run."""
+        return _read_only(np.cumsum(self.run_iterations) - self.run_iterations)
+
+    @cached_property
+    def run_end(self) -> np.ndarray:
+        """When each run's last iteration ended."""
+        return _read_only(self.run_start + self.run_iteration_time * self.run_iterations)
+
+    @cached_property
+    def _decode_time_before_run(self) -> np.ndarray:
+        """Decode seconds spent before each run starts (prefill pauses left out)."""
+        spent = self.run_iteration_time * self.run_iterations
+        return np.cumsum(spent) - spent
+
+    def _locate(self, iterations: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For global iterations ``g``: the run holding each, ``g``'s offset in it, and whether
+        ``g`` is an iteration of the schedule at all (run and offset are 0 where it is not)."""
+        g = np.asarray(iterations, dtype=np.int64)
+        inside = (g >= 0) & (g < self.num_iterations)
+        if not self.num_runs:
+            return np.zeros(g.shape, dtype=np.int64), np.zeros(g.shape, dtype=np.int64), inside
+        run = _run_holding(self.run_first_iteration, self.run_iterations, np.where(inside, g, 0))
+        offset = np.where(inside, g - self.run_first_iteration[run], 0)
+        return run, offset, inside
+
+    def iteration_start_at(self, iterations: Any) -> np.ndarray:
+        """When the given global decode iterations started (NaN for one the schedule lacks).
+
+        Equal to ``iteration_start[iterations]``, found from the runs without
+        materialising that array: time and memory grow with the runs and the iterations asked
+        for, not with the schedule's iterations.
+        """
+        if not self.num_runs:
+            return np.full(np.shape(iterations), np.nan)
+        run, offset, inside = self._locate(iterations)
+        start = self.run_start[run] + self.run_iteration_time[run] * offset
+        return np.where(inside, start, np.nan)
+
+    def iteration_end_at(self, iterations: Any) -> np.ndarray:
+        """When the given global decode iterations ended (NaN for one the schedule lacks).
+
+        Equal to ``iteration_end[iterations]``, found from the runs without
+        materialising that array: time and memory grow with the runs and the iterations asked
+        for, not with the schedule's iterations.
+        """
+        if not self.num_runs:
+            return np.full(np.shape(iterations), np.nan)
+        run, offset, inside = self._locate(iterations)
+        end = self.run_start[run] + self.run_iteration_time[run] * (offset + 1)
+        return np.where(inside, end, np.nan)
+
+    def _iteration_offsets(self) -> np.ndarray:
+        return np.arange(self.num_iterations, dtype=np.int64) - np.repeat(
+            self.run_first_iteration, self.run_iterations
+        )
+
+    @cached_property
+    def iteration_end(self) -> np.ndarray:
+        """When every decode iteration ended, materialised: O(iterations) time and memory.
+
+        For users who want the per-iteration view of a schedule of modest length; the
+        library's own metrics and checks work from the runs (see :meth:`iteration_end_at`).
+        """
+        return _read_only(
+            np.repeat(self.run_start, self.run_iterations)
+            + np.repeat(self.run_iteration_time, self.run_iterations) * (self._iteration_offsets() + 1)
+        )
+
     @cached_property
     def iteration_start(self) -> np.ndarray:
-        """Start time of every decode iteration (the previous one's end, or its stage's start)."""
-        starts = np.empty_like(self.iteration_end)
-        if starts.size:
-            starts[1:] = self.iteration_end[:-1]
-            decode = np.flatnonzero((self.stage_kind == DECODE) & (self.stage_iterations > 0))
-            starts[self.stage_first_iteration[decode]] = self.stage_start[decode]
-        return starts
+        """When every decode iteration started, materialised: O(iterations), like :attr:`iteration_end`."""
+        return _read_only(
+            np.repeat(self.run_start, self.run_iterations)
+            + np.repeat(self.run_iteration_time, self.run_iterations) * self._iteration_offsets()
+        )
 
     @cached_property
     def iteration_time(self) -> np.ndarray:
-        return self.iteration_end - self.iteration_start
+        """Duration of every decode iteration, materialised: O(iterations)."""
+        return _read_only(np.repeat(self.run_iteration_time, self.run_iterations))
 
-    @cached_property
-    def _iteration_time_cumsum(self) -> np.ndarray:
-        return np.concatenate([[0.0], np.cumsum(self.iteration_time)])
+    def active_runs(self) -> dict[str, np.ndarray]:
+        """The runs cut wherever a request starts or stops decoding, with their active clients.
+
+        Within each piece the iteration time and the set of decoding clients are constant,
+        so a piece is what a cost model prices: ``iterations`` iterations of ``active``
+        clients, each lasting ``iteration_time``. A run that no request event crosses (all
+        the simulator's runs, every run of a measured schedule) is one piece.
+
+        Returns
+        -------
+        dict of arrays, one entry per piece in time order
+            ``run`` (the run it belongs to), ``first_iteration``, ``iterations``, ``start``,
+            ``iteration_time`` and ``active`` (clients decoding in it).
+        """
+        total = self.num_iterations
+        dstart, dend = self.request_decode_start, self.request_decode_end
+        decoding = (dstart >= 0) & (dstart < total) & (dend > dstart)
+        opens = np.sort(dstart[decoding])
+        closes = np.sort(np.minimum(dend[decoding], total))
+        cuts = np.unique(np.concatenate([self.run_first_iteration, opens, closes]))
+        cuts = cuts[cuts < total]
+        run, offset, _ = self._locate(cuts)
+        tau = self.run_iteration_time[run]
+        return {
+            "run": run,
+            "first_iteration": cuts,
+            "iterations": np.diff(np.append(cuts, total)),
+            "start": self.run_start[run] + tau * offset,
+            "iteration_time": tau,
+            "active": np.searchsorted(opens, cuts, side="right")
+            - np.searchsorted(closes, cuts, side="right"),
+        }
 
     @cached_property
     def prefill_end(self) -> np.ndarray:
@@ -132,8 +345,8 @@ class Schedule:
 
     @cached_property
     def finish(self) -> np.ndarray:
-        """When each request produced its last token."""
-        return self.iteration_end[self.request_decode_end - 1]
+        """When each request produced its last token (NaN for one that decodes nothing)."""
+        return _read_only(self.iteration_end_at(self.request_decode_end - 1))
 
     @cached_property
     def ttft(self) -> np.ndarray:
@@ -151,9 +364,21 @@ class Schedule:
         """Client-seconds spent prefilling or decoding a request."""
         stage_len = self.stage_end - self.stage_start
         prefill = float(stage_len[self.request_prefill_stage].sum())
-        c = self._iteration_time_cumsum
-        decode = float((c[self.request_decode_end] - c[self.request_decode_start]).sum())
+        # Each request decodes from the start of its first iteration to the end of its last,
+        # less the prefill stages in between: the decode time elapsed between the two.
+        lo, hi = self.request_decode_start, self.request_decode_end
+        ranged = (lo >= 0) & (lo <= hi) & (hi <= self.num_iterations)
+        decode = float((self._decode_time_before(hi[ranged]) - self._decode_time_before(lo[ranged])).sum())
         return prefill + decode
+
+    def _decode_time_before(self, iterations: np.ndarray) -> np.ndarray:
+        """Decode seconds before each iteration in ``0..num_iterations`` starts."""
+        if not self.num_runs:
+            return np.zeros(iterations.shape)
+        # The run holding g, or for g == num_iterations the last run (its offset then is its length).
+        run = _run_holding(self.run_first_iteration, self.run_iterations, iterations)
+        offset = iterations - self.run_first_iteration[run]
+        return self._decode_time_before_run[run] + self.run_iteration_time[run] * offset
 
     @property
     def utilization(self) -> float:
@@ -261,9 +486,9 @@ class Schedule:
             "request": np.concatenate([req, seg_req]),
             "client": np.concatenate([self.request_client, self.request_client[seg_req]]),
             "start": np.concatenate(
-                [self.stage_start[self.request_prefill_stage], self.iteration_start[it_lo]]
+                [self.stage_start[self.request_prefill_stage], self.iteration_start_at(it_lo)]
             ),
-            "end": np.concatenate([self.prefill_end, self.iteration_end[it_hi - 1]]),
+            "end": np.concatenate([self.prefill_end, self.iteration_end_at(it_hi - 1)]),
             "tokens": np.concatenate([self.workload.prompt_tokens, it_hi - it_lo]),
         }
 

@@ -278,11 +278,6 @@ class _Simulation:
                 free += 1
                 finished += 1
 
-        lens = np.asarray(run_len, dtype=np.int64)
-        offsets = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens)
-        iteration_end = np.repeat(np.asarray(run_start), lens) + np.repeat(np.asarray(run_tau), lens) * (
-            offsets + 1
-        )
         out = np.asarray(output, dtype=np.int64)
         return Schedule(
             workload=wl,
@@ -293,7 +288,9 @@ class _Simulation:
             stage_end=np.asarray(ends),
             stage_first_iteration=np.asarray(firsts, dtype=np.int64),
             stage_iterations=np.asarray(iters, dtype=np.int64),
-            iteration_end=iteration_end,
+            run_start=np.asarray(run_start, dtype=np.float64),
+            run_iterations=np.asarray(run_len, dtype=np.int64),
+            run_iteration_time=np.asarray(run_tau, dtype=np.float64),
             request_client=np.asarray(client_of, dtype=np.int64),
             request_prefill_stage=np.asarray(prefill_stage, dtype=np.int64),
             request_decode_start=decode_start.copy(),

@@ -2,18 +2,23 @@
 
 The validator shares no code with the simulator: it recomputes everything (stage token
 totals, active clients per decode iteration, finish times, client occupancy) from the
-schedule's arrays and the workload, and compares.
+schedule's arrays and the workload, and compares. It works on decode runs, cut where
+requests start or stop decoding, so its time and memory grow with stages, runs and
+requests, never with the number of iterations.
 
 Rules (``Violation.rule``):
 
-``structure``        arrays of consistent sizes and indices in range (checked first; the
+``structure``        arrays of consistent sizes and indices in range; decode runs of at
+                     least one iteration that together cover the decode stages' iterations,
+                     none crossing from one decode stage into the next (checked first; the
                      other rules run only on a well-formed schedule)
 ``prefill_once``     each request is prefilled exactly once, in a prefill stage, onto one
                      existing client
 ``capacity``         a prefill stage holds at most ``cost.prefill_capacity`` prompt tokens
 ``stage_time``       prefill stages last ``cost.prefill_time(tokens)``; decode iterations
-                     last ``cost.decode_iteration_time(active)``; a decode stage spans its
-                     iterations exactly
+                     last ``cost.decode_iteration_time(active)`` (a run's iteration time,
+                     wherever in the run requests start or stop decoding); a decode stage's
+                     runs follow one another without gap from its start to its end
 ``alternation``      stages alternate prefill, decode, prefill, ... starting with a prefill,
                      and never overlap
 ``decode_continuity`` a request decodes from the first iteration after its prefill stage in
@@ -30,10 +35,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from llmsched.schedule import DECODE, PREFILL, Schedule
+from llmsched.schedule import DECODE, PREFILL, Schedule, _run_holding
 
 __all__ = ["RULES", "Violation", "validate"]
 
@@ -202,50 +208,70 @@ def validate(
         lambda k: f"stage {k} starts at {start[k]:.9g}s, before stage {k - 1} ends at {end[k - 1]:.9g}s",
     )
 
-    # decode iterations: active clients and times -----------------------------
+    # decode runs: active clients and times ------------------------------------
+    # Cut the runs wherever a request starts or stops decoding: within a piece the active
+    # set is constant, so its iterations must each last decode_iteration_time(active).
+    # Everything is per piece or per run, never per iteration.
     num_it = s.num_iterations
     dstart, dend = s.request_decode_start, s.request_decode_end
     ranged = (dstart >= 0) & (dend > dstart) & (dend <= num_it)
     # Count a range that runs past the last iteration in the iterations it does reach (the
     # overrun itself is a ``tokens`` violation).
     counted = (dstart >= 0) & (dstart < num_it) & (dend > dstart)
-    delta = np.bincount(dstart[counted], minlength=num_it + 1) - np.bincount(
-        np.minimum(dend[counted], num_it), minlength=num_it + 1
+    run_len, run_tau = s.run_iterations, s.run_iteration_time
+    run_first = np.cumsum(run_len) - run_len
+    run_end = s.run_start + run_tau * run_len
+    cuts, piece_run, active = _cut_runs(
+        run_first, run_len, num_it, dstart[counted], np.minimum(dend[counted], num_it)
     )
-    active = np.cumsum(delta)[:num_it]
+    piece_len = np.diff(np.append(cuts, num_it))
     report.add(
         "no_idle_work",
         np.flatnonzero(active == 0),
-        lambda g: f"decode iteration {g} runs with no client decoding",
+        lambda p: f"{_iterations(cuts[p], piece_len[p], ('runs', 'run'))} with no client decoding",
     )
-    it_end = s.iteration_end
-    dec = np.flatnonzero(is_decode)
-    it_start = np.empty_like(it_end)
-    if num_it:
-        it_start[1:] = it_end[:-1]
-        first = s.stage_first_iteration[dec]
-        has = s.stage_iterations[dec] > 0
-        it_start[first[has]] = start[dec[has]]
-        expected_it = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
-        actual_it = it_end - it_start
-        off = np.flatnonzero(np.abs(actual_it - expected_it) > tol + rtol * np.abs(expected_it))
-        report.add(
-            "stage_time",
-            off,
-            lambda g: (
-                f"decode iteration {g} with {active[g]} active clients lasts {actual_it[g]:.9g}s but the "
-                f"cost model gives {expected_it[g]:.9g}s"
-            ),
+    expected_tau = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
+    actual_tau = run_tau[piece_run]
+    off = np.flatnonzero(np.abs(actual_tau - expected_tau) > tol + rtol * np.abs(expected_tau))
+
+    def wrong_run_time(p: int) -> str:
+        many = piece_len[p] > 1
+        return (
+            f"{_iterations(cuts[p], piece_len[p])} with {active[p]} active clients "
+            f"{'last' if many else 'lasts'} {actual_tau[p]:.9g}s{' each' if many else ''} but the cost "
+            f"model gives {expected_tau[p]:.9g}s"
         )
+
+    report.add("stage_time", off, wrong_run_time)
+    # Runs tile their decode stage: the first starts with the stage, each next one where
+    # the one before ended, and the last ends with the stage.
+    dec = np.flatnonzero(is_decode)
     nonempty = dec[s.stage_iterations[dec] > 0]
-    last_end = it_end[s.stage_first_iteration[nonempty] + s.stage_iterations[nonempty] - 1]
+    stage_of_run = nonempty[np.searchsorted(s.stage_first_iteration[nonempty], run_first, side="right") - 1]
+    opens_stage = run_first == s.stage_first_iteration[stage_of_run]
+    previous_end = np.append(np.nan, run_end[:-1])
+    expected_run_start = np.where(opens_stage, start[stage_of_run], previous_end)
     report.add(
         "stage_time",
-        nonempty[np.abs(end[nonempty] - last_end) > tol],
-        lambda k: (
-            f"decode stage {k} ends at {end[k]:.9g}s but its last iteration ends at "
-            f"{it_end[s.stage_first_iteration[k] + s.stage_iterations[k] - 1]:.9g}s"
+        np.flatnonzero(np.abs(s.run_start - expected_run_start) > tol),
+        lambda r: (
+            f"decode run {r} ({_iterations(run_first[r], run_len[r])}) starts at {s.run_start[r]:.9g}s but "
+            + (
+                f"its decode stage {stage_of_run[r]} starts at {start[stage_of_run[r]]:.9g}s"
+                if opens_stage[r]
+                else f"the run before it ends at {run_end[r - 1]:.9g}s"
+            )
         ),
+    )
+    closes_stage = np.ones(run_len.size, dtype=bool)
+    closes_stage[:-1] = opens_stage[1:]
+    last_run = np.flatnonzero(closes_stage)
+    last_end = np.full(num_stages, np.nan)
+    last_end[stage_of_run[last_run]] = run_end[last_run]
+    report.add(
+        "stage_time",
+        nonempty[np.abs(end[nonempty] - last_end[nonempty]) > tol],
+        lambda k: f"decode stage {k} ends at {end[k]:.9g}s but its last iteration ends at {last_end[k]:.9g}s",
     )
     report.add(
         "no_idle_work",
@@ -287,7 +313,15 @@ def validate(
     # client occupancy ----------------------------------------------------------
     ok = placed & ranged
     hold_from = start[np.where(ok, pst, 0)]
-    hold_to = np.append(it_end, 0.0)[np.where(ok, dend - 1, num_it)]
+    # A request holds its client until its last iteration ends (found in the run holding it).
+    last_it = np.where(ok, dend - 1, 0)
+    last_run_of = np.where(ok, _run_holding(run_first, run_len, last_it), 0)
+    hold_to = np.zeros(n)
+    if run_len.size:
+        run_last_end = s.run_start[last_run_of] + run_tau[last_run_of] * (
+            last_it - run_first[last_run_of] + 1
+        )
+        hold_to = np.where(ok, run_last_end, 0.0)
     idx = np.flatnonzero(ok)
     if idx.size > 1:
         # Per client, in order of start: a request must not start before every earlier one ended.
@@ -342,6 +376,42 @@ def validate(
     return report.items
 
 
+def _cut_runs(
+    run_first: np.ndarray, run_len: np.ndarray, total: int, opens: np.ndarray, closes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut the runs wherever a request starts or stops decoding.
+
+    ``opens`` and ``closes`` (any order) are each decoding request's first iteration and the
+    iteration after its last, at most ``total``. Returns each piece's first iteration, its
+    run, and its active clients. Nothing is sorted: events are placed among the runs (see
+    ``_run_holding``), and only those strictly inside a run (none, in a simulated schedule)
+    add a cut.
+    """
+    events = np.concatenate([opens, closes])
+    run_of = _run_holding(run_first, run_len, events)
+    inside = (events < total) & (events != run_first[run_of])
+    if inside.any():
+        cuts = np.union1d(run_first, events[inside])
+        piece_run = np.searchsorted(run_first, cuts, side="right") - 1
+        piece_of = np.searchsorted(cuts, events)  # total lands past the last piece
+    else:
+        cuts, piece_run = run_first, np.arange(run_first.size)
+        piece_of = np.where(events < total, run_of, run_first.size)
+    change = np.bincount(piece_of[: opens.size], minlength=cuts.size + 1) - np.bincount(
+        piece_of[opens.size :], minlength=cuts.size + 1
+    )
+    return cuts, piece_run, np.cumsum(change)[: cuts.size]
+
+
+def _iterations(first: Any, count: Any, verb: tuple[str, str] = ("", "")) -> str:
+    """Names ``count`` consecutive decode iterations from ``first`` in a message, followed by
+    ``verb`` agreeing with their number (its singular and plural forms)."""
+    first, count = int(first), int(count)
+    if count == 1:
+        return f"decode iteration {first} {verb[0]}".rstrip()
+    return f"decode iterations {first}-{first + count - 1} {verb[1]}".rstrip()
+
+
 def _check_structure(s: Schedule, report: _Report) -> bool:
     """Sizes and index ranges; other rules cannot run if these fail."""
     problems: list[str] = []
@@ -350,6 +420,10 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
     for name in ("stage_start", "stage_end", "stage_first_iteration", "stage_iterations"):
         if getattr(s, name).shape != (stages,):
             problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({stages},)")
+    runs = s.run_start.size
+    for name in ("run_iterations", "run_iteration_time"):
+        if getattr(s, name).shape != (runs,):
+            problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({runs},) (one per run)")
     for name in ("request_client", "request_prefill_stage", "request_decode_start", "request_decode_end"):
         if getattr(s, name).shape != (n,):
             problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({n},) (one per request)")
@@ -358,8 +432,10 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
             problems.append("stage_kind holds values other than PREFILL (0) and DECODE (1)")
         if not (np.isfinite(s.stage_start).all() and np.isfinite(s.stage_end).all()):
             problems.append("stage times must be finite")
-        if not np.isfinite(s.iteration_end).all():
-            problems.append("iteration_end must be finite")
+        if not (np.isfinite(s.run_start).all() and np.isfinite(s.run_iteration_time).all()):
+            problems.append("run times must be finite")
+        if (s.run_iterations < 1).any():
+            problems.append("run_iterations must be >= 1: every run covers at least one iteration")
         if (s.stage_iterations < 0).any() or (s.stage_iterations[s.stage_kind == PREFILL] != 0).any():
             problems.append("stage_iterations must be >= 0, and 0 for prefill stages")
         dec = np.flatnonzero(s.stage_kind == DECODE)
@@ -370,11 +446,21 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
                 "decode stages must number their iterations consecutively: stage_first_iteration "
                 "of each decode stage must be the previous decode stages' iteration total"
             )
-        if int(counts.sum()) != s.iteration_end.size:
-            problems.append(
-                f"decode stages have {int(counts.sum())} iterations but iteration_end has "
-                f"{s.iteration_end.size} entries"
-            )
+        covered = int(s.run_iterations.sum())
+        if int(counts.sum()) != covered:
+            problems.append(f"decode stages have {int(counts.sum())} iterations but the runs cover {covered}")
+        elif not problems:
+            # Every decode stage's first iteration must open a run: a run lies in one stage.
+            # Both sequences are increasing here, so a binary search finds each opening's run.
+            run_first = np.append(np.cumsum(s.run_iterations) - s.run_iterations, -1)
+            opened = dec[counts > 0]
+            opening = s.stage_first_iteration[opened]
+            crossing = np.flatnonzero(run_first[np.searchsorted(run_first[:-1], opening)] != opening)
+            if crossing.size:
+                problems.append(
+                    f"a run crosses into decode stage {int(opened[crossing[0]])}: its first "
+                    f"iteration {int(opening[crossing[0]])} does not start a run"
+                )
         if (s.request_prefill_stage >= stages).any():
             problems.append("request_prefill_stage refers to a stage that does not exist")
         if (s.request_decode_end < s.request_decode_start).any():

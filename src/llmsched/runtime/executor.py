@@ -171,7 +171,7 @@ class _Recorder:
         decode_end = [
             self.decode_start[i] + len(self.tokens[i]) if self.decode_start[i] >= 0 else -1 for i in range(n)
         ]
-        return Schedule(
+        return Schedule.from_iteration_end(
             self.workload,
             self.cost,
             self.clients,

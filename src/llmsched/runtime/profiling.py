@@ -160,7 +160,12 @@ def stage_errors(cost: Any, samples: Any, median: bool = False) -> dict[str, flo
 
 def schedule_stage_times(schedule: Schedule) -> Any:
     """The measured rows of a schedule: prefill stages (prompt tokens, seconds) and decode
-    iterations (active clients, seconds), in the format of :func:`profile`."""
+    iterations (active clients, seconds), in the format of :func:`profile`.
+
+    Decode rows come one per run of iterations with one duration and one active count
+    (:meth:`Schedule.active_runs`): one per iteration for a measured schedule, which has
+    one run per iteration, and one per run for a simulated one.
+    """
     import pandas as pd
 
     wl = schedule.workload
@@ -168,21 +173,14 @@ def schedule_stage_times(schedule: Schedule) -> Any:
         schedule.request_prefill_stage, weights=wl.prompt_tokens, minlength=schedule.num_stages
     )
     prefill = np.flatnonzero(schedule.stage_kind == PREFILL)
-    rows = [
+    runs = schedule.active_runs()
+    return pd.DataFrame(
         {
-            "kind": "prefill",
-            "size": int(tokens[k]),
-            "seconds": float(schedule.stage_end[k] - schedule.stage_start[k]),
-        }
-        for k in prefill
-    ]
-    g = np.arange(schedule.num_iterations)
-    active = np.searchsorted(np.sort(schedule.request_decode_start), g, side="right") - np.searchsorted(
-        np.sort(schedule.request_decode_end), g, side="right"
+            "kind": ["prefill"] * prefill.size + ["decode"] * runs["active"].size,
+            "size": np.concatenate([tokens[prefill], runs["active"]]).astype(np.int64),
+            "seconds": np.concatenate(
+                [schedule.stage_end[prefill] - schedule.stage_start[prefill], runs["iteration_time"]]
+            ),
+        },
+        columns=["kind", "size", "seconds"],
     )
-    durations = schedule.iteration_time
-    rows += [
-        {"kind": "decode", "size": int(a), "seconds": float(d)}
-        for a, d in zip(active, durations, strict=True)
-    ]
-    return pd.DataFrame(rows, columns=["kind", "size", "seconds"])
