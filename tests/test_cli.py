@@ -121,7 +121,15 @@ SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4
         (["exegpt", "--latency-bound", "-1"], "--latency-bound must be positive"),
         (
             ["runtime", "validate", "--clients", "1"],
-            r"argument --clients: must be an integer in \[2, 1000000\], got 1",
+            r"argument --clients: must be an integer in \[2, 1024\], got 1",
+        ),
+        (
+            ["runtime", "validate", "--clients", "1000000"],
+            r"argument --clients: must be an integer in \[2, 1024\]",
+        ),
+        (
+            ["runtime", "validate", "--requests", "0"],
+            r"argument --requests: must be an integer in \[1, 100000\]",
         ),
         (["runtime", "validate", "--scale", "0"], r"argument --scale: must be a number in \(0, 1\], got 0"),
     ],

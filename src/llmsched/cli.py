@@ -396,6 +396,10 @@ class _Parser(argparse.ArgumentParser):
 # Clients beyond this are refused: no workload the command builds has that many requests, and
 # per-client state in the study's solvers grows with the count.
 MAX_CLIENTS = 1_000_000
+# The runtime gives every client a slot of KV cache and runs every request on a real model,
+# so its sizes are bounded far lower (a million clients asked the tiny model for 21 GB).
+RUNTIME_MAX_CLIENTS = 1024
+RUNTIME_MAX_REQUESTS = 100_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -485,8 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     val.add_argument("--model", default="tiny", help="tiny, small, 125m or 1b (seeded random weights)")
     val.add_argument("--device", default="cpu", help="cpu or cuda")
-    val.add_argument("--requests", type=requests, default=24)
-    val.add_argument("--clients", type=_int_arg(2, MAX_CLIENTS), default=8)
+    val.add_argument("--requests", type=_int_arg(1, RUNTIME_MAX_REQUESTS), default=24)
+    val.add_argument("--clients", type=_int_arg(2, RUNTIME_MAX_CLIENTS), default=8)
     val.add_argument(
         "--scale", type=_float_arg(0.0, 1.0, low_open=True), default=0.125, help="GSM8K lengths times this"
     )
