@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from llmsched._checks import (
     MAX_TOKENS,
+    choice,
+    flag,
     positive_int,
     probability,
     real,
@@ -18,6 +20,7 @@ from llmsched._checks import (
     rng,
     seed,
     sizes,
+    text,
     token_counts,
 )
 
@@ -128,3 +131,18 @@ def test_token_counts_accept_every_valid_count(values: list[int]) -> None:
     floats = token_counts("counts", np.array(values, dtype=np.float64))
     assert ints.tolist() == values == floats.tolist()
     assert not ints.flags.writeable
+
+
+def test_flags_names_and_choices() -> None:
+    """Flags are bools only, names str only, choices one of the listed strings."""
+    assert flag("on", np.bool_(True)) is True
+    assert text("name", "x") == "x"
+    assert choice("mode", "a", ("a", "b")) == "a"
+    with pytest.raises(TypeError, match="on must be True or False, got str 'yes'"):
+        flag("on", "yes")
+    with pytest.raises(TypeError, match="on must be True or False, got int 1"):
+        flag("on", 1)
+    with pytest.raises(TypeError, match="name must be a str, got int 3"):
+        text("name", 3)
+    with pytest.raises(ValueError, match=r"mode must be one of \['a', 'b'\], got 'c'"):
+        choice("mode", "c", ("a", "b"))

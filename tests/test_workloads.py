@@ -255,7 +255,7 @@ def test_trace_values_are_reported_with_their_columns(tmp_path: Path) -> None:
     [
         (lambda p: workloads.from_csv(None), TypeError, "path must be a file path .*, got NoneType"),
         (lambda p: workloads.from_csv(3), TypeError, "path must be a file path .*, got int 3"),
-        (lambda p: workloads.from_csv(p, name=3), TypeError, "name must be a str or None, got int 3"),
+        (lambda p: workloads.from_csv(p, name=3), TypeError, "name must be a str, got int 3"),
         (lambda p: workloads.to_csv([1, 2], p), TypeError, "workload must be a llmsched.Workload, got list"),
         (lambda p: workloads.to_csv(Workload([1], [1]), None), TypeError, "path must be a file path"),
         (lambda p: workloads.to_csv(Workload([1], [1]), p.parent), ValueError, "path '.*' cannot be written"),

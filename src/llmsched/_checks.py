@@ -20,6 +20,7 @@ __all__ = [
     "MAX_REQUESTS",
     "MAX_TOKENS",
     "choice",
+    "flag",
     "instance",
     "nonnegative_int",
     "path_arg",
@@ -30,6 +31,7 @@ __all__ = [
     "rng",
     "seed",
     "sizes",
+    "text",
     "token_counts",
 ]
 
@@ -144,6 +146,20 @@ def choice(name: str, value: Any, choices: Iterable[str]) -> str:
     options = list(choices)
     if not isinstance(value, str) or value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value
+
+
+def flag(name: str, value: Any) -> bool:
+    """``value`` as a bool if it is a bool (Python or numpy); "yes" or 1 are not flags."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {_show(value)}")
+    return bool(value)
+
+
+def text(name: str, value: Any) -> str:
+    """``value`` if it is a str (a name or a label)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {_show(value)}")
     return value
 
 

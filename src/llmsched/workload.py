@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from llmsched._checks import MAX_TOKENS, token_counts
+from llmsched._checks import MAX_TOKENS, text, token_counts
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -121,8 +121,7 @@ class Workload:
                     f"predicted_output has {predicted.size} entries but the workload has "
                     f"{prompt.size} requests"
                 )
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__} {name!r}")
+        text("name", name)
         times = _as_arrival_array(arrival, prompt.size)
         if times.shape != prompt.shape:
             raise ValueError(f"arrival has {times.size} entries but the workload has {prompt.size} requests")

@@ -27,6 +27,7 @@ from llmsched._checks import (
     positive_int,
     real,
     rng,
+    text,
 )
 from llmsched.workload import Workload
 
@@ -277,9 +278,7 @@ def _load_trace(
 def _name(name: Any, path: str | PathLike[str]) -> str:
     if name is None:
         return str(path)
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str or None, got {type(name).__name__} {name!r}")
-    return name or str(path)
+    return text("name", name) or str(path)
 
 
 def from_csv(path: str | PathLike[str], name: str | None = None) -> Workload:

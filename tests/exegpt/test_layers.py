@@ -95,7 +95,7 @@ GPU = {"name": "g", "fp16_tflops": 100.0, "memory_gb": 40.0, "bandwidth_gbs": 10
         (
             lambda: ModelSpec(**SPEC, encoder_decoder="yes"),
             TypeError,
-            "encoder_decoder must be a bool, got str",
+            "encoder_decoder must be True or False, got str 'yes'",
         ),
         (
             lambda: GPUSpec(**{**GPU, "memory_gb": 0}),

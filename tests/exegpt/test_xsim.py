@@ -299,7 +299,7 @@ def test_length_distributions_take_numpy_and_whole_floats() -> None:
     [
         ({"gpus": 10**6}, ValueError, f"gpus must be at most {MAX_GPUS:,}, got 1,000,000"),
         ({"gpus": 2.0}, TypeError, "gpus must be an integer, got float 2.0"),
-        ({"encoder_decoder": "yes"}, TypeError, "encoder_decoder must be a bool, got str"),
+        ({"encoder_decoder": "yes"}, TypeError, "encoder_decoder must be True or False, got str 'yes'"),
         ({"memory_fraction": np.nan}, ValueError, r"memory_fraction must be a number in \(0, 1\], got nan"),
         ({"quantile": "0.99"}, TypeError, r"quantile must be a number in \(0, 1\], got str"),
         ({"name": None}, TypeError, "name must be a str, got NoneType"),

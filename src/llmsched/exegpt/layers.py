@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import positive_int, real, real_array, sizes
+from llmsched._checks import flag, positive_int, real, real_array, sizes, text
 
 __all__ = ["GPUS", "MODELS", "GPUSpec", "LayerCostModel", "ModelSpec", "gpu_spec", "model_spec"]
 
@@ -51,16 +51,14 @@ class ModelSpec:
     kv_width: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str):
-            raise TypeError(f"name must be a str, got {type(self.name).__name__} {self.name!r}")
+        text("name", self.name)
         positive_int("layers", self.layers)
         positive_int("hidden", self.hidden)
         positive_int("heads", self.heads)
         if self.kv_width is not None:
             positive_int("kv_width", self.kv_width)
         real("params_billion", self.params_billion, low=0.0, low_open=True)
-        if not isinstance(self.encoder_decoder, (bool, np.bool_)):
-            raise TypeError(f"encoder_decoder must be a bool, got {type(self.encoder_decoder).__name__}")
+        flag("encoder_decoder", self.encoder_decoder)
         if self.hidden % self.heads:
             raise ValueError(
                 f"{self.name}: hidden size {self.hidden} is not a multiple of {self.heads} heads"
@@ -92,8 +90,7 @@ class GPUSpec:
     link_gbs: float  # GPU-to-GPU within a node
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str):
-            raise TypeError(f"name must be a str, got {type(self.name).__name__} {self.name!r}")
+        text("name", self.name)
         for name in ("fp16_tflops", "memory_gb", "bandwidth_gbs", "link_gbs"):
             real(name, getattr(self, name), low=0.0, low_open=True)
 

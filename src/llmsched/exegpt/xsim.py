@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llmsched._checks import instance, positive_int, real, real_array, token_counts
+from llmsched._checks import choice, flag, instance, positive_int, real, real_array, text, token_counts
 from llmsched.exegpt.layers import GPUSpec, LayerCostModel, ModelSpec, gpu_spec, model_spec
 
 __all__ = [
@@ -253,17 +253,14 @@ class XSimulator:
                 raise TypeError(f"{label} must be a LengthDistribution, got {type(dist).__name__}")
         self.gpus = positive_int("gpus", gpus, maximum=MAX_GPUS)
         self.layers = positive_int("layers", layers)
-        if not isinstance(encoder_decoder, (bool, np.bool_)):
-            raise TypeError(f"encoder_decoder must be a bool, got {type(encoder_decoder).__name__}")
+        flag("encoder_decoder", encoder_decoder)
         if encoder_decoder and layers % 2:
             raise ValueError(f"an encoder-decoder model needs an even layer count, got {layers}")
         self.gpus_per_node = positive_int("gpus_per_node", gpus_per_node)
         memory_fraction = real("memory_fraction", memory_fraction, low=0.0, high=1.0, low_open=True)
         quantile = real("quantile", quantile, low=0.0, high=1.0, low_open=True)
-        if weights not in ("population", "paper"):
-            raise ValueError(f"weights must be 'population' or 'paper', got {weights!r}")
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__} {name!r}")
+        choice("weights", weights, ("population", "paper"))
+        text("name", name)
         if (model is None) != (gpu_memory_gb is None):
             raise ValueError("give both model and gpu_memory_gb to model memory, or neither")
         if model is not None and not isinstance(model, ModelSpec):
@@ -505,8 +502,7 @@ class XSimulator:
     def encoder_gpus(self, batch: int, allocation: Literal["C", "M"]) -> int:
         """GPUs WAA gives the encoder for encoder batch ``batch`` (WAA-C or WAA-M)."""
         b_e = positive_int("batch", batch)
-        if allocation not in ("C", "M"):
-            raise ValueError(f"allocation must be 'C' or 'M', got {allocation!r}")
+        choice("allocation", allocation, ("C", "M"))
         if self.gpus < 2:
             raise ValueError("WAA needs at least two GPUs (one to encode, one to decode)")
         b_d = b_e * self.mean_output
