@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmsched._checks import positive_int
+from llmsched._checks import MAX_REQUESTS, positive_int
 from llmsched.cost import LinearCostModel
 from llmsched.reproduce import METHODS, STRATEGIES, run_method
 from llmsched.workloads import gsm8k_like
@@ -83,7 +83,7 @@ def run_study(
     from joblib import Parallel, delayed
 
     positive_int("cases", cases)
-    positive_int("requests", requests)
+    positive_int("requests", requests, maximum=MAX_REQUESTS)
     positive_int("clients", clients)
     if predictor != "oracle":
         from llmsched.online import make_predictor

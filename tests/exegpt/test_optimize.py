@@ -172,3 +172,18 @@ def test_cli_infeasible_and_bad_bounds(capsys) -> None:
         main(["exegpt", "--latency-bound", "inf", "--batch-max", "8", "--iterations-max", "8", "--json"]) == 0
     )
     assert json.loads(capsys.readouterr().out)["latency_bound"] is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_max": 10**9}, "batch_max must be at most 4,096, got 1,000,000,000"),
+        ({"iterations_max": 10**12}, "iterations_max must be at most 10,000"),
+        ({"micro_batches_max": 10**6}, "micro_batches_max must be at most 64"),
+    ],
+)
+def test_search_grid_sizes_are_bounded(kwargs, message) -> None:
+    """A grid too large to enumerate is refused with its limit up front (it hung or ran out of memory)."""
+    sim = XSimulator.for_task("opt-13b", "S")
+    with pytest.raises(ValueError, match=message):
+        search_spaces(sim, **kwargs)

@@ -27,7 +27,7 @@ import numpy as np
 
 from llmsched._checks import positive_int
 from llmsched.exegpt.search import SearchResult, Variable, branch_and_bound, exhaustive, grid_size
-from llmsched.exegpt.xsim import Estimate, XSimulator
+from llmsched.exegpt.xsim import MAX_BATCH, MAX_ITERATIONS, MAX_MICRO_BATCHES, Estimate, XSimulator
 
 __all__ = [
     "SCHEDULES",
@@ -131,11 +131,11 @@ def search_spaces(
     not fall with them; a round's time first falls and then rises with ``B_m``.
     """
     chosen = _schedule_list(schedules)
-    batch_max = positive_int("batch_max", batch_max)
+    batch_max = positive_int("batch_max", batch_max, maximum=MAX_BATCH)
     if iterations_max is None:
         iterations_max = min(sim.outputs.max, 128)
-    iterations_max = positive_int("iterations_max", iterations_max)
-    micro_batches_max = positive_int("micro_batches_max", micro_batches_max)
+    iterations_max = positive_int("iterations_max", iterations_max, maximum=MAX_ITERATIONS)
+    micro_batches_max = positive_int("micro_batches_max", micro_batches_max, maximum=MAX_MICRO_BATCHES)
     if "WAA-M" in chosen and sim.model is None:
         raise ValueError("WAA-M needs a memory model (an XSimulator with model and gpu_memory_gb)")
     out: list[Space] = []
@@ -322,8 +322,8 @@ def monotonicity(
     import pandas as pd
 
     stride = positive_int("stride", stride)
-    batch_max = positive_int("batch_max", batch_max)
-    micro_batches_max = positive_int("micro_batches_max", micro_batches_max)
+    batch_max = positive_int("batch_max", batch_max, maximum=MAX_BATCH)
+    micro_batches_max = positive_int("micro_batches_max", micro_batches_max, maximum=MAX_MICRO_BATCHES)
     tols = [float(t) for t in tolerances]
     if not tols or any(not 0 <= t < 1 for t in tols):
         raise ValueError(f"tolerances must be fractions in [0, 1), got {tols!r}")
@@ -332,7 +332,7 @@ def monotonicity(
         raise ValueError(f"latency_scale must be a positive number of seconds, got {latency_scale!r}")
     if iterations_max is None:
         iterations_max = min(sim.outputs.max, 128)
-    iterations_max = positive_int("iterations_max", iterations_max)
+    iterations_max = positive_int("iterations_max", iterations_max, maximum=MAX_ITERATIONS)
     batches = list(range(1, batch_max + 1))
     thin_batches = batches[::stride]
     iterations = list(range(iterations_max, 0, -1))
