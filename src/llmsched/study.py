@@ -20,6 +20,9 @@ from llmsched.cost import LinearCostModel
 from llmsched.reproduce import METHODS, STRATEGIES, run_method
 from llmsched.workloads import gsm8k_like
 
+# More cases than this is a run without end, refused up front.
+MAX_CASES = 1_000_000
+
 __all__ = ["PAPER_STUDY", "format_study", "plot_study", "run_case", "run_study", "study_summary"]
 
 # Mean gains of the hybrid over the baseline over the paper's 100 cases (Sec. V, Figs. 10-11).
@@ -82,7 +85,9 @@ def run_study(
     """
     from joblib import Parallel, delayed
 
-    positive_int("cases", cases)
+    positive_int("cases", cases, maximum=MAX_CASES)
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be a nonzero integer (-1: every core), got {n_jobs!r}")
     positive_int("requests", requests, maximum=MAX_REQUESTS)
     positive_int("clients", clients)
     if predictor != "oracle":
