@@ -259,8 +259,9 @@ class LevelCostModel:
 
     levels: tuple[PrefillLevel, ...]
     decode_token_time: float
-    _caps: np.ndarray = field(repr=False, compare=False)
-    _times: np.ndarray = field(repr=False, compare=False)
+    # Derived from the levels, not arguments: ``dataclasses.replace`` passes only the two above.
+    _caps: np.ndarray = field(init=False, repr=False, compare=False)
+    _times: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __init__(self, levels: Sequence[PrefillLevel | tuple[int, float]], decode_token_time: float):
         if isinstance(levels, (str, bytes, dict)) or not isinstance(levels, Iterable):
