@@ -179,7 +179,7 @@ def test_infeasible_bins_and_bad_input(solver: str) -> None:
     # 1,800 prompt tokens fit two stages of 1,024 by count, but no stage holds two prompts of 600.
     result = solve_full(workload, COST, 3, bins=2, time_limit=30, backend=solver)
     assert result.status is Status.INFEASIBLE and result.schedule is None
-    assert result.objective == math.inf
+    assert result.objective == result.bound == result.gap == math.inf
     for kwargs, message in (
         ({"backend": "gurobi"}, "unknown backend 'gurobi'"),
         ({"formulation": "weak"}, "unknown formulation 'weak'"),

@@ -245,6 +245,8 @@ def solve_full(
     lower = min(tracer.lower_bound, objective)
     if status is Status.OPTIMAL:
         lower = objective  # the solver proved it (up to its tolerance)
+    elif status is Status.INFEASIBLE:
+        lower = math.inf  # no schedule of at most K bins (SCIP says 1e20, its infinity)
     return FullResult(
         status=status,
         objective=objective,
