@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import math
 
 import numpy as np
@@ -124,7 +123,6 @@ def test_a_deadline_stops_the_build_and_changes_nothing_before_it(formulation: s
     with pytest.raises(BuildStopped, match="time limit passed while building"):
         build_model(_data(), formulation, Deadline(inner, after_25))
     assert len(inner.variables) + len(inner.constraints) == 25
-    assert gc.isenabled()  # the collector, paused for the build, is back on
     bare, wrapped = _Counting(), _Counting()
     build_model(_data(), formulation, bare)
     build_model(_data(), formulation, Deadline(wrapped, lambda: False))
@@ -166,16 +164,3 @@ def test_time_units_of_cp_sat() -> None:
     assert time_scale([1 / 3]) == (10**9, False)
     assert math.floor(0.29 * 100) == 28 and floor_units(0.29, 100) == 29
     assert floor_units(0.35, 10) == 3 and floor_units(1 / 3, 10**9) == 333_333_333
-
-
-def test_the_build_leaves_the_garbage_collector_as_it_found_it() -> None:
-    """The build pauses Python's cyclic collector and restores its state: on stays on, off
-    stays off."""
-    was = gc.isenabled()
-    try:
-        for state in (True, False):
-            (gc.enable if state else gc.disable)()
-            build_model(_data(), "strong", _Counting())
-            assert gc.isenabled() is state
-    finally:
-        (gc.enable if was else gc.disable)()

@@ -46,10 +46,8 @@ Like the paper's, the model is of an offline batch: every request is there at ti
 
 from __future__ import annotations
 
-import gc
 import math
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -670,24 +668,5 @@ def build_model(data: FullData, formulation: str, backend: Backend) -> StrongMod
     """The ``formulation`` of ``data`` built on ``backend`` (:class:`BuildStopped` when a
     :class:`Deadline` backend runs out of time)."""
     model = MODELS[formulation](data, backend)
-    with _gc_paused():
-        model.build()
+    model.build()
     return model
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a while, as it was afterwards.
-
-    A build makes millions of objects that all live as long as the model, and the collector
-    would scan them again and again for nothing: measured on the literal model of 40 requests
-    on 8 clients, it took a third of CP-SAT's build and an eighth of SCIP's, in pauses long
-    enough to delay the deadline's check. (Pyomo pauses it while it builds and writes models.)
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
