@@ -111,13 +111,13 @@ def test_the_time_limit_stops_the_search_with_the_best_schedule_and_bound(solver
         EIGHT,
         LinearCostModel.paper(),
         2,
-        time_limit=0.3,
+        time_limit=0.2,
         backend=solver,
         formulation="literal",
         warm_starts=warm,
     )
     assert result.status is Status.TIME_LIMIT
-    assert result.runtime <= 0.3 * 1.1 + 0.5
+    assert result.runtime <= 0.2 * 1.1 + 0.5
     assert result.warm_start is not None and result.objective <= result.warm_start[1] + 1e-9
     assert 0 < result.gap < 1
     check(result)
@@ -138,7 +138,7 @@ def test_the_time_limit_stops_the_model_build(solver: str) -> None:
     assert result.schedule is start and result.warm_start == ("fcfs", start.makespan)
     assert result.bound == lower_bounds(workload, cost, 8).strong
     # Without a warm start there is no schedule, only the bound.
-    bare = solve_full(workload, cost, 8, time_limit=0.2, backend=solver, formulation="literal")
+    bare = solve_full(workload, cost, 8, time_limit=0.1, backend=solver, formulation="literal")
     assert bare.status is Status.TIME_LIMIT and bare.schedule is None
     assert bare.objective == math.inf and bare.gap == math.inf and bare.bound == result.bound
 
