@@ -24,6 +24,7 @@ def test_every_heuristic_schedule_replays_from_its_plan(seed: int) -> None:
         assert again.makespan == pytest.approx(schedule.makespan), name
         assert np.array_equal(again.request_prefill_stage, schedule.request_prefill_stage), name
         assert np.array_equal(client, schedule.request_client), name
+        assert not client.flags.writeable, name
 
 
 def test_empty_bins_merge_into_the_stage_before() -> None:

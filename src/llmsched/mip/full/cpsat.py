@@ -27,7 +27,7 @@ from llmsched.mip.full.model import (
     floor_units,
     time_scale,
 )
-from llmsched.mip.result import Status, Tracer
+from llmsched.result import Status, Tracer
 
 __all__ = ["RANDOM_SEED", "STATUS", "CpSatBackend", "solve"]
 

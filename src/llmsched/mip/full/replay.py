@@ -22,7 +22,8 @@ __all__ = ["plan_from_schedule", "schedule_from_plan"]
 
 
 def plan_from_schedule(schedule: Schedule) -> tuple[Plan, np.ndarray]:
-    """The MIP plan of a valid schedule (bins = its prefill stages) and each request's client.
+    """The MIP plan of a valid schedule (bins = its prefill stages) and each request's client
+    (a read-only array).
 
     ``schedule.cost`` must be a :class:`LevelCostModel` (the MIP's semantics): each bin's
     level is the cheapest that holds its prompt tokens.
@@ -53,7 +54,9 @@ def plan_from_schedule(schedule: Schedule) -> tuple[Plan, np.ndarray]:
     caps = np.array([lv.capacity for lv in cost.levels])
     stage_tokens = np.bincount(prefill_bin, weights=schedule.workload.prompt_tokens, minlength=bins)
     level = np.searchsorted(caps, stage_tokens, side="left")
-    return Plan.make(prefill_bin, tokens, iterations, level), schedule.request_client.copy()
+    client = schedule.request_client.astype(np.int64)
+    client.setflags(write=False)
+    return Plan.make(prefill_bin, tokens, iterations, level), client
 
 
 def schedule_from_plan(plan: Plan, workload: Workload, cost: LevelCostModel, clients: int) -> Schedule:

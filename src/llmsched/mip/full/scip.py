@@ -14,7 +14,8 @@ import numpy as np
 from pyscipopt import Model, quicksum
 
 from llmsched.mip.full.model import BuildStopped, Deadline, FullData, Plan, build_model
-from llmsched.mip.result import Status, Tracer, attach_scip_trace
+from llmsched.mip.result import attach_scip_trace
+from llmsched.result import Status, Tracer
 
 __all__ = ["STATUS", "ScipBackend", "solve"]
 
