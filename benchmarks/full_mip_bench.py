@@ -1,16 +1,21 @@
 """The full MIP (Eqs. 1-25): tiny instances solved to optimality, and the paper's toy case.
 
-    python benchmarks/full_mip_bench.py [--instances 30] [--limit 60] [--parts tiny,toy]
-                                        [--toy-limit 600] [--json out.json]
+    python benchmarks/full_mip_bench.py [--instances 30] [--limit 60] [--parts tiny,toy,limits]
+                                        [--toy-limit 600] [--limits 1,5,10] [--json out.json]
 
-tiny: ``tiny_instance(seed)`` for seeds 0..N-1 (2-8 requests, 1-3 clients, outputs 1-20,
-the paper's cost model at its levels), each solved by the strong and the literal formulation
-in SCIP and by the strong one in CP-SAT. For each it checks that the schedule validates and
+tiny: ``tiny_instance(seed)`` (``benchmarks/instances.py``) for seeds 0..N-1 (2-8 requests,
+1-3 clients, outputs 1-20, the paper's cost model at its levels), each solved by the strong
+and the literal formulation in SCIP and by the strong one in CP-SAT, warm-started from the
+heuristic schedules. For each it checks that the schedule validates and
 that lower bound <= optimum <= every heuristic, and prints the times side by side and the
 median speed-up of strong over literal (target: >= 5x).
 
 toy: the paper's toy case, 100 GSM8K-shaped requests on 20 clients (gsm8k_like(100, seed=0)),
 strong formulation, against the paper's report (Gurobi, 3,600 s, gap not closed).
+
+limits: the literal model of gsm8k_like(40) on 8 clients and of gsm8k_like(100) on 20, and the
+strong one of the latter, under time limits of 1, 5 and 10 s on both backends: the elapsed time
+of solve_full (model building included) against the limit.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import statistics
 import sys
 import time
 
+from instances import tiny_instance
 from llmsched import LinearCostModel, lower_bounds, validate, workloads
 from llmsched.mip import Status, solve_full
-from llmsched.mip.full import heuristic_schedules, tiny_instance
+from llmsched.online.warm_starts import heuristic_schedules
 
 RUNS = (("scip", "strong"), ("scip", "literal"), ("cpsat", "strong"))
 
@@ -39,7 +45,15 @@ def tiny_part(instances: int, limit: float) -> list[dict]:
         best_heuristic = min(s.makespan for s in heuristics.values())
         bound = lower_bounds(workload, cost, clients).strong
         results = {
-            run: solve_full(workload, cost, clients, time_limit=limit, backend=run[0], formulation=run[1])
+            run: solve_full(
+                workload,
+                cost,
+                clients,
+                time_limit=limit,
+                backend=run[0],
+                formulation=run[1],
+                warm_starts=heuristics,
+            )
             for run in RUNS
         }
         optimum = (
@@ -113,7 +127,13 @@ def toy_part(limit: float, backend: str) -> dict:
         f"{limit:.0f} s limit"
     )
     start = time.perf_counter()
-    r = solve_full(workload, LinearCostModel.paper(), clients, time_limit=limit, backend=backend)
+    # The warm starts' offline assignments get 2% of the limit (at most 1 s): they are a start.
+    warm = heuristic_schedules(
+        workload, LinearCostModel.paper(), clients, assignment_time_limit=max(0.01, min(1.0, 0.02 * limit))
+    )
+    r = solve_full(
+        workload, LinearCostModel.paper(), clients, time_limit=limit, backend=backend, warm_starts=warm
+    )
     wall = time.perf_counter() - start
     assert r.schedule is not None and validate(r.schedule) == []
     print(
@@ -134,13 +154,62 @@ def toy_part(limit: float, backend: str) -> dict:
     }
 
 
+LIMIT_CASES = ((40, 8, "literal"), (100, 20, "literal"), (100, 20, "strong"))
+
+
+def limits_part(limits: list[float]) -> list[dict]:
+    """Whether solve_full keeps its time limit (model building included) on instances whose
+    literal model takes longer to build than the limit: elapsed within 10% + 0.5 s."""
+    print("\nTime limits: gsm8k_like(n) on J clients, warm-started from the heuristics (made beforehand)")
+    print(f"{'n':>4} {'J':>3} {'formulation':>11} {'backend':>7} {'limit':>6} {'elapsed':>8} {'status':>11}")
+    rows = []
+    for n, clients, formulation in LIMIT_CASES:
+        workload = workloads.gsm8k_like(n)
+        warm = heuristic_schedules(workload, LinearCostModel.paper(), clients, assignment_time_limit=1.0)
+        for limit in limits:
+            for backend in ("scip", "cpsat"):
+                start = time.perf_counter()
+                r = solve_full(
+                    workload,
+                    LinearCostModel.paper(),
+                    clients,
+                    time_limit=limit,
+                    backend=backend,
+                    formulation=formulation,
+                    warm_starts=warm,
+                )
+                elapsed = time.perf_counter() - start
+                kept = elapsed <= 1.1 * limit + 0.5
+                print(
+                    f"{n:>4} {clients:>3} {formulation:>11} {backend:>7} {limit:>6.1f} {elapsed:>7.2f}s "
+                    f"{r.status:>11}{'' if kept else '  OVER'}"
+                )
+                sys.stdout.flush()
+                rows.append(
+                    {
+                        "requests": n,
+                        "clients": clients,
+                        "formulation": formulation,
+                        "backend": backend,
+                        "limit": limit,
+                        "elapsed": elapsed,
+                        "status": str(r.status),
+                        "objective": r.objective,
+                        "bound": r.bound,
+                        "kept": kept,
+                    }
+                )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=30)
     parser.add_argument("--limit", type=float, default=60.0)
     parser.add_argument("--toy-limit", type=float, default=600.0)
     parser.add_argument("--toy-backend", default="scip")
-    parser.add_argument("--parts", default="tiny,toy")
+    parser.add_argument("--parts", default="tiny,toy", help="tiny, toy, limits (comma-separated)")
+    parser.add_argument("--limits", default="1,5,10", help="time limits of the limits part (seconds)")
     parser.add_argument("--json")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -149,6 +218,8 @@ def main() -> None:
         out["tiny"] = tiny_part(args.instances, args.limit)
     if "toy" in parts:
         out["toy"] = toy_part(args.toy_limit, args.toy_backend)
+    if "limits" in parts:
+        out["limits"] = limits_part([float(x) for x in args.limits.split(",")])
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=2, default=str)

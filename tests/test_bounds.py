@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from llmsched import LevelCostModel, LinearCostModel, Workload, lower_bounds, simulate, workloads
+from llmsched.bounds import trivial_decode_tokens_makespan
 
 
 def test_paper_formula_under_the_mips_semantics() -> None:
@@ -94,3 +96,46 @@ def test_bounds_need_a_cost_model_that_can_bound() -> None:
     assert simulate(wl, Plain(), 1).makespan == pytest.approx(0.13)
     with pytest.raises(TypeError, match="min_prefill_time"):
         lower_bounds(wl, Plain(), 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (float("nan"), TypeError, "decode_tokens_makespan must be an integer, got float nan"),
+        (float("inf"), TypeError, "decode_tokens_makespan must be an integer, got float inf"),
+        (10.5, TypeError, "decode_tokens_makespan must be an integer, got float 10.5"),
+        ("10", TypeError, "decode_tokens_makespan must be an integer, got str '10'"),
+        (True, TypeError, "decode_tokens_makespan must be an integer, got bool True"),
+        (-1, ValueError, "decode_tokens_makespan must be at least 1, got -1"),
+        (7, ValueError, "decode_tokens_makespan=7 is below the trivial bound 8"),
+    ],
+)
+def test_decode_tokens_makespan_is_checked(value, error, message) -> None:
+    """A supplied bin-packing makespan must be an integer at least the trivial bound (NaN is not cast)."""
+    wl = Workload([10, 10, 10], [5, 5, 5])
+    with pytest.raises(error, match=message):
+        lower_bounds(wl, LevelCostModel([(100, 1.0)], 0.5), 2, decode_tokens_makespan=value)
+
+
+def test_numpy_integers_are_good_counts() -> None:
+    """numpy integer clients and makespans give the bounds of Python ints (a uint16 does not overflow)."""
+    wl = Workload([10, 10, 10], [5, 5, 5])
+    cost = LevelCostModel([(100, 1.0)], 0.5)
+    assert lower_bounds(wl, cost, np.uint16(2), np.int64(9)) == lower_bounds(wl, cost, 2, 9)
+    assert trivial_decode_tokens_makespan(np.array([5, 5, 5]), np.uint16(2)) == 8
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (([], 2), ValueError, "output_tokens is empty"),
+        (([5, 0], 2), ValueError, r"output_tokens\[1\] is 0; token counts must be in \[1, "),
+        ((None, 2), TypeError, "output_tokens must be an array of token counts, got NoneType"),
+        (([5, 5], 0), ValueError, "clients must be at least 1, got 0"),
+        (([5, 5], 2.0), TypeError, "clients must be an integer, got float 2.0"),
+    ],
+)
+def test_trivial_bound_checks_its_arguments(args, error, message) -> None:
+    """The trivial bin-packing bound names a bad output array or client count (no ZeroDivisionError)."""
+    with pytest.raises(error, match=message):
+        trivial_decode_tokens_makespan(*args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -71,21 +72,123 @@ def test_reproduce_text(capsys) -> None:
     assert "201.00" in text and "80.20%" in text and "paper bound" in text
 
 
+SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4", "--json"]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["simulate", "--clients", "0"], "clients must be at least 1"),
+        (["simulate", "--clients", "0"], r"argument --clients: must be an integer in \[1, 1000000\], got 0"),
+        (
+            ["simulate", "--clients", "2.5"],
+            r"argument --clients: must be an integer in \[1, 1000000\], got '2.5'",
+        ),
+        (["simulate", "--seed", "-1"], "argument --seed: must be an integer >= 0, got -1"),
+        (
+            ["simulate", "--requests", str(10**12)],
+            r"argument --requests: must be an integer in \[1, 10000000\]",
+        ),
         (["simulate", "--request-policy", "sjf"], "unknown request policy 'sjf'"),
-        (["simulate", "--workload", "nope"], "unknown workload"),
-        (["simulate", "--workload", "csv:/nonexistent.csv"], "does not exist"),
-        (["simulate", "--cost", "linear:1,2"], "bad cost model"),
-        (["simulate", "--cost", "linear:-1,0,1,0"], "prefill_base"),
+        (["simulate", "--workload", "nope"], "unknown workload 'nope'"),
+        (["simulate", "--workload", "exegpt:X"], "unknown ExeGPT task 'X'"),
+        (["simulate", "--workload", "csv:/nonexistent.csv"], "path '/nonexistent.csv' does not exist"),
+        (["simulate", "--cost", "linear:1,2"], "linear needs 4 or 5 comma-separated numbers"),
+        (["simulate", "--cost", "linear:-1,0,1,0"], "prefill_base must be a finite number >= 0, got -1.0"),
+        (["simulate", "--cost", "linear:nan,0,1,0"], "prefill_base must be a finite number >= 0, got nan"),
+        (["simulate", "--plot", "/nonexistent-folder/g.png"], "--plot '/nonexistent-folder/g.png': folder"),
+        (["simulate", "--plot", "g.docx"], "--plot 'g.docx': unknown image format 'docx'"),
+        (["simulate", "--bogus"], "unrecognized arguments: --bogus"),
+        (["reproduce", "gsm8k", "--seed", "x"], "argument --seed: must be an integer >= 0, got 'x'"),
+        (["reproduce", "gsm8k", "--predictor", "psychic"], "unknown predictor 'psychic'"),
+        (["reproduce", "mmlu"], "argument experiment: invalid choice: 'mmlu'"),
+        (["study", "--cases", "0"], r"argument --cases: must be an integer in \[1, 1000000\], got 0"),
+        (["study", "--jobs", "0"], r"argument --jobs: must be a nonzero integer \(-1: every core\), got 0"),
+        (["study", "--requests", "-5"], "argument --requests: must be an integer in"),
+        (
+            ["exegpt", "--latency-bound", "inf", "--gpus", "1000000"],
+            r"argument --gpus: must be an integer in \[1, 1024\]",
+        ),
+        (
+            ["exegpt", "--latency-bound", "inf", "--batch-max", str(10**9)],
+            "argument --batch-max: must be an integer in",
+        ),
+        (["exegpt", "--latency-bound", "inf", "--iterations-max", "0"], "argument --iterations-max: must be"),
+        (
+            ["exegpt", "--latency-bound", "inf", "--eps", "nan"],
+            r"argument --eps: must be a number in \[0, 1\), got nan",
+        ),
+        (["exegpt", "--latency-bound", "inf", "--gpu", "h100"], "unknown GPU 'h100'"),
+        (["exegpt", "--latency-bound", "-1"], "--latency-bound must be positive"),
+        (
+            ["runtime", "validate", "--clients", "1"],
+            r"argument --clients: must be an integer in \[2, 1024\], got 1",
+        ),
+        (
+            ["runtime", "validate", "--clients", "1000000"],
+            r"argument --clients: must be an integer in \[2, 1024\]",
+        ),
+        (
+            ["runtime", "validate", "--requests", "0"],
+            r"argument --requests: must be an integer in \[1, 100000\]",
+        ),
+        (["runtime", "validate", "--scale", "0"], r"argument --scale: must be a number in \(0, 1\], got 0"),
     ],
 )
 def test_bad_arguments_exit_2_with_a_message(argv, message, capsys) -> None:
-    """Bad arguments exit with status 2 and a one-line error, not a traceback."""
+    """Bad arguments exit with status 2 and an 'llmsched: error:' line naming the argument, no traceback."""
     assert main(argv) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert "llmsched: error: " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("linear:a,0,1,0", "A_P must be a number, got 'a'"),
+        ("linear:1,1,1,1,2.5", "CAPACITY must be an integer, got '2.5'"),
+        ("linear:1,1,1,1,0", "prefill_capacity must be at least 1, got 0"),
+        ("linear:1e400,0,1,0", "prefill_base must be a finite number >= 0, got inf"),
+        ("linear:0,0,0,0", "a prefill stage must take some time"),
+        ("levels:100=0.1", "levels needs the levels, one ';', then TD"),
+        ("levels:100=0.1;0.1;0.2", "levels needs the levels, one ';', then TD"),
+        ("levels:100;0.1", "a level must be CAP=T .*, got '100'"),
+        ("levels:x=1;0.1", "CAP must be an integer, got 'x'"),
+        ("levels:100=nan;0.1", r"levels\[0\] time \(seconds\) must be a finite number > 0, got nan"),
+        ("levels:200=0.2,100=0.1;0.1", "capacities must be positive and strictly increasing"),
+        ("levels:100=0.1;-1", "decode_token_time must be a finite number > 0, got -1.0"),
+        ("paper:1", "unknown cost model 'paper:1'"),
+    ],
+)
+def test_cost_specs_name_the_bad_field(spec: str, message: str) -> None:
+    """The --cost mini-grammars say which field is wrong, and the model's own checks name the parameter."""
+    with pytest.raises(ValueError, match=message) as info:
+        parse_cost(spec)
+    assert f"cost model {spec!r}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "the file is empty"),
+        (b"prompt_tokens,output_tokens\n\xff\xfe,1\n", "not UTF-8 text"),
+        (b"prompt_tokens,output_tokens\n", "the table has a header but no requests"),
+        (b"prompt_tokens,output_tokens\n0,1\n", r"prompt_tokens\[0\] is 0"),
+    ],
+)
+def test_csv_workloads_name_the_file(tmp_path, capsys, data: bytes, message: str) -> None:
+    """--workload csv:PATH with an empty, non-UTF-8, row-less or bad file names the file and the fault."""
+    path = tmp_path / "w.csv"
+    path.write_bytes(data)
+    assert main(["simulate", "--workload", f"csv:{path}", "--clients", "2"]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and re.search(message, err), err
+
+
+def test_help_exits_0(capsys) -> None:
+    """--help prints the usage and returns 0 rather than raising SystemExit."""
+    assert main(["simulate", "--help"]) == 0
+    assert "--workload" in capsys.readouterr().out
 
 
 def test_spec_parsers() -> None:

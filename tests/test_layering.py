@@ -38,15 +38,13 @@ PACKAGES = {"mip": 3, "online": 4, "exegpt": 5, "runtime": 6}
 # lazily, so that a schedule can draw itself.
 ALLOWED = {("llmsched.schedule", "Schedule.plot", "llmsched.plot")}
 
-# Imports against the layers that are on their way out: llmsched.mip.full still runs the
-# named heuristics and the public simulate() and takes two names from their old places
-# (where thin re-exports keep them for it). Each entry must still exist; remove it when
-# its import goes.
+# Imports against the layers that are on their way out: the full MIP replays its plan
+# through the public simulate() and checks instances with the check_instance that
+# simulate re-exports; llmsched.loop.simulate_policies and llmsched.instance.check_instance
+# are the ones below it. Each entry must still exist; remove it when its import goes.
 PENDING = {
-    ("llmsched.mip.full", "llmsched.online"),
-    ("llmsched.mip.full", "llmsched.simulate"),
-    ("llmsched.mip.offline", "llmsched.online.offline"),
-    ("llmsched.policies", "llmsched.online.baselines"),
+    ("llmsched.mip.full.replay", "llmsched.simulate"),
+    ("llmsched.mip.full.solve", "llmsched.simulate"),
 }
 
 # A cycle inside the P||Cmax pipeline, on its way out too: pcmax loads pcmax_paper lazily

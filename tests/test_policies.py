@@ -9,7 +9,7 @@ import pytest
 import llmsched.policies as policies
 from llmsched import LinearCostModel, Workload
 from llmsched.loop import LoopView
-from llmsched.online import FCFS, FreeClients, Lagrangian, PrefillFirst, SortedPreemptive
+from llmsched.online import FCFS, Lagrangian, PrefillFirst, SortedPreemptive
 from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, IterationPolicy, RequestPolicy
 
 
@@ -59,10 +59,3 @@ def test_each_protocol_says_when_each_method_is_called(protocol, calls) -> None:
     for call in calls:
         assert call in doc, call
     assert "must return" in doc
-
-
-def test_the_old_free_client_pool_name_still_resolves() -> None:
-    """llmsched.policies._FreeClients is the pool that moved to llmsched.online; other names fail."""
-    assert policies._FreeClients is FreeClients  # type: ignore[attr-defined]
-    with pytest.raises(AttributeError, match="no attribute 'FCFS'"):
-        policies.FCFS  # type: ignore[attr-defined]  # noqa: B018

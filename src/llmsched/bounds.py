@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llmsched._checks import positive_int, token_counts
 from llmsched.cost import BoundedCostModel, CostModel
 from llmsched.instance import check_instance
 from llmsched.workload import Workload
@@ -74,9 +75,20 @@ class LowerBounds:
 
 
 def trivial_decode_tokens_makespan(output_tokens: np.ndarray, clients: int) -> int:
-    """The trivial lower bound of the bin packing: max(ceil(sum / J), largest job)."""
-    total = int(output_tokens.sum())
-    return max(-(-total // clients), int(output_tokens.max()))
+    """The trivial lower bound of the bin packing: max(ceil(sum / J), largest job).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``output_tokens`` is not a non-empty array of token counts or ``clients`` not a
+        positive integer.
+    """
+    output = token_counts("output_tokens", output_tokens)
+    if output.size == 0:
+        raise ValueError("output_tokens is empty; the bound needs at least one request")
+    clients = positive_int("clients", clients)
+    total = int(output.sum())
+    return max(-(-total // clients), int(output.max()))
 
 
 def _work_bound(
@@ -131,8 +143,16 @@ def lower_bounds(
         client must produce when the requests' output tokens are split over the clients
         (the bin packing of Eqs. 26-30). Defaults to the trivial bound
         ``max(ceil(sum N^d / J), max N^d)``, and may not be below it (no split does better).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If the instance is invalid (see :func:`llmsched.simulate`), the cost model cannot
+        bound stage times, or ``decode_tokens_makespan`` is not an integer at least the
+        trivial bound.
     """
     check_instance(workload, cost, clients)
+    clients = positive_int("clients", clients)
     if not isinstance(cost, BoundedCostModel):
         raise TypeError(
             f"lower_bounds needs a cost model with min_prefill_time and min_decode_time; "
@@ -143,7 +163,7 @@ def lower_bounds(
     if decode_tokens_makespan is None:
         tokens_makespan = trivial
     else:
-        tokens_makespan = int(decode_tokens_makespan)
+        tokens_makespan = positive_int("decode_tokens_makespan", decode_tokens_makespan)
         if tokens_makespan < trivial:
             raise ValueError(
                 f"decode_tokens_makespan={tokens_makespan} is below the trivial bound {trivial}: "

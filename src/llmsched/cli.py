@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["main", "parse_cost", "parse_workload"]
 
@@ -21,9 +21,18 @@ COST_HELP = (
 
 
 def parse_workload(spec: str, seed: int = 0, requests: int = 1000) -> Any:
-    """A workload from a command-line spec (see ``WORKLOAD_HELP``)."""
+    """A workload from a command-line spec (see ``WORKLOAD_HELP``).
+
+    Raises
+    ------
+    ValueError
+        An unknown spec, a file that cannot be read as that kind of workload (the message
+        names the file), or a bad ``seed`` or ``requests``.
+    """
     from llmsched import workloads
 
+    if not isinstance(spec, str):
+        raise TypeError(f"workload must be a spec string ({WORKLOAD_HELP}), got {type(spec).__name__}")
     kind, _, arg = spec.partition(":")
     if kind == "gsm8k" and not arg:
         return workloads.gsm8k(seed)
@@ -37,16 +46,32 @@ def parse_workload(spec: str, seed: int = 0, requests: int = 1000) -> Any:
         "splitwise": workloads.from_splitwise_trace,
     }
     if kind in loaders and arg:
-        if not Path(arg).is_file():
-            raise ValueError(f"workload file {arg!r} does not exist")
         return loaders[kind](arg)
     raise ValueError(f"unknown workload {spec!r}; expected {WORKLOAD_HELP}")
 
 
+def _spec_number(field: str, text: str, kind: type = float) -> Any:
+    """``text`` as a number of ``kind`` (float or int); a ValueError naming ``field`` otherwise."""
+    try:
+        return kind(text)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise ValueError(f"{field} must be {what}, got {text!r}") from None
+
+
 def parse_cost(spec: str, clients: int | None = None) -> Any:
-    """A cost model from a command-line spec (see ``COST_HELP``)."""
+    """A cost model from a command-line spec (see ``COST_HELP``).
+
+    Raises
+    ------
+    ValueError
+        An unknown spec, a malformed one, or parameters the cost model refuses; the
+        message names the spec and the field.
+    """
     from llmsched.cost import LevelCostModel, LinearCostModel
 
+    if not isinstance(spec, str):
+        raise TypeError(f"cost must be a spec string ({COST_HELP}), got {type(spec).__name__}")
     kind, _, arg = spec.partition(":")
     try:
         if kind == "paper" and not arg:
@@ -54,20 +79,110 @@ def parse_cost(spec: str, clients: int | None = None) -> Any:
         if kind == "linear" and arg:
             parts = [p.strip() for p in arg.split(",")]
             if len(parts) not in (4, 5):
-                raise ValueError("linear needs 4 or 5 numbers")
-            a_p, b_p, a_d, b_d = (float(p) for p in parts[:4])
-            cap = int(parts[4]) if len(parts) == 5 else 5000
+                raise ValueError(
+                    "linear needs 4 or 5 comma-separated numbers (A_P,B_P,A_D,B_D[,CAPACITY]), "
+                    f"got {len(parts)}"
+                )
+            a_p, b_p, a_d, b_d = (
+                _spec_number(field, p) for field, p in zip(("A_P", "B_P", "A_D", "B_D"), parts, strict=False)
+            )
+            cap = _spec_number("CAPACITY", parts[4], int) if len(parts) == 5 else 5000
             return LinearCostModel(a_p, b_p, a_d, b_d, prefill_capacity=cap)
         if kind == "levels" and arg:
-            level_part, _, td = arg.partition(";")
+            level_part, *rest = arg.split(";")
+            if len(rest) != 1:
+                raise ValueError("levels needs the levels, one ';', then TD (CAP1=T1,CAP2=T2,...;TD)")
             levels = []
             for item in level_part.split(","):
-                cap_s, _, time_s = item.partition("=")
-                levels.append((int(cap_s), float(time_s)))
-            return LevelCostModel(levels, float(td))
+                cap_s, sep, time_s = item.partition("=")
+                if not sep:
+                    raise ValueError(f"a level must be CAP=T (tokens=seconds), got {item.strip()!r}")
+                levels.append((_spec_number("CAP", cap_s.strip(), int), _spec_number("T", time_s.strip())))
+            return LevelCostModel(levels, _spec_number("TD", rest[0].strip()))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"bad cost model {spec!r}: {exc}; expected {COST_HELP}") from exc
+        raise ValueError(f"bad cost model {spec!r}: {exc}; expected {COST_HELP}") from None
     raise ValueError(f"unknown cost model {spec!r}; expected {COST_HELP}")
+
+
+def _int_arg(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[minimum, maximum]``."""
+    allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer {allowed}, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be an integer {allowed}, got {text}")
+        return value
+
+    return parse
+
+
+def _float_arg(
+    low: float, high: float, high_open: bool = False, low_open: bool = False
+) -> Callable[[str], float]:
+    """An argparse type: a number in the interval from ``low`` to ``high``."""
+    allowed = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number in {allowed}, got {text!r}") from None
+        inside = (value > low if low_open else value >= low) and (
+            value < high if high_open else value <= high
+        )
+        if not inside:  # NaN is never inside
+            raise argparse.ArgumentTypeError(f"must be a number in {allowed}, got {text}")
+        return value
+
+    return parse
+
+
+def _jobs_arg(text: str) -> int:
+    """An argparse type: a joblib worker count (positive, or -1 for every core, -2 all but one...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a nonzero integer (-1: every core), got {text!r}"
+        ) from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a nonzero integer (-1: every core), got 0")
+    return value
+
+
+def _check_plot_file(path: Path | None) -> None:
+    """Refuse a --plot file that cannot be written, before the work whose figure it is."""
+    if path is None:
+        return
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if path.is_dir():
+        raise ValueError(f"--plot {str(path)!r} is a folder; give a file such as gantt.png")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"--plot {str(path)!r}: folder {str(folder)!r} does not exist")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix and suffix not in formats:
+        raise ValueError(
+            f"--plot {str(path)!r}: unknown image format {suffix!r}; use one of {sorted(formats)}"
+        )
+
+
+def _check_plot_dir(path: Path | None) -> None:
+    """Create the --plot folder now, so that a path that cannot be one fails before the work."""
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--plot {str(path)!r} is a file; give a folder for the charts")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--plot {str(path)!r}: cannot create the folder ({exc.strerror or exc})") from None
 
 
 def _print_json(obj: Any) -> None:
@@ -79,8 +194,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from llmsched.simulate import simulate
     from llmsched.validate import validate
 
-    workload = parse_workload(args.workload, args.seed, args.requests)
+    _check_plot_file(args.plot)
     cost = parse_cost(args.cost)
+    workload = parse_workload(args.workload, args.seed, args.requests)
     schedule = simulate(workload, cost, args.clients, args.request_policy, args.iteration_policy)
     violations = validate(schedule)
     bounds = lower_bounds(workload, cost, args.clients)
@@ -126,6 +242,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from llmsched.reproduce import format_report, reproduce_gsm8k
 
+    _check_plot_dir(args.plot)
     report = reproduce_gsm8k(seed=args.seed, plot_dir=args.plot, predictor=args.predictor)
     if args.json:
         _print_json(report)
@@ -141,6 +258,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
 
     from llmsched.study import format_study, plot_study, run_study, study_summary
 
+    _check_plot_file(args.plot)
     start = time.perf_counter()
     frame = run_study(
         args.cases,
@@ -267,18 +385,40 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
     return 0 if report["valid"] and (report["tokens_match"] or not exact) else 1
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse reporting usage errors as every other error: ``llmsched: error: ...``, status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"llmsched: error: {message}\n")
+
+
+# Clients beyond this are refused: no workload the command builds has that many requests, and
+# per-client state in the study's solvers grows with the count.
+MAX_CLIENTS = 1_000_000
+# The runtime gives every client a slot of KV cache and runs every request on a real model,
+# so its sizes are bounded far lower (a million clients asked the tiny model for 21 GB).
+RUNTIME_MAX_CLIENTS = 1024
+RUNTIME_MAX_REQUESTS = 100_000
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from llmsched._checks import MAX_REQUESTS
+    from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS
     from llmsched.online.registry import iteration_policy_names, request_policy_names
 
-    parser = argparse.ArgumentParser(prog="llmsched", description="Schedule LLM inference.")
+    seed = _int_arg(0)
+    requests = _int_arg(1, MAX_REQUESTS)
+    clients = _int_arg(1, MAX_CLIENTS)
+    parser = _Parser(prog="llmsched", description="Schedule LLM inference.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="simulate a workload under a pair of policies")
     sim.add_argument("--workload", default="gsm8k", help=WORKLOAD_HELP)
-    sim.add_argument("--seed", type=int, default=0, help="seed of generated workloads")
-    sim.add_argument("--requests", type=int, default=1000, help="requests of generated ExeGPT workloads")
+    sim.add_argument("--seed", type=seed, default=0, help="seed of generated workloads")
+    sim.add_argument("--requests", type=requests, default=1000, help="requests of generated ExeGPT workloads")
     sim.add_argument("--cost", default="paper", help=COST_HELP)
-    sim.add_argument("--clients", type=int, default=200, help="number of clients (batch slots)")
+    sim.add_argument("--clients", type=clients, default=200, help="number of clients (batch slots)")
     sim.add_argument("--request-policy", default="fcfs", help=f"one of {request_policy_names()}")
     sim.add_argument("--iteration-policy", default="prefill-first", help=f"one of {iteration_policy_names()}")
     sim.add_argument("--plot", type=Path, help="write a Gantt chart to this file (PNG, SVG, PDF)")
@@ -287,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("reproduce", help="reproduce a published experiment")
     rep.add_argument("experiment", choices=["gsm8k"])
-    rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument("--seed", type=seed, default=0)
     rep.add_argument("--json", action="store_true", help="print one JSON object")
     rep.add_argument(
         "--predictor",
@@ -298,11 +438,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=_cmd_reproduce)
 
     study = sub.add_parser("study", help="the 100-case study (Figs. 10-11): strategies on random cases")
-    study.add_argument("--cases", type=int, default=100)
-    study.add_argument("--requests", type=int, default=1319, help="requests per case")
-    study.add_argument("--clients", type=int, default=200)
+    study.add_argument("--cases", type=_int_arg(1, 1_000_000), default=100)
+    study.add_argument("--requests", type=requests, default=1319, help="requests per case")
+    study.add_argument("--clients", type=clients, default=200)
     study.add_argument("--predictor", default="oracle", help="oracle, mico, noisy, bucket or mean")
-    study.add_argument("--jobs", type=int, default=-1, help="joblib workers (-1: every core)")
+    study.add_argument("--jobs", type=_jobs_arg, default=-1, help="joblib workers (-1: every core)")
     study.add_argument("--plot", type=Path, help="write the per-case figure to this file")
     study.add_argument("--json", action="store_true", help="print one JSON object")
     study.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -317,14 +457,25 @@ def build_parser() -> argparse.ArgumentParser:
     exe.add_argument("--task", default="S", help="S, T, G, C1 or C2 (ExeGPT's Table 3)")
     exe.add_argument("--latency-bound", required=True, help="seconds for the 99th-percentile output, or inf")
     exe.add_argument("--gpu", help="a40 or a100 (default: the paper's for the model)")
-    exe.add_argument("--gpus", type=int, help="GPU count (default: the paper's for the model)")
+    exe.add_argument(
+        "--gpus", type=_int_arg(1, MAX_GPUS), help="GPU count (default: the paper's for the model)"
+    )
     exe.add_argument(
         "--schedules", default="RRA,WAA-C,WAA-M", help="comma-separated subset of RRA,WAA-C,WAA-M"
     )
-    exe.add_argument("--eps", type=float, default=0.01, help="throughput and latency tolerance of the search")
-    exe.add_argument("--batch-max", type=int, default=128, help="largest encoder batch B_E searched")
     exe.add_argument(
-        "--iterations-max", type=int, help="largest N_D searched (default: the longest output, at most 128)"
+        "--eps",
+        type=_float_arg(0.0, 1.0, high_open=True),
+        default=0.01,
+        help="throughput and latency tolerance of the search",
+    )
+    exe.add_argument(
+        "--batch-max", type=_int_arg(1, MAX_BATCH), default=128, help="largest encoder batch B_E searched"
+    )
+    exe.add_argument(
+        "--iterations-max",
+        type=_int_arg(1, MAX_ITERATIONS),
+        help="largest N_D searched (default: the longest output, at most 128)",
     )
     exe.add_argument("--verify", action="store_true", help="also run the exhaustive search")
     exe.add_argument("--json", action="store_true", help="print one JSON object")
@@ -338,11 +489,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     val.add_argument("--model", default="tiny", help="tiny, small, 125m or 1b (seeded random weights)")
     val.add_argument("--device", default="cpu", help="cpu or cuda")
-    val.add_argument("--requests", type=int, default=24)
-    val.add_argument("--clients", type=int, default=8)
-    val.add_argument("--scale", type=float, default=0.125, help="GSM8K lengths times this")
+    val.add_argument("--requests", type=_int_arg(1, RUNTIME_MAX_REQUESTS), default=24)
+    val.add_argument("--clients", type=_int_arg(2, RUNTIME_MAX_CLIENTS), default=8)
+    val.add_argument(
+        "--scale", type=_float_arg(0.0, 1.0, low_open=True), default=0.125, help="GSM8K lengths times this"
+    )
     val.add_argument("--strategy", default="hybrid", help="baseline or hybrid")
-    val.add_argument("--seed", type=int, default=0)
+    val.add_argument("--seed", type=seed, default=0)
     val.add_argument("--dtype", default="float32", help="float32 (exact token check), float16 or bfloat16")
     val.add_argument("--json", action="store_true", help="print one JSON object")
     val.set_defaults(func=_cmd_runtime)
@@ -350,11 +503,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; return its exit status (2 for bad arguments, reported on stderr)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0), or a usage error argparse has reported (2)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(args.func(args))
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, OSError) as exc:
         print(f"llmsched: error: {exc}", file=sys.stderr)
         return 2
 

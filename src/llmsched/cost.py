@@ -19,14 +19,14 @@ semantics of the paper's MIP (prefill levels, constant per-token decode time).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched._checks import positive_int
+from llmsched._checks import instance, nonnegative_int, positive_int, real, real_array, sizes
 
 __all__ = [
     "BoundedCostModel",
@@ -59,27 +59,23 @@ class BoundedCostModel(CostModel, Protocol):
     def min_decode_time(self, total_tokens: int, iterations: int) -> float: ...
 
 
-def _check_finite(name: str, value: float, minimum: float = 0.0, strict: bool = False) -> None:
-    if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
-        relation = ">" if strict else ">="
-        raise ValueError(f"{name} must be finite and {relation} {minimum}, got {value!r}")
-
-
-def _check_capacity(value: int) -> None:
-    try:
-        positive_int("prefill_capacity", value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"prefill_capacity must be a positive integer, got {value!r}") from exc
+# More prefill levels than this are refused: the MIP carries a binary per level and stage.
+MAX_LEVELS = 10_000
 
 
 @dataclass(frozen=True)
 class PrefillLevel:
-    """A prefill level of the MIP: at most ``capacity`` tokens in ``time`` seconds."""
+    """A prefill level of the MIP: at most ``capacity`` tokens in ``time`` seconds.
+
+    ``capacity`` is a positive integer and ``time`` a finite number of seconds > 0.
+    """
 
     capacity: int
     time: float
+
+    def __post_init__(self) -> None:
+        positive_int("capacity", self.capacity)
+        real("time", self.time, low=0.0, low_open=True)
 
 
 @dataclass(frozen=True)
@@ -103,11 +99,10 @@ class LinearCostModel:
     prefill_capacity: int = 5000
 
     def __post_init__(self) -> None:
-        _check_finite("prefill_base", self.prefill_base)
-        _check_finite("prefill_per_token", self.prefill_per_token)
-        _check_finite("decode_base", self.decode_base)
-        _check_finite("decode_per_client", self.decode_per_client)
-        _check_capacity(self.prefill_capacity)
+        for name in ("prefill_base", "prefill_per_token", "decode_base", "decode_per_client"):
+            real(name, getattr(self, name), low=0.0)
+        # Stored as a Python int: unsigned numpy integers would overflow in -(-a // b).
+        object.__setattr__(self, "prefill_capacity", positive_int("prefill_capacity", self.prefill_capacity))
         if self.prefill_base + self.prefill_per_token <= 0:
             raise ValueError("a prefill stage must take some time: prefill_base + prefill_per_token > 0")
         if self.decode_base + self.decode_per_client <= 0:
@@ -123,19 +118,21 @@ class LinearCostModel:
         return cls(0.025, 0.13e-3, 0.029, 0.21e-3, 5000)
 
     def prefill_time(self, tokens: Any) -> Any:
-        return self.prefill_base + self.prefill_per_token * tokens
+        return self.prefill_base + self.prefill_per_token * sizes("tokens", tokens)
 
     def decode_iteration_time(self, active: Any) -> Any:
-        return self.decode_base + self.decode_per_client * active
+        return self.decode_base + self.decode_per_client * sizes("active", active)
 
     def min_prefill_time(self, total_tokens: int, stages: int = 0) -> float:
+        total = nonnegative_int("total_tokens", total_tokens)
         # At least ceil(total / capacity) stages (or ``stages``), each paying the base once.
-        stages = max(int(stages), -(-int(total_tokens) // self.prefill_capacity))
-        return stages * self.prefill_base + self.prefill_per_token * int(total_tokens)
+        stages = max(nonnegative_int("stages", stages), -(-total // self.prefill_capacity))
+        return stages * self.prefill_base + self.prefill_per_token * total
 
     def min_decode_time(self, total_tokens: int, iterations: int) -> float:
+        total = nonnegative_int("total_tokens", total_tokens)
         # sum over iterations of (a_d + b_d * active) = a_d * #iterations + b_d * #tokens.
-        return self.decode_base * int(iterations) + self.decode_per_client * int(total_tokens)
+        return self.decode_base * nonnegative_int("iterations", iterations) + self.decode_per_client * total
 
     def levels(self, count: int = 5) -> tuple[PrefillLevel, ...]:
         """``count`` prefill levels with evenly spaced capacities up to ``prefill_capacity``.
@@ -144,7 +141,7 @@ class LinearCostModel:
         that many tokens, so a stage at the smallest level that holds its tokens is never
         faster than the linear model says.
         """
-        positive_int("count", count)
+        count = positive_int("count", count, maximum=MAX_LEVELS)
         caps = sorted({-(-k * self.prefill_capacity // count) for k in range(1, count + 1)})
         return tuple(PrefillLevel(int(c), float(self.prefill_time(c))) for c in caps)
 
@@ -154,7 +151,8 @@ class LinearCostModel:
         Prefill runs at ``levels`` levels (see :meth:`levels`); a decode token costs the
         iteration time of a full batch of ``clients``, whatever the batch.
         """
-        positive_int("clients", clients)
+        clients = positive_int("clients", clients)
+        levels = positive_int("levels", levels, maximum=MAX_LEVELS)
         return LevelCostModel(self.levels(levels), float(self.decode_iteration_time(clients)))
 
     @classmethod
@@ -179,27 +177,44 @@ class LinearCostModel:
 
         Negative fitted coefficients (noise on a flat line) are clipped to zero and the
         other coefficient refitted, so the result is always a valid model.
+
+        Raises
+        ------
+        TypeError, ValueError
+            If sizes are not finite numbers >= 0, times not finite and > 0, a size array
+            and its times differ in length, fewer than two distinct sizes are given, or
+            ``prefill_capacity`` is not a positive integer.
         """
-        a_p, b_p = _fit_line("prefill", prefill_tokens, prefill_times)
-        a_d, b_d = _fit_line("decode", decode_active, decode_times)
+        positive_int("prefill_capacity", prefill_capacity)
+        xs_p, ys_p = _samples("prefill_tokens", prefill_tokens, "prefill_times", prefill_times)
+        xs_d, ys_d = _samples("decode_active", decode_active, "decode_times", decode_times)
+        a_p, b_p = _fit_line("prefill_tokens", xs_p, ys_p)
+        a_d, b_d = _fit_line("decode_active", xs_d, ys_d)
         return cls(a_p, b_p, a_d, b_d, prefill_capacity)
 
 
-def _fit_line(what: str, x: Any, y: Any) -> tuple[float, float]:
+def _samples(size_name: str, sizes: Any, time_name: str, times: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Measured (size, seconds) pairs: sizes finite and >= 0, times finite and > 0, one length."""
+    xs = real_array(size_name, sizes, low=0.0)
+    ys = real_array(time_name, times, low=0.0, low_open=True)
+    if xs.shape != ys.shape:
+        raise ValueError(
+            f"{size_name} has {xs.size} samples but {time_name} has {ys.size}; every size needs its time"
+        )
+    return xs, ys
+
+
+def _fit_line(size_name: str, xs: np.ndarray, ys: np.ndarray) -> tuple[float, float]:
     """Fit ``y = base + slope * x`` minimising the squared *relative* errors.
 
     Stage times span one to two orders of magnitude (a 1-token prefill against a full one),
     and what matters is the relative error of each prediction, so each sample is weighted
     by ``1 / y``. Coefficients are kept non-negative.
     """
-    xs = np.asarray(x, dtype=np.float64)
-    ys = np.asarray(y, dtype=np.float64)
-    if xs.shape != ys.shape or xs.ndim != 1:
-        raise ValueError(f"{what}: sizes and times must be one-dimensional arrays of one length")
     if xs.size < 2 or np.unique(xs).size < 2:
-        raise ValueError(f"{what}: need samples at two or more distinct sizes to fit a line")
-    if not (np.all(np.isfinite(xs)) and np.all(np.isfinite(ys))) or np.any(ys <= 0):
-        raise ValueError(f"{what}: times must be finite and positive")
+        raise ValueError(
+            f"{size_name}: need samples at two or more distinct sizes to fit a line, got {np.unique(xs).size}"
+        )
     w = 1.0 / ys
     design = np.column_stack([w, xs * w])
     (base, slope), *_ = np.linalg.lstsq(design, np.ones_like(ys), rcond=None)
@@ -210,21 +225,19 @@ def _fit_line(what: str, x: Any, y: Any) -> tuple[float, float]:
     return float(base), float(slope)
 
 
-def _parse_level(level: Any) -> PrefillLevel:
+def _parse_level(index: int, level: Any) -> PrefillLevel:
     if isinstance(level, PrefillLevel):
         capacity, time = level.capacity, level.time
     else:
         try:
             capacity, time = level
         except (TypeError, ValueError):
-            raise ValueError(f"a level must be a (capacity, time) pair, got {level!r}") from None
-    try:
-        capacity = positive_int("a level's capacity", capacity)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"a level's capacity must be a positive integer, got {capacity!r}") from exc
-    if isinstance(time, bool) or not isinstance(time, (int, float, np.integer, np.floating)):
-        raise ValueError(f"a level's time must be a number of seconds, got {time!r}")
-    return PrefillLevel(capacity, float(time))
+            raise ValueError(
+                f"levels[{index}]: a level must be a (capacity, time) pair, got {level!r}"
+            ) from None
+    capacity = positive_int(f"levels[{index}] capacity", capacity)
+    time = real(f"levels[{index}] time (seconds)", time, low=0.0, low_open=True)
+    return PrefillLevel(capacity, time)
 
 
 @dataclass(frozen=True, init=False)
@@ -246,11 +259,18 @@ class LevelCostModel:
 
     levels: tuple[PrefillLevel, ...]
     decode_token_time: float
-    _caps: np.ndarray = field(repr=False, compare=False)
-    _times: np.ndarray = field(repr=False, compare=False)
+    # Derived from the levels, not arguments: ``dataclasses.replace`` passes only the two above.
+    _caps: np.ndarray = field(init=False, repr=False, compare=False)
+    _times: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __init__(self, levels: Sequence[PrefillLevel | tuple[int, float]], decode_token_time: float):
-        parsed = tuple(_parse_level(lv) for lv in levels)
+        if isinstance(levels, (str, bytes, dict)) or not isinstance(levels, Iterable):
+            raise TypeError(
+                f"levels must be a sequence of (capacity, time) pairs, got {type(levels).__name__} {levels!r}"
+            )
+        parsed = tuple(_parse_level(i, lv) for i, lv in enumerate(levels))
+        if len(parsed) > MAX_LEVELS:
+            raise ValueError(f"levels must hold at most {MAX_LEVELS} levels, got {len(parsed)}")
         if not parsed:
             raise ValueError("levels must hold at least one (capacity, time) level")
         caps = [lv.capacity for lv in parsed]
@@ -259,7 +279,7 @@ class LevelCostModel:
             raise ValueError(f"level capacities must be positive and strictly increasing, got {caps}")
         if any(not math.isfinite(t) or t <= 0 for t in times) or any(b < a for a, b in pairwise(times)):
             raise ValueError(f"level times must be positive, finite and non-decreasing, got {times}")
-        _check_finite("decode_token_time", decode_token_time, strict=True)
+        real("decode_token_time", decode_token_time, low=0.0, low_open=True)
         object.__setattr__(self, "levels", parsed)
         object.__setattr__(self, "decode_token_time", float(decode_token_time))
         object.__setattr__(self, "_caps", np.array(caps, dtype=np.int64))
@@ -270,7 +290,7 @@ class LevelCostModel:
         return self.levels[-1].capacity
 
     def prefill_time(self, tokens: Any) -> Any:
-        idx = np.searchsorted(self._caps, np.asarray(tokens), side="left")
+        idx = np.searchsorted(self._caps, np.asarray(sizes("tokens", tokens)), side="left")
         if np.any(idx >= len(self.levels)):
             raise ValueError(
                 f"a prefill stage of {np.max(tokens)} tokens exceeds the largest level's "
@@ -280,21 +300,24 @@ class LevelCostModel:
         return float(out) if np.ndim(out) == 0 else out
 
     def decode_iteration_time(self, active: Any) -> Any:
+        active = sizes("active", active)
         if np.ndim(active) == 0:
             return self.decode_token_time
         return np.full(np.shape(active), self.decode_token_time)
 
     def min_prefill_time(self, total_tokens: int, stages: int = 0) -> float:
-        total = int(total_tokens)
-        if total <= 0:
+        total = nonnegative_int("total_tokens", total_tokens)
+        stages = nonnegative_int("stages", stages)
+        if total == 0:
             return 0.0
-        stages = max(int(stages), -(-total // self.prefill_capacity))
+        stages = max(stages, -(-total // self.prefill_capacity))
         cheapest_stage = float(self._times.min())
         best_rate = float((self._times / self._caps).min())
         return max(stages * cheapest_stage, total * best_rate)
 
     def min_decode_time(self, total_tokens: int, iterations: int) -> float:
-        return self.decode_token_time * int(iterations)
+        nonnegative_int("total_tokens", total_tokens)
+        return self.decode_token_time * nonnegative_int("iterations", iterations)
 
 
 def cost_model_error(
@@ -308,15 +331,23 @@ def cost_model_error(
 
     Returns ``prefill_mape``, ``decode_mape`` (fractions, NaN where no sample was given)
     and ``max_relative_error`` over all samples.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``model`` is not a cost model, sizes are not finite numbers >= 0, times not
+        finite and > 0, or a size array and its times differ in length.
     """
+    instance(
+        "model", model, CostModel, "a cost model (prefill_time, decode_iteration_time, prefill_capacity)"
+    )
+    samples = (
+        ("prefill_mape", *_samples("prefill_tokens", prefill_tokens, "prefill_times", prefill_times)),
+        ("decode_mape", *_samples("decode_active", decode_active, "decode_times", decode_times)),
+    )
     errors: dict[str, float] = {}
     worst = 0.0
-    for key, sizes, times, fn in (
-        ("prefill_mape", prefill_tokens, prefill_times, model.prefill_time),
-        ("decode_mape", decode_active, decode_times, model.decode_iteration_time),
-    ):
-        xs = np.asarray(sizes, dtype=np.float64)
-        ys = np.asarray(times, dtype=np.float64)
+    for (key, xs, ys), fn in zip(samples, (model.prefill_time, model.decode_iteration_time), strict=True):
         if xs.size == 0:
             errors[key] = float("nan")
             continue

@@ -13,7 +13,7 @@ registry of their names live in :mod:`llmsched.online`.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from llmsched.cost import CostModel
 from llmsched.workload import Workload
@@ -160,14 +160,3 @@ class IterationPolicy(Protocol):
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None: ...
 
     def decide(self, engine: EngineView) -> int: ...
-
-
-def __getattr__(name: str) -> Any:
-    # The free-client pool moved to llmsched.online.baselines (it serves named policies);
-    # llmsched.mip.full still imports it from here, so the old name stays reachable until
-    # that import goes.
-    if name == "_FreeClients":
-        from llmsched.online.baselines import FreeClients
-
-        return FreeClients
-    raise AttributeError(f"module 'llmsched.policies' has no attribute {name!r}")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmsched._checks import path_arg, positive_int
+from llmsched._checks import seed as check_seed
 from llmsched.bounds import lower_bounds
 from llmsched.cost import LinearCostModel
 from llmsched.schedule import Schedule
@@ -149,6 +151,15 @@ def reproduce_gsm8k(
     from llmsched.mip import Status, solve_pcmax
     from llmsched.online import accuracy, cross_fit, make_predictor, with_predictions
 
+    seed = check_seed("seed", seed)
+    clients = positive_int("clients", clients)
+    if plot_dir is not None:
+        # The charts' folder is made before the work, so a bad one fails at once, not after it.
+        out = Path(path_arg("plot_dir", plot_dir))
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"plot_dir {str(out)!r} cannot be made a folder: {error.strerror}") from None
     if predictor == "oracle":
         raise ValueError("predictor is the realistic one, reported beside the oracle; pick another")
     make_predictor(predictor)  # ValueError on an unknown name, before any work
@@ -184,8 +195,6 @@ def reproduce_gsm8k(
     if plot_dir is not None:
         from llmsched.plot import save_gantt
 
-        out = Path(plot_dir)
-        out.mkdir(parents=True, exist_ok=True)
         for key, schedule in schedules.items():
             method_name, name = key.rsplit("_", 1)
             if method_name in STRATEGIES:

@@ -15,10 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmsched._checks import positive_int
+from llmsched._checks import MAX_REQUESTS, positive_int
 from llmsched.cost import LinearCostModel
 from llmsched.reproduce import METHODS, STRATEGIES, run_method
 from llmsched.workloads import gsm8k_like
+
+# More cases than this is a run without end, refused up front.
+MAX_CASES = 1_000_000
 
 __all__ = ["PAPER_STUDY", "format_study", "plot_study", "run_case", "run_study", "study_summary"]
 
@@ -82,8 +85,10 @@ def run_study(
     """
     from joblib import Parallel, delayed
 
-    positive_int("cases", cases)
-    positive_int("requests", requests)
+    positive_int("cases", cases, maximum=MAX_CASES)
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be a nonzero integer (-1: every core), got {n_jobs!r}")
+    positive_int("requests", requests, maximum=MAX_REQUESTS)
     positive_int("clients", clients)
     if predictor != "oracle":
         from llmsched.online import make_predictor

@@ -12,51 +12,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from llmsched._checks import MAX_TOKENS, text, token_counts
+
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
-__all__ = ["Workload"]
-
-
-# Token counts beyond this are refused: far above any context length, and safe from overflow
-# when the simulator adds counts to its iteration counter.
-MAX_TOKENS = 2**31 - 1
-
-
-def _as_int_array(name: str, values: Any) -> IntArray:
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a one-dimensional array, got shape {arr.shape}")
-    if arr.size and arr.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    if arr.dtype.kind in "iu":
-        if arr.size and (arr.max() > MAX_TOKENS or arr.min() < 1):
-            bad = int(np.flatnonzero((arr > MAX_TOKENS) | (arr < 1))[0])
-            raise ValueError(
-                f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be in [1, {MAX_TOKENS}]"
-            )
-        out = arr.astype(np.int64)
-        out.setflags(write=False)
-        return out
-    as_float = arr.astype(np.float64)
-    if arr.size and not np.all(np.isfinite(as_float)):
-        bad = int(np.flatnonzero(~np.isfinite(as_float))[0])
-        raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be finite")
-    if arr.size and np.any(as_float != np.round(as_float)):
-        bad = int(np.flatnonzero(as_float != np.round(as_float))[0])
-        raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be whole numbers")
-    if arr.size and np.any((as_float < 1) | (as_float > MAX_TOKENS)):
-        bad = int(np.flatnonzero((as_float < 1) | (as_float > MAX_TOKENS))[0])
-        raise ValueError(f"{name}[{bad}] is {arr[bad].item()!r}; token counts must be in [1, {MAX_TOKENS}]")
-    out = as_float.astype(np.int64)
-    out.setflags(write=False)
-    return out
+__all__ = ["MAX_TOKENS", "Workload"]
 
 
 def _as_arrival_array(values: Any, n: int) -> FloatArray:
     if values is None:
         out = np.zeros(n, dtype=np.float64)
     else:
+        if isinstance(values, (str, bytes, dict, set)):
+            raise TypeError(f"arrival must be an array of seconds, got {type(values).__name__}")
         raw = np.asarray(values)
         if raw.size and raw.dtype.kind not in "iuf":
             raise ValueError(f"arrival must hold real numbers of seconds, got dtype {raw.dtype}")
@@ -71,6 +40,29 @@ def _as_arrival_array(values: Any, n: int) -> FloatArray:
             raise ValueError(f"arrival[{bad}] is {out[bad].item()!r}; arrival times must be >= 0 seconds")
     out.setflags(write=False)
     return out
+
+
+def _request_index(index: Any, n: int) -> Any:
+    """``index`` if it selects requests of a workload of ``n``: a slice, a mask or index array."""
+    if isinstance(index, slice):
+        return index
+    allowed = "a slice, a boolean mask or an array of request indices"
+    if isinstance(index, (str, bytes, dict, set)) or index is None:
+        raise TypeError(f"index must be {allowed}, got {type(index).__name__}")
+    arr = np.asarray(index)
+    if arr.ndim != 1:
+        raise ValueError(f"index must be {allowed} (one-dimensional), got shape {arr.shape}")
+    if arr.dtype.kind == "b":
+        if arr.size != n:
+            raise ValueError(f"index is a mask of {arr.size} entries; the workload has {n} requests")
+        return arr
+    if arr.size and arr.dtype.kind not in "iu":
+        raise TypeError(f"index must be {allowed}, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    if arr.size and (arr.min() < -n or arr.max() >= n):
+        bad = arr[(arr < -n) | (arr >= n)][0]
+        raise ValueError(f"index holds {bad}; a workload of {n} requests has indices -{n} to {n - 1}")
+    return arr
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -96,6 +88,8 @@ class Workload:
     ValueError
         If an array is not one-dimensional, holds a non-finite, fractional or
         non-positive token count or a negative arrival, or the arrays differ in length.
+    TypeError
+        If an array is not an array of numbers, or ``name`` is not a str.
     """
 
     prompt_tokens: IntArray
@@ -112,8 +106,8 @@ class Workload:
         arrival: npt.ArrayLike | None = None,
         name: str = "workload",
     ) -> None:
-        prompt = _as_int_array("prompt_tokens", prompt_tokens)
-        output = _as_int_array("output_tokens", output_tokens)
+        prompt = token_counts("prompt_tokens", prompt_tokens)
+        output = token_counts("output_tokens", output_tokens)
         if prompt.shape != output.shape:
             raise ValueError(
                 f"prompt_tokens has {prompt.size} entries but output_tokens has {output.size}; "
@@ -121,12 +115,13 @@ class Workload:
             )
         predicted = None
         if predicted_output is not None:
-            predicted = _as_int_array("predicted_output", predicted_output)
+            predicted = token_counts("predicted_output", predicted_output)
             if predicted.shape != prompt.shape:
                 raise ValueError(
                     f"predicted_output has {predicted.size} entries but the workload has "
                     f"{prompt.size} requests"
                 )
+        text("name", name)
         times = _as_arrival_array(arrival, prompt.size)
         if times.shape != prompt.shape:
             raise ValueError(f"arrival has {times.size} entries but the workload has {prompt.size} requests")
@@ -134,7 +129,7 @@ class Workload:
         object.__setattr__(self, "output_tokens", output)
         object.__setattr__(self, "predicted_output", predicted)
         object.__setattr__(self, "arrival", times)
-        object.__setattr__(self, "name", str(name))
+        object.__setattr__(self, "name", name)
 
     def __len__(self) -> int:
         return int(self.prompt_tokens.size)
@@ -179,8 +174,16 @@ class Workload:
         return Workload(**fields)
 
     def subset(self, index: Any) -> Workload:
-        """The requests selected by ``index`` (a slice, mask or index array), in that order."""
-        idx = np.arange(len(self))[index]
+        """The requests selected by ``index`` (a slice, mask or index array), in that order.
+
+        Raises
+        ------
+        TypeError
+            If ``index`` is neither a slice nor an array of integers or booleans.
+        ValueError
+            If ``index`` is not one-dimensional, a mask of another length, or out of range.
+        """
+        idx = np.arange(len(self))[_request_index(index, len(self))]
         return Workload(
             prompt_tokens=self.prompt_tokens[idx],
             output_tokens=self.output_tokens[idx],

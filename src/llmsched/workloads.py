@@ -9,6 +9,7 @@ project's own CSV format and the request traces of Vidur and SplitwiseSim.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from importlib import resources
 from os import PathLike
@@ -16,7 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import positive_int
+from llmsched._checks import (
+    MAX_REQUESTS,
+    MAX_TOKENS,
+    choice,
+    instance,
+    nonnegative_int,
+    path_arg,
+    positive_int,
+    real,
+    rng,
+    text,
+)
 from llmsched.workload import Workload
 
 __all__ = [
@@ -50,11 +62,7 @@ _SHORT_SCALE = 1.091076328775918
 
 
 def _rng(seed: int | np.random.Generator | None) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
-        raise TypeError(f"seed must be an int or a numpy Generator, got {type(seed).__name__}")
-    return np.random.default_rng(seed)
+    return rng("seed", seed)
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,19 +115,19 @@ def gsm8k(seed: int | np.random.Generator | None = 0, outputs: str = "llama65b")
     predictors can learn from. Fixing the number of runaways (rather than drawing it)
     keeps every seed's moments within 1% (mean) and 2% (sd) of the reported values.
     """
+    choice("outputs", outputs, ("llama65b", "answers"))
+    generator = _rng(seed)
     prompt, answer = gsm8k_lengths()
     if outputs == "answers":
         return Workload(prompt, answer, name="gsm8k-answers")
-    if outputs != "llama65b":
-        raise ValueError(f"outputs must be 'llama65b' or 'answers', got {outputs!r}")
-    return Workload(prompt, _llama65b_outputs(answer, _rng(seed)), name="gsm8k")
+    return Workload(prompt, _llama65b_outputs(answer, generator), name="gsm8k")
 
 
-def _llama65b_outputs(answer: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _llama65b_outputs(answer: np.ndarray, generator: np.random.Generator) -> np.ndarray:
     n = answer.size
     finished = np.clip(np.rint(answer * _SHORT_SCALE), 1, GSM8K_OUTPUT_MAX - 1).astype(np.int64)
     runaway = np.zeros(n, dtype=bool)
-    runaway[rng.choice(n, size=round(_RUNAWAY_SHARE * n), replace=False)] = True
+    runaway[generator.choice(n, size=round(_RUNAWAY_SHARE * n), replace=False)] = True
     return np.where(runaway, GSM8K_OUTPUT_MAX, finished)
 
 
@@ -129,28 +137,37 @@ def gsm8k_like(n: int, seed: int | np.random.Generator | None = 0) -> Workload:
     Each request is a GSM8K test problem chosen uniformly at random; its prompt is that
     problem's real token count and its output follows the same runaway-or-finished model
     as :func:`gsm8k` (so the output moments match the reported LLaMA-65B ones for large ``n``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``n`` is not an integer in ``[1, MAX_REQUESTS]`` or ``seed`` is not a seed.
     """
-    positive_int("n", n)
-    rng = _rng(seed)
+    n = positive_int("n", n, maximum=MAX_REQUESTS)
+    generator = _rng(seed)
     prompt, answer = gsm8k_lengths()
-    pick = rng.integers(0, prompt.size, size=int(n))
-    return Workload(prompt[pick], _llama65b_outputs(answer[pick], rng), name=f"gsm8k-like-{n}")
+    pick = generator.integers(0, prompt.size, size=n)
+    return Workload(prompt[pick], _llama65b_outputs(answer[pick], generator), name=f"gsm8k-like-{n}")
 
 
 @dataclass(frozen=True)
 class LengthSpec:
-    """Mean, standard deviation and maximum of a token-length distribution."""
+    """Mean, standard deviation and maximum of a token-length distribution.
+
+    ``max`` is a token count (at most ``MAX_TOKENS``), ``mean`` lies in ``[1, max]`` and
+    ``sd`` is finite and positive.
+    """
 
     mean: float
     sd: float
     max: int
 
     def __post_init__(self) -> None:
-        positive_int("max", self.max)
-        if not (1 <= self.mean <= self.max and self.sd > 0):
-            raise ValueError(
-                f"need 1 <= mean <= max and sd > 0, got mean={self.mean}, sd={self.sd}, max={self.max}"
-            )
+        positive_int("max", self.max, maximum=MAX_TOKENS)
+        real("mean", self.mean, low=1.0)
+        real("sd", self.sd, low=0.0, low_open=True)
+        if self.mean > self.max:
+            raise ValueError(f"mean must be at most max={self.max}, got {self.mean!r}")
 
 
 # ExeGPT Table 3: (input, output) length statistics of its five NLP tasks.
@@ -175,7 +192,8 @@ def truncated_normal_lengths(
     """
     from scipy.stats import truncnorm
 
-    positive_int("n", n, minimum=0)
+    instance("spec", spec, LengthSpec, "a LengthSpec")
+    n = nonnegative_int("n", n, maximum=MAX_REQUESTS)
     low, high = 0.5, spec.max + 0.5
     a, b = (low - spec.mean) / spec.sd, (high - spec.mean) / spec.sd
     draws = truncnorm.rvs(a, b, loc=spec.mean, scale=spec.sd, size=n, random_state=_rng(seed))
@@ -188,65 +206,136 @@ def exegpt_task(task: str, n: int = 1000, seed: int | np.random.Generator | None
     Input and output lengths are independent truncated normals with the table's
     (mean, sd, max); see :func:`truncated_normal_lengths`.
     """
-    key = task.upper() if isinstance(task, str) else task
+    key = task.upper() if isinstance(task, str) else None
     if key not in EXEGPT_TASKS:
         raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
-    positive_int("n", n)
-    rng = _rng(seed)
+    n = positive_int("n", n, maximum=MAX_REQUESTS)
+    generator = _rng(seed)
     spec_in, spec_out = EXEGPT_TASKS[key]
-    prompt = truncated_normal_lengths(spec_in, n, rng)
-    output = truncated_normal_lengths(spec_out, n, rng)
+    prompt = truncated_normal_lengths(spec_in, n, generator)
+    output = truncated_normal_lengths(spec_out, n, generator)
     return Workload(prompt, output, name=f"exegpt-{key}")
 
 
 def _read_table(path: str | PathLike[str], columns: tuple[str, ...], fmt: str) -> Any:
+    """The CSV at ``path`` as a DataFrame with at least ``columns`` and one row.
+
+    Every way a file can fail to be such a table (missing, a folder, not UTF-8, not CSV,
+    no rows, a column missing) is a ValueError that names the file.
+    """
     import pandas as pd
 
-    frame = pd.read_csv(path)
+    path_arg("path", path)
+    expected = f"a {fmt} file: UTF-8 CSV with a header naming {', '.join(columns)} and one row per request"
+    if not os.path.exists(path):
+        raise ValueError(f"path {str(path)!r} does not exist; expected {expected}")
+    if os.path.isdir(path):
+        raise ValueError(f"path {str(path)!r} is a folder; expected {expected}")
+    try:
+        frame = pd.read_csv(path, encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text; expected {expected}") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: the file is empty; expected {expected}") from None
+    except (pd.errors.ParserError, ValueError, OSError) as exc:
+        message = " ".join(str(exc).split())
+        raise ValueError(f"{path}: not a readable CSV table ({message}); expected {expected}") from None
     missing = [col for col in columns if col not in frame.columns]
     if missing:
         raise ValueError(
             f"{path}: not a {fmt} file; missing column(s) {missing}, found {list(frame.columns)}"
         )
+    if len(frame) == 0:
+        raise ValueError(f"{path}: the table has a header but no requests; expected {expected}")
     return frame
+
+
+def _workload_from(path: str | PathLike[str], fmt: str, columns: dict[str, str], **fields: Any) -> Workload:
+    """A Workload from a file's columns; a bad value is reported with the file and its column."""
+    try:
+        return Workload(**fields)
+    except (TypeError, ValueError) as exc:
+        read_as = ", ".join(f"{col} as {field}" for field, col in columns.items() if field != col)
+        mapping = f" (this {fmt} reader reads {read_as})" if read_as else ""
+        raise ValueError(f"{path}: {exc}{mapping}") from None
 
 
 def _load_trace(
     path: str | PathLike[str], name: str | None, fmt: str, arrival: str, prompt: str, output: str
 ) -> Workload:
     frame = _read_table(path, (arrival, prompt, output), fmt)
-    return Workload(
+    return _workload_from(
+        path,
+        fmt,
+        {"prompt_tokens": prompt, "output_tokens": output, "arrival": arrival},
         prompt_tokens=frame[prompt].to_numpy(),
         output_tokens=frame[output].to_numpy(),
         arrival=frame[arrival].to_numpy(),
-        name=name or str(path),
+        name=_name(name, path),
     )
 
 
+def _name(name: Any, path: str | PathLike[str]) -> str:
+    if name is None:
+        return str(path)
+    return text("name", name) or str(path)
+
+
 def from_csv(path: str | PathLike[str], name: str | None = None) -> Workload:
-    """Read the project's CSV: ``prompt_tokens,output_tokens[,predicted_output][,arrival]``."""
+    """Read the project's CSV: ``prompt_tokens,output_tokens[,predicted_output][,arrival]``.
+
+    Raises
+    ------
+    ValueError
+        If the file is missing, not UTF-8 CSV, has no rows or lacks a column, or a value is
+        not a valid token count or arrival time; the message names the file.
+    TypeError
+        If ``path`` is not a path or ``name`` not a str.
+    """
+    path_arg("path", path)
+    label = _name(name, path)
     frame = _read_table(path, ("prompt_tokens", "output_tokens"), "llmsched workload")
-    return Workload(
-        prompt_tokens=frame["prompt_tokens"].to_numpy(),
-        output_tokens=frame["output_tokens"].to_numpy(),
-        predicted_output=(
-            frame["predicted_output"].to_numpy() if "predicted_output" in frame.columns else None
-        ),
-        arrival=frame["arrival"].to_numpy() if "arrival" in frame.columns else None,
-        name=name or str(path),
+    fields = ("prompt_tokens", "output_tokens", "predicted_output", "arrival")
+    return _workload_from(
+        path,
+        "llmsched workload",
+        {},
+        **{field: frame[field].to_numpy() for field in fields if field in frame.columns},
+        name=label,
     )
 
 
 def to_csv(workload: Workload, path: str | PathLike[str]) -> None:
-    """Write a workload in the format :func:`from_csv` reads."""
-    workload.to_frame().to_csv(path, index=False)
+    """Write a workload in the format :func:`from_csv` reads.
+
+    Raises
+    ------
+    TypeError
+        If ``workload`` is not a Workload or ``path`` not a path.
+    ValueError
+        If ``path`` cannot be written (a folder, or in a folder that does not exist).
+    """
+    instance("workload", workload, Workload, "a llmsched.Workload")
+    path_arg("path", path)
+    try:
+        workload.to_frame().to_csv(path, index=False)
+    except OSError as exc:
+        raise ValueError(f"path {str(path)!r} cannot be written: {exc.strerror or exc}") from None
 
 
 def from_vidur_trace(path: str | PathLike[str], name: str | None = None) -> Workload:
-    """Read a Vidur request trace (columns ``arrived_at,num_prefill_tokens,num_decode_tokens``)."""
+    """Read a Vidur request trace (columns ``arrived_at,num_prefill_tokens,num_decode_tokens``).
+
+    Bad files and values raise as in :func:`from_csv`.
+    """
+    path_arg("path", path)
     return _load_trace(path, name, "Vidur trace", "arrived_at", "num_prefill_tokens", "num_decode_tokens")
 
 
 def from_splitwise_trace(path: str | PathLike[str], name: str | None = None) -> Workload:
-    """Read a SplitwiseSim trace (columns ``arrival_timestamp, prompt_size, token_size``, among others)."""
+    """Read a SplitwiseSim trace (columns ``arrival_timestamp, prompt_size, token_size``, among others).
+
+    Bad files and values raise as in :func:`from_csv`.
+    """
+    path_arg("path", path)
     return _load_trace(path, name, "SplitwiseSim trace", "arrival_timestamp", "prompt_size", "token_size")

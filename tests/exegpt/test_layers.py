@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmsched.exegpt import GPUS, MODELS, LayerCostModel, ModelSpec
+from llmsched.exegpt import GPUS, MODELS, GPUSpec, LayerCostModel, ModelSpec
 
 
 def test_analytic_costs_follow_width_hardware_and_parallelism() -> None:
@@ -66,3 +66,132 @@ def test_table_one_models_and_bad_input() -> None:
         LayerCostModel.from_specs("opt-13b", "a40", compute_efficiency=0)
     with pytest.raises(ValueError, match="encode_samples"):
         LayerCostModel.fit([[1, 1.0]], [[1, 1, 1.0]] * 3)
+
+
+SPEC = {"name": "m", "params_billion": 13, "layers": 40, "hidden": 5120, "heads": 40}
+GPU = {"name": "g", "fp16_tflops": 100.0, "memory_gb": 40.0, "bandwidth_gbs": 1000.0, "link_gbs": 100.0}
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (
+            lambda: ModelSpec(**{**SPEC, "params_billion": float("inf")}),
+            ValueError,
+            "params_billion must be a finite",
+        ),
+        (
+            lambda: ModelSpec(**{**SPEC, "params_billion": True}),
+            TypeError,
+            "params_billion must be .* got bool",
+        ),
+        (lambda: ModelSpec(**{**SPEC, "layers": 0}), ValueError, "layers must be at least 1, got 0"),
+        (
+            lambda: ModelSpec(**{**SPEC, "hidden": 51.2}),
+            TypeError,
+            "hidden must be an integer, got float 51.2",
+        ),
+        (lambda: ModelSpec(**{**SPEC, "name": None}), TypeError, "name must be a str, got NoneType"),
+        (
+            lambda: ModelSpec(**SPEC, encoder_decoder="yes"),
+            TypeError,
+            "encoder_decoder must be True or False, got str 'yes'",
+        ),
+        (
+            lambda: GPUSpec(**{**GPU, "memory_gb": 0}),
+            ValueError,
+            "memory_gb must be a finite number > 0, got 0",
+        ),
+        (
+            lambda: GPUSpec(**{**GPU, "fp16_tflops": "fast"}),
+            TypeError,
+            "fp16_tflops must be .* got str 'fast'",
+        ),
+        (lambda: GPUSpec(**{**GPU, "link_gbs": float("nan")}), ValueError, "link_gbs must be .* got nan"),
+        (
+            lambda: LayerCostModel(0.1, 0.1, 0.1, 0.1, True),
+            TypeError,
+            "decode_per_context must be .* got bool",
+        ),
+        (
+            lambda: LayerCostModel(0.1, 0.1, 0.1, 0.1, 0, sync_latency=-1e-6),
+            ValueError,
+            "sync_latency must be",
+        ),
+    ],
+)
+def test_specs_and_coefficients_check_themselves(make, error, message) -> None:
+    """Model and GPU specs and layer coefficients refuse NaN, inf, non-positive or wrong-kind values."""
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_numpy_scalars_are_good_specs() -> None:
+    """numpy scalars are accepted wherever Python numbers are, with the same costs."""
+    assert ModelSpec(**{**SPEC, "layers": np.int64(40), "params_billion": np.float32(13)}).layers == 40
+    assert GPUSpec(**{**GPU, "memory_gb": np.float32(40)}).memory_gb == 40
+    a = LayerCostModel(np.float32(1e-3), np.float64(1e-6), 1e-3, 1e-6, np.int64(0))
+    assert a.encode_time(np.int32(10)) == pytest.approx(1e-3 + 1e-5)
+    from_np = LayerCostModel.from_specs("opt-13b", "a40", compute_efficiency=np.float32(0.5))
+    assert from_np.encode_per_token == pytest.approx(
+        LayerCostModel.from_specs("opt-13b", "a40").encode_per_token
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda c: c.encode_time(-5), ValueError, "tokens must be a finite number >= 0, got -5"),
+        (lambda c: c.encode_time(None), TypeError, "tokens must be a number >= 0 or an array of them"),
+        (lambda c: c.encode_time(10, 0), ValueError, "tp must be at least 1, got 0"),
+        (
+            lambda c: c.decode_time(float("nan"), 10),
+            ValueError,
+            "batch must be a finite number >= 0, got nan",
+        ),
+        (lambda c: c.decode_time(3, "10"), TypeError, "context must be a number >= 0 or an array of them"),
+        (lambda c: c.decode_time(3, 10, 2.0), TypeError, "tp must be an integer, got float 2.0"),
+    ],
+)
+def test_layer_times_refuse_bad_sizes(call, error, message) -> None:
+    """Encode and decode times name a negative, NaN or non-numeric size (None used to give nan)."""
+    with pytest.raises(error, match=message):
+        call(LayerCostModel.from_specs("opt-13b", "a40"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"compute_efficiency": 1.5},
+            ValueError,
+            r"compute_efficiency must be a number in \(0, 1\], got 1.5",
+        ),
+        ({"memory_efficiency": "0.8"}, TypeError, r"memory_efficiency must be a number in \(0, 1\], got str"),
+        ({"kernel_overhead": -1.0}, ValueError, "kernel_overhead must be a finite number >= 0, got -1.0"),
+        ({"sync_latency": None}, TypeError, "sync_latency must be a finite number >= 0, got NoneType"),
+    ],
+)
+def test_from_specs_names_bad_rates(kwargs, error, message) -> None:
+    """from_specs names its own argument, not the coefficient it would have turned into."""
+    with pytest.raises(error, match=message):
+        LayerCostModel.from_specs("opt-13b", "a40", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("encode", "decode", "message"),
+    [
+        ([[10, float("nan")], [100, 0.02]], [[1, 10, 0.01]] * 3, r"encode_samples\[0, 1\] is nan"),
+        (
+            [[10, -0.01], [100, 0.02]],
+            [[1, 10, 0.01]] * 3,
+            r"encode_samples\[0, 1\] is -0.01; values must be >= 0",
+        ),
+        ([[10, 0.01], [100, 0.02]], [[1, 10, float("inf")]] * 3, r"decode_samples\[0, 2\] is inf"),
+        ([[10, 0.01], [100, 0.02]], [[1, 2]], "decode_samples must be at least three rows"),
+    ],
+)
+def test_fit_names_bad_samples(encode, decode, message) -> None:
+    """Measured samples with NaN, inf or negative entries are refused by row and column."""
+    with pytest.raises(ValueError, match=message):
+        LayerCostModel.fit(encode, decode)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -11,9 +12,11 @@ import pytest
 from llmsched import LinearCostModel, simulate, validate, workloads
 from llmsched.cli import main
 from llmsched.exegpt import XSimulator, crosscheck, monotonicity, optimize, rra_policies, search_spaces
+from llmsched.result import Result, Status
 from llmsched.schedule import DECODE, PREFILL
 
 SMALL = {"batch_max": 24, "iterations_max": 20, "micro_batches_max": 3}
+TINY = {"batch_max": 8, "iterations_max": 8, "micro_batches_max": 2}
 
 
 @pytest.mark.parametrize("task", ["S", "C1"])
@@ -55,6 +58,44 @@ def test_an_impossible_bound_is_a_result_not_an_error() -> None:
     assert not result.feasible and result.schedule is None and result.variables is None
     assert "no configuration meets the latency bound of 0.05 s" in result.message
     assert result.to_dict()["latency"] is None
+
+
+def test_results_say_what_each_search_proves() -> None:
+    """Throughput is maximised: the exhaustive search is optimal (both bounds are its
+    objective, gap 0); the branch-and-bound is only feasible (no bound: nan lower bound and
+    gap, infinite upper bound). An impossible bound is proven infeasible only exhaustively."""
+    sim = XSimulator.for_task("opt-13b", "S")
+    exact = optimize(sim, 6.0, method="exhaustive", **TINY)
+    found = optimize(sim, 6.0, **TINY)
+    assert exact.status is Status.OPTIMAL and exact.feasible
+    assert exact.objective == exact.throughput == exact.lower_bound == exact.upper_bound and exact.gap == 0
+    assert found.status is Status.FEASIBLE and found.feasible
+    assert found.objective == found.throughput > 0
+    assert math.isnan(found.lower_bound) and math.isnan(found.gap) and found.upper_bound == math.inf
+    assert found.throughput <= exact.upper_bound
+    never = optimize(sim, 0.05, method="exhaustive", **TINY)
+    unfound = optimize(sim, 0.05, **TINY)
+    assert never.status is Status.INFEASIBLE and unfound.status is Status.UNKNOWN
+    for result in (never, unfound):
+        assert not result.feasible and result.objective == 0.0 and result.gap == math.inf
+    assert never.upper_bound == 0.0 and unfound.upper_bound == math.inf
+    assert "method='exhaustive' can make sure" in unfound.message
+
+
+def test_the_result_is_a_frozen_result_with_the_cli_keys() -> None:
+    """ExeGPTResult is a Result (frozen, runs as a tuple, replace makes a changed copy) and its
+    dict keeps the keys the CLI prints."""
+    result = optimize(XSimulator.for_task("opt-13b", "S"), 6.0, **TINY)
+    assert isinstance(result, Result) and isinstance(result.runs, tuple) and result.trace == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.objective = 1.0  # type: ignore[misc]
+    changed = dataclasses.replace(result, objective=1.5)
+    assert changed.throughput == 1.5 and changed.variables == result.variables
+    out = result.to_dict()
+    for key in ("schedule", "variables", "throughput", "latency", "evaluations", "feasible", "status"):
+        assert key in out
+    assert out["throughput"] == result.objective and out["feasible"] is True and out["status"] == "feasible"
+    json.dumps(out)
 
 
 def test_search_spaces() -> None:
@@ -172,3 +213,18 @@ def test_cli_infeasible_and_bad_bounds(capsys) -> None:
         main(["exegpt", "--latency-bound", "inf", "--batch-max", "8", "--iterations-max", "8", "--json"]) == 0
     )
     assert json.loads(capsys.readouterr().out)["latency_bound"] is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_max": 10**9}, "batch_max must be at most 4,096, got 1,000,000,000"),
+        ({"iterations_max": 10**12}, "iterations_max must be at most 10,000"),
+        ({"micro_batches_max": 10**6}, "micro_batches_max must be at most 64"),
+    ],
+)
+def test_search_grid_sizes_are_bounded(kwargs, message) -> None:
+    """A grid too large to enumerate is refused with its limit up front (it hung or ran out of memory)."""
+    sim = XSimulator.for_task("opt-13b", "S")
+    with pytest.raises(ValueError, match=message):
+        search_spaces(sim, **kwargs)

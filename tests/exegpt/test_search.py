@@ -101,3 +101,18 @@ def test_tolerance_keeps_the_optimum_of_a_slightly_non_monotone_function() -> No
 def test_bad_arguments_are_refused(call, message) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: Variable("b", range(10**12)), ValueError, "variable 'b' has 1000000000000 values; at most"),
+        (lambda: Variable("b", "123"), TypeError, "variable 'b' takes a sequence of integers, got str"),
+        (lambda: branch_and_bound(None, VARIABLES, 1.0), TypeError, "perf must be a function"),
+        (lambda: exhaustive(3, VARIABLES, 1.0), TypeError, "perf must be a function"),
+    ],
+)
+def test_huge_grids_and_missing_functions_are_refused_up_front(call, error, message) -> None:
+    """A grid too large to hold and a perf that is no function are refused before any evaluation."""
+    with pytest.raises(error, match=message):
+        call()

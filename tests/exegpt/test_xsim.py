@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from llmsched import LinearCostModel
 from llmsched.exegpt import LayerCostModel, LengthDistribution, XSimulator, optimize
+from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS, MAX_LENGTH
 from llmsched.workloads import EXEGPT_TASKS, truncated_normal_lengths
 
 SIM_S = XSimulator.for_task("opt-13b", "S")
@@ -216,7 +217,7 @@ def test_bad_arguments_raise_value_errors() -> None:
         XSimulator.for_task("opt-13b", "Q")
     with pytest.raises(ValueError, match="model and gpu_memory_gb"):
         XSimulator(SIM_S.cost, SIM_S.inputs, SIM_S.outputs, 2, 4, gpu_memory_gb=48)
-    with pytest.raises(ValueError, match="gpu_memory_gb must be a positive number"):
+    with pytest.raises(ValueError, match="gpu_memory_gb must be a finite number > 0, got -1"):
         XSimulator(SIM_S.cost, SIM_S.inputs, SIM_S.outputs, 2, 4, model=SIM_S.model, gpu_memory_gb=-1)
     with pytest.raises(ValueError, match="does not fit"):
         SIM_S.waa(4, 1, 2, 4)  # four tensor-parallel GPUs, but the decoder has fewer
@@ -224,3 +225,140 @@ def test_bad_arguments_raise_value_errors() -> None:
         XSimulator.for_task("opt-13b", "S", gpus=48).rra(4, 4)
     with pytest.raises(TypeError, match="gpu must be a name"):
         XSimulator.for_task("opt-13b", "S", gpu=5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (
+            lambda: LengthDistribution([1, 2], [0.5, np.nan]),
+            ValueError,
+            r"probs\[1\] is nan; values must be finite",
+        ),
+        (lambda: LengthDistribution([1, 2], ["a", "b"]), ValueError, "probs must hold real numbers"),
+        (
+            lambda: LengthDistribution(["a", "b"], [0.5, 0.5]),
+            ValueError,
+            "lengths must be integers >= 1, got dtype <U1",
+        ),
+        (lambda: LengthDistribution([0, 1], [0.5, 0.5]), ValueError, "lengths must be integers >= 1, got 0"),
+        (
+            lambda: LengthDistribution.from_samples([1.5, 2]),
+            ValueError,
+            r"samples\[0\] is 1.5; token counts must be whole",
+        ),
+        (lambda: LengthDistribution.from_samples([1, np.nan]), ValueError, r"samples\[1\] is nan"),
+        (
+            lambda: LengthDistribution.from_samples(None),
+            TypeError,
+            "samples must be an array of token counts",
+        ),
+        (
+            lambda: LengthDistribution.truncated_normal(10, 10, 10**12),
+            ValueError,
+            f"maximum must be at most {MAX_LENGTH:,}",
+        ),
+        (
+            lambda: LengthDistribution.truncated_normal(10, 10, 5),
+            ValueError,
+            r"mean must be a number in \[1, 5\], got 10",
+        ),
+        (
+            lambda: LengthDistribution.truncated_normal(10, np.inf, 50),
+            ValueError,
+            "sd must be a finite number > 0, got inf",
+        ),
+        (lambda: LengthDistribution.truncated_normal("10", 5, 50), TypeError, "mean must be .* got str '10'"),
+        (
+            lambda: LengthDistribution.from_samples([1, 2]).quantile(True),
+            TypeError,
+            r"q must be a number in \(0, 1\], got bool",
+        ),
+        (
+            lambda: LengthDistribution.from_samples([1, 2]).expect([1, 2, 3]),
+            ValueError,
+            r"values has 3 entries; it needs one per length \(2\)",
+        ),
+    ],
+)
+def test_length_distributions_check_their_input(make, error, message) -> None:
+    """Distributions name a bad length, probability, sample, moment or quantile; a huge maximum too."""
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_length_distributions_take_numpy_and_whole_floats() -> None:
+    """numpy integer maxima and whole-number float samples are good input."""
+    assert LengthDistribution.truncated_normal(10, 10, np.uint16(100)).max == 100
+    assert LengthDistribution.from_samples(np.array([2.0, 4.0])).lengths.tolist() == [2, 4]
+    assert LengthDistribution.from_samples([1, 2]).quantile(np.float32(0.5)) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"gpus": 10**6}, ValueError, f"gpus must be at most {MAX_GPUS:,}, got 1,000,000"),
+        ({"gpus": 2.0}, TypeError, "gpus must be an integer, got float 2.0"),
+        ({"encoder_decoder": "yes"}, TypeError, "encoder_decoder must be True or False, got str 'yes'"),
+        ({"memory_fraction": np.nan}, ValueError, r"memory_fraction must be a number in \(0, 1\], got nan"),
+        ({"quantile": "0.99"}, TypeError, r"quantile must be a number in \(0, 1\], got str"),
+        ({"name": None}, TypeError, "name must be a str, got NoneType"),
+        ({"model": SIM_S.model, "gpu_memory_gb": True}, TypeError, "gpu_memory_gb must be .* got bool True"),
+    ],
+)
+def test_simulator_constructor_checks_its_arguments(kwargs, error, message) -> None:
+    """XSimulator names a bad GPU count (with its limit), flag, fraction, quantile, name or memory."""
+    args = {"cost": SIM_S.cost, "inputs": SIM_S.inputs, "outputs": SIM_S.outputs, "gpus": 2, "layers": 4}
+    with pytest.raises(error, match=message):
+        XSimulator(**{**args, **kwargs})
+
+
+def test_simulator_takes_numpy_sizes() -> None:
+    """numpy integers and floats are good GPU counts, memories and batch sizes."""
+    sim = XSimulator(
+        SIM_S.cost,
+        SIM_S.inputs,
+        SIM_S.outputs,
+        np.int64(4),
+        40,
+        model=SIM_S.model,
+        gpu_memory_gb=np.float32(48),
+    )
+    assert sim.rra(np.int32(8), np.uint8(4)) == SIM_S.rra(8, 4)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: XSimulator.for_task("opt-13b", "S", gpus=10**6),
+            ValueError,
+            f"gpus must be at most {MAX_GPUS:,}",
+        ),
+        (
+            lambda: XSimulator.for_task("opt-13b", "S", cost=LinearCostModel.paper()),
+            TypeError,
+            "cost must be a LayerCostModel",
+        ),
+        (lambda: SIM_S.tp_degrees(0), ValueError, "gpus must be at least 1, got 0"),
+        (lambda: SIM_S.rra(4, 10**12), ValueError, f"iterations must be at most {MAX_ITERATIONS:,}"),
+        (lambda: SIM_S.fixed_batch_sweep(4, 10**12), ValueError, f"limit must be at most {MAX_BATCH:,}"),
+        (lambda: SIM_S.fixed_batch_sweep(8, 4), ValueError, "limit must be at least 8, got 4"),
+        (lambda: SIM_S.fixed_batch_sweep(4, "64"), TypeError, "limit must be an integer, got str '64'"),
+        (
+            lambda: SIM_S.latency_bounds((50, 150)),
+            ValueError,
+            r"percentiles\[1\] must be a number in \[0, 100\], got 150",
+        ),
+        (
+            lambda: SIM_S.latency_bounds((np.nan,)),
+            ValueError,
+            r"percentiles\[0\] must be a number in \[0, 100\], got nan",
+        ),
+        (lambda: SIM_S.latency_bounds(50), TypeError, "percentiles must be a sequence of numbers in"),
+    ],
+)
+def test_simulator_methods_refuse_bad_sizes(call, error, message) -> None:
+    """Methods name a bad size, and refuse the absurd ones (a MemoryError or hang before) with the limit."""
+    with pytest.raises(error, match=message):
+        call()

@@ -1,20 +1,27 @@
-"""Output-length predictors: accuracy, the simulated Mico classifier, and bad parameters."""
+"""Length predictors: their accuracy, the simulated Mico classifier, their arguments, training
+data, predictions and accuracy report."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from llmsched import workloads
+from llmsched import Workload, workloads
 from llmsched.online import (
     BucketClassifier,
+    ConstantMean,
     MicoClassifier,
     NoisyOracle,
+    Oracle,
     accuracy,
     cross_fit,
     length_classes,
     make_predictor,
+    with_predictions,
 )
+from llmsched.online.predictors import MAX_BUCKETS
+
+WL = Workload([3, 4, 5, 6], [6, 7, 8, 9])
 
 
 def test_predictors_accuracy() -> None:
@@ -52,17 +59,176 @@ def test_mico_classifier_has_its_published_accuracy_and_errs_by_one_class() -> N
 
 
 @pytest.mark.parametrize(
-    ("make", "message"),
+    ("predictions", "error", "message"),
     [
-        (lambda: NoisyOracle(sigma=-0.1), "sigma"),
-        (lambda: make_predictor("psychic"), "unknown predictor"),
-        (lambda: BucketClassifier(buckets=0), "buckets"),
-        (lambda: MicoClassifier(accuracy=1.2), "accuracy"),
-        (lambda: MicoClassifier(max_tokens=0), "max_tokens"),
-        (lambda: cross_fit("mean", workloads.gsm8k(0), folds=1), "folds"),
+        (
+            [0, -5, 3, 4],
+            ValueError,
+            r"predictions\[0\] is 0.0; a predicted length must round to a token count",
+        ),
+        ([1, -5, 3, 4], ValueError, r"predictions\[1\] is -5.0"),
+        ([1, 0.4, 3, 4], ValueError, r"predictions\[1\] is 0.4"),
+        ([1, 2, 1e30, 4], ValueError, r"predictions\[2\] is 1e\+30"),
+        ([1, np.nan, 3, 4], ValueError, r"predictions\[1\] is nan; values must be finite"),
+        ([1, np.inf, 3, 4], ValueError, r"predictions\[1\] is inf; values must be finite"),
+        ([1, 2, 3], ValueError, "predictions has 3 entries but the workload has 4 requests"),
+        ([[1, 2, 3, 4]], ValueError, "predictions must be a 1-dimensional array"),
+        (["a", "b", "c", "d"], ValueError, "predictions must hold real numbers"),
+        (None, TypeError, "predictions must be an array of numbers, got NoneType"),
     ],
 )
-def test_bad_parameters_are_refused(make, message) -> None:
-    """Bad predictor arguments raise a ValueError naming the parameter."""
-    with pytest.raises(ValueError, match=message):
+def test_with_predictions_refuses_what_it_used_to_clip(predictions, error, message) -> None:
+    """Zero, negative, huge or non-finite predictions are refused by index, not clipped to [1, MAX]."""
+    with pytest.raises(error, match=message):
+        with_predictions(WL, predictions)
+
+
+def test_with_predictions_rounds_good_lengths() -> None:
+    """Fractional lengths round to the nearest token; numpy dtypes are good input."""
+    out = with_predictions(WL, np.array([1.4, 2.6, 3, 4], dtype=np.float32))
+    assert out.predicted_output is not None and out.predicted_output.tolist() == [1, 3, 3, 4]
+    assert with_predictions(WL, np.arange(1, 5, dtype=np.uint8)).predicted_output.tolist() == [1, 2, 3, 4]
+    with pytest.raises(TypeError, match=r"workload must be a llmsched\.Workload, got list"):
+        with_predictions([1, 2], [1, 2])
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: NoisyOracle(sigma="0.5"), TypeError, "sigma must be a finite number >= 0, got str '0.5'"),
+        (lambda: NoisyOracle(sigma=np.inf), ValueError, "sigma must be a finite number >= 0, got inf"),
+        (lambda: NoisyOracle(seed=-1), ValueError, r"seed must be an integer >= 0 \(a seed\), got -1"),
+        (lambda: NoisyOracle(seed=1.5), TypeError, r"seed must be an integer >= 0 \(a seed\), got float 1.5"),
+        (
+            lambda: MicoClassifier(accuracy=True),
+            TypeError,
+            r"accuracy must be a number in \[0, 1\], got bool",
+        ),
+        (
+            lambda: MicoClassifier(accuracy=np.nan),
+            ValueError,
+            r"accuracy must be a number in \[0, 1\], got nan",
+        ),
+        (lambda: MicoClassifier(seed="0"), TypeError, "seed must be an integer >= 0"),
+        (lambda: MicoClassifier(max_tokens=2**40), ValueError, "max_tokens must be at most 2,147,483,647"),
+        (lambda: MicoClassifier(buckets=10**9), ValueError, f"buckets must be at most {MAX_BUCKETS:,}"),
+        (lambda: BucketClassifier(prompt_bins=10**9), ValueError, "prompt_bins must be at most"),
+        (lambda: BucketClassifier(buckets=2.0), TypeError, "buckets must be an integer, got float 2.0"),
+        (
+            lambda: make_predictor("noisy", sigmaa=1),
+            ValueError,
+            r"unknown parameter\(s\) \['sigmaa'\].*takes",
+        ),
+        (lambda: make_predictor(None), ValueError, "unknown predictor None"),
+    ],
+)
+def test_predictor_parameters_are_checked_at_construction(make, error, message) -> None:
+    """Bad parameters fail when the predictor is made, not later inside numpy when it predicts."""
+    with pytest.raises(error, match=message):
         make()
+
+
+def test_numpy_parameters_are_good() -> None:
+    """numpy scalars are accepted as seeds, sigmas, accuracies and class counts, with the same results."""
+    assert np.array_equal(
+        NoisyOracle(np.float32(0.5), np.int64(3)).predict(WL), NoisyOracle(0.5, 3).predict(WL)
+    )
+    mico = MicoClassifier(np.float64(0.8), np.int32(10), np.uint16(512), np.uint8(1))
+    assert np.array_equal(mico.predict(WL), MicoClassifier(0.8, 10, 512, 1).predict(WL))
+
+
+@pytest.mark.parametrize("predictor", [ConstantMean(), BucketClassifier()])
+@pytest.mark.parametrize(
+    ("prompt", "output", "error", "message"),
+    [
+        ([1, -1, 2], [1, 2, 3], ValueError, r"prompt_tokens\[1\] is -1; token counts must be in \[1, "),
+        (
+            [1.5, 2, 3],
+            [1, 2, 3],
+            ValueError,
+            r"prompt_tokens\[0\] is 1.5; token counts must be whole numbers",
+        ),
+        ([1, 2, 3], [0, 2, 3], ValueError, r"output_tokens\[0\] is 0"),
+        ([1, 2, 3], [1, np.inf, 3], ValueError, r"output_tokens\[1\] is inf; token counts must be finite"),
+        ([1, 2], [1, 2, 3], ValueError, "prompt_tokens has 2 entries but output_tokens has 3"),
+        ([], [], ValueError, "prompt_tokens is empty; a predictor needs at least one training example"),
+        (None, [1], TypeError, "prompt_tokens must be an array of token counts, got NoneType"),
+    ],
+)
+def test_training_data_are_token_counts(predictor, prompt, output, error, message) -> None:
+    """fit() names the bad training array and entry (NaN was a numpy cast error, 1.5 silently truncated)."""
+    with pytest.raises(error, match=message):
+        predictor.fit(prompt, output)
+
+
+@pytest.mark.parametrize(
+    "predictor", [Oracle(), NoisyOracle(), ConstantMean().fit([1], [2]), MicoClassifier()]
+)
+def test_predict_needs_a_workload(predictor) -> None:
+    """predict() of something that is not a Workload is a TypeError naming the workload."""
+    with pytest.raises(TypeError, match=r"workload must be a llmsched\.Workload, got list"):
+        predictor.predict([1, 2, 3])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"predictor": None},
+            TypeError,
+            "predictor must be a predictor name or an object with name, fit and predict",
+        ),
+        ({"predictor": "psychic"}, ValueError, "unknown predictor 'psychic'"),
+        ({"workload": [1, 2]}, TypeError, "workload must be a llmsched.Workload, got list"),
+        ({"training": [1, 2]}, TypeError, "training must be a llmsched.Workload or None, got list"),
+        ({"training": Workload([1], [1])}, ValueError, "training has 1 requests but workload has 4"),
+        ({"folds": 1}, ValueError, "folds must be at least 2, got 1"),
+        ({"folds": 2.0}, TypeError, "folds must be an integer, got float 2.0"),
+        ({"seed": -1}, ValueError, r"seed must be an integer >= 0 \(a seed\), got -1"),
+        ({"seed": True}, TypeError, "seed must be an integer >= 0"),
+    ],
+)
+def test_cross_fit_checks_its_arguments(kwargs, error, message) -> None:
+    """cross_fit names a bad predictor, workload, training set, fold count or seed before fitting."""
+    args = {"predictor": "mean", "workload": WL, **kwargs}
+    with pytest.raises(error, match=message):
+        cross_fit(**args)
+
+
+def test_cross_fit_with_more_folds_than_requests_is_leave_one_out() -> None:
+    """Folds beyond the number of requests are empty: a huge count is leave-one-out, at once."""
+    assert np.array_equal(cross_fit("mean", WL, folds=10**12), cross_fit("mean", WL, folds=len(WL)))
+    # Leave-one-out mean of the other three outputs.
+    assert cross_fit("mean", WL, folds=4).tolist() == [8, 8, 7, 7]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: length_classes([1.0, np.nan], 10, 512),
+            ValueError,
+            r"lengths\[1\] is nan; values must be finite",
+        ),
+        (lambda: length_classes([-5], 10, 512), ValueError, r"lengths\[0\] is -5; values must be >= 0"),
+        (lambda: length_classes(None, 10, 512), TypeError, "lengths must be an array of numbers"),
+        (lambda: length_classes([1], 0, 512), ValueError, "buckets must be at least 1, got 0"),
+        (lambda: length_classes([1], 10, 512.0), TypeError, "max_tokens must be an integer, got float 512.0"),
+        (lambda: accuracy([1, 2, 0], [1, 2, 3]), ValueError, r"truth\[2\] is 0; values must be > 0"),
+        (lambda: accuracy([], []), ValueError, "truth is empty"),
+        (lambda: accuracy([1, 2, 3], [1, np.inf, 3]), ValueError, r"predicted\[1\] is inf"),
+        (lambda: accuracy([1, 2, 3], [1, 2]), ValueError, "truth has 3 lengths but predicted has 2"),
+        (lambda: accuracy([1, 2], [1, 2], buckets=-1), ValueError, "buckets must be at least 1, got -1"),
+        (lambda: accuracy([1, 2], [1, 2], max_tokens="512"), TypeError, "max_tokens must be an integer"),
+    ],
+)
+def test_classes_and_accuracy_check_their_arguments(call, error, message) -> None:
+    """length_classes and accuracy refuse NaN, negative or empty lengths and bad class counts by name."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_length_classes_of_huge_integer_lengths_do_not_overflow() -> None:
+    """Integer lengths far past max_tokens land in the last class (the product once overflowed int64)."""
+    lengths = np.array([0, 51, 512, 2**62], dtype=np.int64)
+    assert length_classes(lengths, MAX_BUCKETS, 512).tolist() == [0, 996, MAX_BUCKETS - 1, MAX_BUCKETS - 1]

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import positive_int
+from llmsched._checks import flag, positive_int, real, real_array, sizes, text
 
 __all__ = ["GPUS", "MODELS", "GPUSpec", "LayerCostModel", "ModelSpec", "gpu_spec", "model_spec"]
 
@@ -51,13 +51,14 @@ class ModelSpec:
     kv_width: int | None = None
 
     def __post_init__(self) -> None:
+        text("name", self.name)
         positive_int("layers", self.layers)
         positive_int("hidden", self.hidden)
         positive_int("heads", self.heads)
         if self.kv_width is not None:
             positive_int("kv_width", self.kv_width)
-        if not (isinstance(self.params_billion, (int, float)) and self.params_billion > 0):
-            raise ValueError(f"{self.name}: params_billion must be positive, got {self.params_billion!r}")
+        real("params_billion", self.params_billion, low=0.0, low_open=True)
+        flag("encoder_decoder", self.encoder_decoder)
         if self.hidden % self.heads:
             raise ValueError(
                 f"{self.name}: hidden size {self.hidden} is not a multiple of {self.heads} heads"
@@ -87,6 +88,11 @@ class GPUSpec:
     memory_gb: float
     bandwidth_gbs: float
     link_gbs: float  # GPU-to-GPU within a node
+
+    def __post_init__(self) -> None:
+        text("name", self.name)
+        for name in ("fp16_tflops", "memory_gb", "bandwidth_gbs", "link_gbs"):
+            real(name, getattr(self, name), low=0.0, low_open=True)
 
 
 # ExeGPT's Table 1 (T5 is an encoder-decoder; its 48 layers are 24 + 24).
@@ -142,8 +148,7 @@ class LayerCostModel:
 
     def __post_init__(self) -> None:
         for name, value in self.__dict__.items():
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
-                raise ValueError(f"LayerCostModel.{name} must be a finite number >= 0, got {value!r}")
+            real(name, value, low=0.0)
 
     def _sync(self, tokens: Any, tp: int) -> Any:
         if tp == 1:
@@ -153,15 +158,15 @@ class LayerCostModel:
     def encode_time(self, tokens: Any, tp: int = 1) -> Any:
         """One layer encoding ``tokens`` prompt tokens, with tensor parallelism ``tp``."""
         tp = positive_int("tp", tp)
-        t = np.asarray(tokens, dtype=np.float64)
+        t = np.asarray(sizes("tokens", tokens), dtype=np.float64)
         out = (self.encode_base + self.encode_per_token * t) / tp + self._sync(t, tp)
         return float(out) if out.ndim == 0 else out
 
     def decode_time(self, batch: Any, context: Any, tp: int = 1) -> Any:
         """One layer of one decode iteration: ``batch`` sequences, ``context`` tokens in all."""
         tp = positive_int("tp", tp)
-        b = np.asarray(batch, dtype=np.float64)
-        c = np.asarray(context, dtype=np.float64)
+        b = np.asarray(sizes("batch", batch), dtype=np.float64)
+        c = np.asarray(sizes("context", context), dtype=np.float64)
         out = (self.decode_base + self.decode_per_sequence * b + self.decode_per_context * c) / tp
         out = out + self._sync(b, tp)
         return float(out) if np.ndim(out) == 0 else out
@@ -183,12 +188,10 @@ class LayerCostModel:
         """
         spec = model_spec(model)
         card = gpu_spec(gpu)
-        for name, value in (
-            ("compute_efficiency", compute_efficiency),
-            ("memory_efficiency", memory_efficiency),
-        ):
-            if not 0 < value <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        compute_efficiency = real("compute_efficiency", compute_efficiency, low=0.0, high=1.0, low_open=True)
+        memory_efficiency = real("memory_efficiency", memory_efficiency, low=0.0, high=1.0, low_open=True)
+        kernel_overhead = real("kernel_overhead", kernel_overhead, low=0.0)
+        sync_latency = real("sync_latency", sync_latency, low=0.0)
         h = spec.hidden
         flops = card.fp16_tflops * 1e12 * compute_efficiency
         bandwidth = card.bandwidth_gbs * 1e9 * memory_efficiency
@@ -215,8 +218,8 @@ class LayerCostModel:
         ``encode_samples``: rows ``(tokens, seconds)``; ``decode_samples``: rows
         ``(batch, context, seconds)``. Negative fitted terms are clipped to 0.
         """
-        enc = np.asarray(encode_samples, dtype=np.float64)
-        dec = np.asarray(decode_samples, dtype=np.float64)
+        enc = real_array("encode_samples", encode_samples, low=0.0, ndim=np.ndim(encode_samples))
+        dec = real_array("decode_samples", decode_samples, low=0.0, ndim=np.ndim(decode_samples))
         if enc.ndim != 2 or enc.shape[1] != 2 or enc.shape[0] < 2:
             raise ValueError("encode_samples must be at least two rows of (tokens, seconds)")
         if dec.ndim != 2 or dec.shape[1] != 3 or dec.shape[0] < 3:

@@ -27,7 +27,8 @@ import numpy as np
 
 from llmsched._checks import positive_int
 from llmsched.exegpt.search import SearchResult, Variable, branch_and_bound, exhaustive, grid_size
-from llmsched.exegpt.xsim import Estimate, XSimulator
+from llmsched.exegpt.xsim import MAX_BATCH, MAX_ITERATIONS, MAX_MICRO_BATCHES, Estimate, XSimulator
+from llmsched.result import Result, Status
 
 __all__ = [
     "SCHEDULES",
@@ -131,11 +132,11 @@ def search_spaces(
     not fall with them; a round's time first falls and then rises with ``B_m``.
     """
     chosen = _schedule_list(schedules)
-    batch_max = positive_int("batch_max", batch_max)
+    batch_max = positive_int("batch_max", batch_max, maximum=MAX_BATCH)
     if iterations_max is None:
         iterations_max = min(sim.outputs.max, 128)
-    iterations_max = positive_int("iterations_max", iterations_max)
-    micro_batches_max = positive_int("micro_batches_max", micro_batches_max)
+    iterations_max = positive_int("iterations_max", iterations_max, maximum=MAX_ITERATIONS)
+    micro_batches_max = positive_int("micro_batches_max", micro_batches_max, maximum=MAX_MICRO_BATCHES)
     if "WAA-M" in chosen and sim.model is None:
         raise ValueError("WAA-M needs a memory model (an XSimulator with model and gpu_memory_gb)")
     out: list[Space] = []
@@ -188,27 +189,80 @@ class Run:
         return {k: merged[k] for k in order if k in merged}
 
 
-@dataclass(frozen=True)
-class ExeGPTResult:
-    """The best configuration over all runs, or none when the bound cannot be met."""
+@dataclass(frozen=True, kw_only=True)
+class ExeGPTResult(Result):
+    """The best configuration over all runs, in the vocabulary of :class:`~llmsched.result.Result`.
 
+    The search *maximises* throughput, so the vocabulary reads as follows.
+
+    Attributes
+    ----------
+    status
+        ``optimal`` for the exhaustive search (every configuration of the grid evaluated);
+        ``feasible`` for the branch-and-bound when it found a configuration (its pruning
+        assumes that throughput and latency are monotone, which XSimulator does not
+        guarantee, so it proves nothing); ``infeasible`` when the exhaustive search found
+        no configuration of the grid that meets the latency bound; ``unknown`` when the
+        branch-and-bound found none (its pruning may have skipped one).
+    objective
+        Throughput of the best configuration (sequences/s), the quantity maximised; 0.0 when
+        no configuration meets the bound (nothing runs). ``throughput`` is the same number.
+    upper_bound
+        A proven upper bound on the best throughput over the grid: the objective when the
+        search is exhaustive, ``inf`` for the branch-and-bound (nothing proven).
+    lower_bound
+        The vocabulary's bound is the dual bound of a minimisation; for this maximisation
+        that is ``upper_bound``. ``lower_bound`` holds the objective when the search proved
+        it optimal (then it is both bounds) and ``nan`` otherwise, so that code reading
+        ``lower_bound`` and ``gap`` never takes an unproven result for a closed one.
+    gap
+        (upper_bound - objective) / upper_bound: 0 when optimal, ``nan`` for the
+        branch-and-bound (not known), ``inf`` without a configuration.
+    runtime
+        Seconds of search (wall clock, for information).
+    latency_bound
+        The bound searched under (seconds, or ``inf``).
+    schedule, variables
+        The best configuration's schedule (``RRA``, ``WAA-C``, ``WAA-M``) and variables
+        (None without one).
+    latency
+        Its latency (seconds; ``inf`` without one).
+    evaluations, grid_size
+        XSimulator calls made, and the configurations of the grid.
+    message
+        Why there is no configuration ("" when there is one).
+    method
+        ``bnb`` or ``exhaustive``.
+    runs
+        Every search run (a schedule and fixed values) and its result.
+    """
+
+    upper_bound: float
     latency_bound: float
     schedule: str | None
     variables: dict[str, int] | None
-    throughput: float
     latency: float
     evaluations: int
     grid_size: int
-    feasible: bool
     message: str
-    runtime: float
     method: str
-    runs: list[Run] = field(default_factory=list, repr=False)
+    runs: tuple[Run, ...] = field(default=(), repr=False)
+
+    @property
+    def throughput(self) -> float:
+        """Throughput of the best configuration (sequences/s): the objective."""
+        return self.objective
+
+    @property
+    def feasible(self) -> bool:
+        """True when a configuration meets the latency bound."""
+        return self.status in (Status.OPTIMAL, Status.FEASIBLE)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "latency_bound": None if math.isinf(self.latency_bound) else self.latency_bound,
             "feasible": self.feasible,
+            "status": str(self.status),
             "message": self.message,
             "schedule": self.schedule,
             "variables": self.variables,
@@ -236,7 +290,9 @@ def optimize(
 
     ``evaluations`` counts XSimulator calls (distinct configurations, summed over runs);
     ``grid_size`` is what the exhaustive search evaluates. When no configuration meets the
-    bound the result has ``feasible=False`` and a message saying so.
+    bound the result has ``feasible=False`` and a message saying so. The status says what
+    was proven (see :class:`ExeGPTResult`): ``optimal`` or ``infeasible`` for the exhaustive
+    search, ``feasible`` or ``unknown`` for the branch-and-bound.
     """
     if not isinstance(sim, XSimulator):
         raise TypeError(f"sim must be an XSimulator, got {type(sim).__name__}")
@@ -266,37 +322,46 @@ def optimize(
     runtime = time.perf_counter() - start
     evaluations = sum(r.result.evaluations for r in runs)
     grid = sum(r.grid for r in runs)
+    exhaustive_search = method == "exhaustive"
     feasible = [r for r in runs if r.result.feasible]
-    if not feasible:
-        return ExeGPTResult(
-            float(latency_bound),
-            None,
-            None,
-            0.0,
-            math.inf,
-            evaluations,
-            grid,
-            False,
-            f"no configuration meets the latency bound of {latency_bound:g} s "
-            f"({sim.name or 'this setup'}; schedules {', '.join(schedules)})",
-            runtime,
-            method,
-            runs,
+    if feasible:
+        best = max(feasible, key=lambda r: r.result.throughput)
+        throughput = best.result.throughput
+        status = Status.OPTIMAL if exhaustive_search else Status.FEASIBLE
+        # Only the exhaustive search proves a bound (see ExeGPTResult).
+        upper = throughput if exhaustive_search else math.inf
+        lower, gap = (throughput, 0.0) if exhaustive_search else (math.nan, math.nan)
+        schedule, variables, latency, message = best.space.schedule, best.variables(), best.result.latency, ""
+    else:
+        where = f"({sim.name or 'this setup'}; schedules {', '.join(schedules)})"
+        throughput, lower, gap = 0.0, math.nan, math.inf
+        # Only the exhaustive search proves that nothing meets the bound.
+        status = Status.INFEASIBLE if exhaustive_search else Status.UNKNOWN
+        upper = 0.0 if exhaustive_search else math.inf
+        schedule, variables, latency = None, None, math.inf
+        message = (
+            f"no configuration meets the latency bound of {latency_bound:g} s {where}"
+            if exhaustive_search
+            else f"no configuration meets the latency bound of {latency_bound:g} s as far as the "
+            f"branch-and-bound searched {where}; it assumes monotone latency, so "
+            "method='exhaustive' can make sure"
         )
-    best = max(feasible, key=lambda r: r.result.throughput)
     return ExeGPTResult(
-        float(latency_bound),
-        best.space.schedule,
-        best.variables(),
-        best.result.throughput,
-        best.result.latency,
-        evaluations,
-        grid,
-        True,
-        "",
-        runtime,
-        method,
-        runs,
+        status=status,
+        objective=throughput,
+        upper_bound=upper,
+        lower_bound=lower,
+        gap=gap,
+        runtime=runtime,
+        latency_bound=latency_bound,
+        schedule=schedule,
+        variables=variables,
+        latency=latency,
+        evaluations=evaluations,
+        grid_size=grid,
+        message=message,
+        method=method,
+        runs=tuple(runs),
     )
 
 
@@ -322,8 +387,8 @@ def monotonicity(
     import pandas as pd
 
     stride = positive_int("stride", stride)
-    batch_max = positive_int("batch_max", batch_max)
-    micro_batches_max = positive_int("micro_batches_max", micro_batches_max)
+    batch_max = positive_int("batch_max", batch_max, maximum=MAX_BATCH)
+    micro_batches_max = positive_int("micro_batches_max", micro_batches_max, maximum=MAX_MICRO_BATCHES)
     tols = [float(t) for t in tolerances]
     if not tols or any(not 0 <= t < 1 for t in tols):
         raise ValueError(f"tolerances must be fractions in [0, 1), got {tols!r}")
@@ -332,7 +397,7 @@ def monotonicity(
         raise ValueError(f"latency_scale must be a positive number of seconds, got {latency_scale!r}")
     if iterations_max is None:
         iterations_max = min(sim.outputs.max, 128)
-    iterations_max = positive_int("iterations_max", iterations_max)
+    iterations_max = positive_int("iterations_max", iterations_max, maximum=MAX_ITERATIONS)
     batches = list(range(1, batch_max + 1))
     thin_batches = batches[::stride]
     iterations = list(range(iterations_max, 0, -1))

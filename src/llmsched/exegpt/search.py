@@ -27,6 +27,9 @@ __all__ = ["Evaluation", "SearchResult", "Variable", "branch_and_bound", "exhaus
 
 Perf = Callable[[dict[str, int]], tuple[float, float]]
 
+# Values one variable may take: a grid beyond this is not searched but refused up front.
+MAX_VALUES = 10_000_000
+
 
 @dataclass(frozen=True)
 class Variable:
@@ -40,6 +43,13 @@ class Variable:
     def __init__(self, name: str, values: Sequence[int]):
         if not isinstance(name, str) or not name:
             raise ValueError(f"a variable needs a name, got {name!r}")
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+            raise TypeError(f"variable {name!r} takes a sequence of integers, got {type(values).__name__}")
+        if len(values) > MAX_VALUES:
+            raise ValueError(
+                f"variable {name!r} has {len(values)} values; at most {MAX_VALUES} are searched "
+                "(use a coarser grid)"
+            )
         raw = tuple(values)
         if not raw:
             raise ValueError(f"variable {name!r} has no values")
@@ -109,7 +119,9 @@ def _meets(latency: float, bound: float) -> bool:
     return latency <= bound and math.isfinite(latency)
 
 
-def _check(variables: Sequence[Variable], latency_bound: float, *tolerances: float) -> None:
+def _check(perf: Perf, variables: Sequence[Variable], latency_bound: float, *tolerances: float) -> None:
+    if not callable(perf):
+        raise TypeError(f"perf must be a function config -> (throughput, latency), got {type(perf).__name__}")
     if not variables:
         raise ValueError("at least one variable is needed")
     if not all(isinstance(v, Variable) for v in variables):
@@ -152,7 +164,7 @@ def exhaustive(perf: Perf, variables: Sequence[Variable], latency_bound: float) 
 
     A latency of ``inf`` means the configuration cannot run: it meets no bound, not even ``inf``.
     """
-    _check(variables, latency_bound)
+    _check(perf, variables, latency_bound)
     counted = _Counted(perf, variables)
     best: tuple[float, float, tuple[int, ...]] | None = None
     for index in itertools.product(*(range(len(v.values)) for v in variables)):
@@ -189,7 +201,7 @@ def branch_and_bound(
     SearchResult
         With ``feasible=False`` and a message when no configuration meets the bound.
     """
-    _check(variables, latency_bound, eps_throughput, eps_latency)
+    _check(perf, variables, latency_bound, eps_throughput, eps_latency)
     counted = _Counted(perf, variables)
     lo0 = tuple(0 for _ in variables)
     hi0 = tuple(len(v.values) - 1 for v in variables)

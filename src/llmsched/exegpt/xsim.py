@@ -47,20 +47,36 @@ configuration whose keys and values do not fit in GPU memory gets latency ``inf`
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from llmsched._checks import positive_int
+from llmsched._checks import choice, flag, instance, positive_int, real, real_array, text, token_counts
 from llmsched.exegpt.layers import GPUSpec, LayerCostModel, ModelSpec, gpu_spec, model_spec
 
 __all__ = [
     "DEFAULT_GPUS",
+    "MAX_BATCH",
+    "MAX_GPUS",
+    "MAX_ITERATIONS",
+    "MAX_LENGTH",
+    "MAX_MICRO_BATCHES",
     "Estimate",
     "LengthDistribution",
     "XSimulator",
 ]
+
+# Sizes beyond these are refused up front. XSimulator holds arrays over the output lengths
+# and over the decode iterations of a phase times the pipeline stages, and the search loops
+# over GPU counts and batch sizes; past these bounds that exhausts memory or time, far
+# beyond any deployment ExeGPT studies (48 GPUs, batches of 128, outputs of 640 tokens).
+MAX_GPUS = 1024
+MAX_LENGTH = 10_000_000  # longest length a truncated-normal distribution spans
+MAX_ITERATIONS = 10_000  # N_D, decode iterations between encodings
+MAX_BATCH = 4096  # B_E searched by the configuration search
+MAX_MICRO_BATCHES = 64  # B_m searched by the configuration search
 
 # ExeGPT's Table 2: the GPUs each model was deployed on (A40 cluster unless noted).
 DEFAULT_GPUS = {
@@ -82,15 +98,20 @@ class LengthDistribution:
 
     def __post_init__(self) -> None:
         lengths = np.asarray(self.lengths)
-        probs = np.asarray(self.probs, dtype=np.float64)
+        probs = real_array("probs", self.probs, ndim=np.ndim(self.probs))
         if lengths.ndim != 1 or lengths.shape != probs.shape or len(lengths) == 0:
-            raise ValueError("lengths and probs must be non-empty 1-d arrays of one length")
-        if not np.issubdtype(lengths.dtype, np.integer) or lengths.min() < 1:
-            raise ValueError("lengths must be integers >= 1")
+            raise ValueError(
+                f"lengths and probs must be non-empty 1-d arrays of one length, got shapes "
+                f"{lengths.shape} and {probs.shape}"
+            )
+        if not np.issubdtype(lengths.dtype, np.integer):
+            raise ValueError(f"lengths must be integers >= 1, got dtype {lengths.dtype}")
+        if lengths.min() < 1:
+            raise ValueError(f"lengths must be integers >= 1, got {lengths.min().item()!r}")
         if np.any(np.diff(lengths) <= 0):
             raise ValueError("lengths must be strictly increasing")
         if np.any(probs < 0) or not math.isclose(float(probs.sum()), 1.0, rel_tol=1e-9):
-            raise ValueError("probs must be non-negative and sum to 1")
+            raise ValueError(f"probs must be non-negative and sum to 1, got sum {float(probs.sum())!r}")
         object.__setattr__(self, "lengths", lengths.astype(np.int64))
         object.__setattr__(self, "probs", probs)
 
@@ -102,6 +123,9 @@ class LengthDistribution:
 
         from llmsched.workloads import LengthSpec
 
+        positive_int("maximum", maximum, maximum=MAX_LENGTH)
+        real("mean", mean, low=1.0, high=float(maximum))
+        real("sd", sd, low=0.0, low_open=True)
         spec = LengthSpec(mean, sd, maximum)
         edges = np.arange(spec.max + 1, dtype=np.float64) + 0.5
         cdf = norm.cdf(edges, loc=spec.mean, scale=spec.sd)
@@ -110,9 +134,9 @@ class LengthDistribution:
 
     @classmethod
     def from_samples(cls, samples: Any) -> LengthDistribution:
-        """The empirical distribution of observed lengths."""
-        values = np.asarray(samples)
-        if values.ndim != 1 or len(values) == 0:
+        """The empirical distribution of observed lengths (whole token counts >= 1)."""
+        values = token_counts("samples", samples)
+        if len(values) == 0:
             raise ValueError("samples must be a non-empty 1-d array of lengths")
         lengths, counts = np.unique(values, return_counts=True)
         return cls(lengths, counts / counts.sum())
@@ -127,13 +151,16 @@ class LengthDistribution:
 
     def quantile(self, q: float) -> int:
         """The smallest length whose cumulative probability reaches ``q``."""
-        if not 0 < q <= 1:
-            raise ValueError(f"q must be in (0, 1], got {q!r}")
+        q = real("q", q, low=0.0, high=1.0, low_open=True)
         index = int(np.searchsorted(np.cumsum(self.probs), q - 1e-12))
         return int(self.lengths[min(index, len(self.lengths) - 1)])
 
     def expect(self, values: Any) -> float:
-        return float(np.asarray(values, dtype=np.float64) @ self.probs)
+        """The expectation of ``values`` (one per length) under this distribution."""
+        arr = real_array("values", values)
+        if arr.shape != self.probs.shape:
+            raise ValueError(f"values has {arr.size} entries; it needs one per length ({self.probs.size})")
+        return float(arr @ self.probs)
 
 
 @dataclass(frozen=True)
@@ -224,25 +251,22 @@ class XSimulator:
         for label, dist in (("inputs", inputs), ("outputs", outputs)):
             if not isinstance(dist, LengthDistribution):
                 raise TypeError(f"{label} must be a LengthDistribution, got {type(dist).__name__}")
-        self.gpus = positive_int("gpus", gpus)
+        self.gpus = positive_int("gpus", gpus, maximum=MAX_GPUS)
         self.layers = positive_int("layers", layers)
+        flag("encoder_decoder", encoder_decoder)
         if encoder_decoder and layers % 2:
             raise ValueError(f"an encoder-decoder model needs an even layer count, got {layers}")
         self.gpus_per_node = positive_int("gpus_per_node", gpus_per_node)
-        if not 0 < memory_fraction <= 1:
-            raise ValueError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}")
-        if not 0 < quantile <= 1:
-            raise ValueError(f"quantile must be in (0, 1], got {quantile!r}")
-        if weights not in ("population", "paper"):
-            raise ValueError(f"weights must be 'population' or 'paper', got {weights!r}")
+        memory_fraction = real("memory_fraction", memory_fraction, low=0.0, high=1.0, low_open=True)
+        quantile = real("quantile", quantile, low=0.0, high=1.0, low_open=True)
+        choice("weights", weights, ("population", "paper"))
+        text("name", name)
         if (model is None) != (gpu_memory_gb is None):
             raise ValueError("give both model and gpu_memory_gb to model memory, or neither")
         if model is not None and not isinstance(model, ModelSpec):
             raise TypeError(f"model must be a ModelSpec, got {type(model).__name__}")
-        if gpu_memory_gb is not None and not (
-            isinstance(gpu_memory_gb, (int, float)) and math.isfinite(gpu_memory_gb) and gpu_memory_gb > 0
-        ):
-            raise ValueError(f"gpu_memory_gb must be a positive number, got {gpu_memory_gb!r}")
+        if gpu_memory_gb is not None:
+            gpu_memory_gb = real("gpu_memory_gb", gpu_memory_gb, low=0.0, low_open=True)
         self.cost = cost
         self.inputs = inputs
         self.outputs = outputs
@@ -284,6 +308,10 @@ class XSimulator:
         key = model.lower() if isinstance(model, str) else ""
         default_gpu, default_count = DEFAULT_GPUS.get(key, ("a40", 4))
         card = gpu_spec(default_gpu if gpu is None else gpu)
+        if gpus is not None:
+            gpus = positive_int("gpus", gpus, maximum=MAX_GPUS)
+        if cost is not None:
+            instance("cost", cost, LayerCostModel, "a LayerCostModel or None")
         tkey = task.upper() if isinstance(task, str) else task
         if not isinstance(tkey, str) or tkey not in EXEGPT_TASKS:
             raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
@@ -333,7 +361,7 @@ class XSimulator:
     # ------------------------------------------------------------------ helpers
     def tp_degrees(self, gpus: int | None = None) -> list[int]:
         """Tensor-parallel degrees that fit in a node and in ``gpus`` (default: all)."""
-        limit = min(self.gpus if gpus is None else gpus, self.gpus_per_node)
+        limit = min(self.gpus if gpus is None else positive_int("gpus", gpus), self.gpus_per_node)
         return [d for d in (1, 2, 4, 8, 16) if d <= limit]
 
     def _check_tp(self, degree: int, tp_gpus: int, gpus: int) -> None:
@@ -386,7 +414,7 @@ class XSimulator:
         """RRA with encoder batch ``B_E = batch`` and ``N_D = iterations`` decode iterations
         between encodings; ``tp_gpus`` GPUs run tensor-parallel of degree ``tp_degree``."""
         b_e = positive_int("batch", batch)
-        n_d = positive_int("iterations", iterations)
+        n_d = positive_int("iterations", iterations, maximum=MAX_ITERATIONS)
         self._check_tp(tp_degree, tp_gpus, self.gpus)
         singles, groups = _tp_stages(self.gpus, tp_degree, tp_gpus)
         stages = singles + groups
@@ -474,8 +502,7 @@ class XSimulator:
     def encoder_gpus(self, batch: int, allocation: Literal["C", "M"]) -> int:
         """GPUs WAA gives the encoder for encoder batch ``batch`` (WAA-C or WAA-M)."""
         b_e = positive_int("batch", batch)
-        if allocation not in ("C", "M"):
-            raise ValueError(f"allocation must be 'C' or 'M', got {allocation!r}")
+        choice("allocation", allocation, ("C", "M"))
         if self.gpus < 2:
             raise ValueError("WAA needs at least two GPUs (one to encode, one to decode)")
         b_d = b_e * self.mean_output
@@ -585,7 +612,8 @@ class XSimulator:
 
     def fixed_batch_sweep(self, step: int = 4, limit: int = 4096) -> list[Estimate]:
         """:meth:`fixed_batch` for batch sizes ``step, 2 step, ...`` while they fit in memory."""
-        step = positive_int("step", step)
+        step = positive_int("step", step, maximum=MAX_BATCH)
+        limit = positive_int("limit", limit, minimum=step, maximum=MAX_BATCH)
         out = []
         for b in range(step, limit + 1, step):
             est = self.fixed_batch(b)
@@ -600,5 +628,10 @@ class XSimulator:
 
     def latency_bounds(self, percentiles: tuple[float, ...] = (10, 30, 70)) -> list[float]:
         """The paper's latency bounds: percentiles of the fixed-batch sweep's latencies, then inf."""
+        if isinstance(percentiles, (str, bytes)) or not isinstance(percentiles, Iterable):
+            raise TypeError(f"percentiles must be a sequence of numbers in [0, 100], got {percentiles!r}")
+        percentiles = tuple(
+            real(f"percentiles[{i}]", q, low=0.0, high=100.0) for i, q in enumerate(percentiles)
+        )
         latencies = [e.latency for e in self.fixed_batch_sweep()]
         return [float(np.percentile(latencies, q)) for q in percentiles] + [math.inf]

@@ -26,13 +26,25 @@ request (k-fold), and :func:`accuracy` reports how good the predictions are.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched._checks import positive_int
-from llmsched.workload import MAX_TOKENS, Workload
+from llmsched._checks import (
+    MAX_TOKENS,
+    instance,
+    positive_int,
+    probability,
+    real,
+    real_array,
+    token_counts,
+)
+from llmsched._checks import (
+    seed as check_seed,
+)
+from llmsched.workload import Workload
 
 __all__ = [
     "BucketClassifier",
@@ -50,6 +62,11 @@ __all__ = [
 ]
 
 
+# More length classes than this are refused: a class needs training examples to mean anything,
+# and the classifiers hold arrays of this size.
+MAX_BUCKETS = 10_000
+
+
 @runtime_checkable
 class Predictor(Protocol):
     name: str
@@ -64,18 +81,20 @@ def _clip(values: np.ndarray) -> np.ndarray:
 
 
 def _training_pair(prompt_tokens: Any, output_tokens: Any) -> tuple[np.ndarray, np.ndarray]:
-    prompt = np.asarray(prompt_tokens, dtype=np.int64)
-    output = np.asarray(output_tokens, dtype=np.int64)
-    if prompt.ndim != 1 or prompt.shape != output.shape:
+    prompt = token_counts("prompt_tokens", prompt_tokens)
+    output = token_counts("output_tokens", output_tokens)
+    if prompt.shape != output.shape:
         raise ValueError(
-            f"training data must be two one-dimensional arrays of one length, got shapes "
-            f"{prompt.shape} and {output.shape}"
+            f"prompt_tokens has {prompt.size} entries but output_tokens has {output.size}; "
+            "every training example needs both"
         )
     if prompt.size == 0:
-        raise ValueError("a predictor needs at least one training example")
-    if prompt.min() < 1 or output.min() < 1:
-        raise ValueError("training token counts must be >= 1")
+        raise ValueError("prompt_tokens is empty; a predictor needs at least one training example")
     return prompt, output
+
+
+def _workload(workload: Any) -> Workload:
+    return instance("workload", workload, Workload, "a llmsched.Workload")
 
 
 class Oracle:
@@ -87,7 +106,7 @@ class Oracle:
         return self
 
     def predict(self, workload: Workload) -> np.ndarray:
-        return workload.output_tokens.copy()
+        return _workload(workload).output_tokens.copy()
 
 
 class NoisyOracle:
@@ -96,16 +115,14 @@ class NoisyOracle:
     name = "noisy"
 
     def __init__(self, sigma: float = 0.5, seed: int = 0):
-        sigma = float(sigma)
-        if not np.isfinite(sigma) or sigma < 0:
-            raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
-        self.sigma = sigma
-        self.seed = seed
+        self.sigma = real("sigma", sigma, low=0.0)
+        self.seed = check_seed("seed", seed)
 
     def fit(self, prompt_tokens: Any, output_tokens: Any) -> NoisyOracle:
         return self
 
     def predict(self, workload: Workload) -> np.ndarray:
+        _workload(workload)
         rng = np.random.default_rng(self.seed)
         noise = np.exp(rng.normal(0.0, self.sigma, size=len(workload)))
         return _clip(workload.output_tokens * noise)
@@ -125,6 +142,7 @@ class ConstantMean:
         return self
 
     def predict(self, workload: Workload) -> np.ndarray:
+        _workload(workload)
         if self.mean_ is None:
             raise ValueError("ConstantMean must be fitted before it predicts")
         return _clip(np.full(len(workload), self.mean_))
@@ -145,8 +163,8 @@ class BucketClassifier:
     name = "bucket"
 
     def __init__(self, buckets: int = 10, prompt_bins: int = 8):
-        self.buckets = positive_int("buckets", buckets)
-        self.prompt_bins = positive_int("prompt_bins", prompt_bins)
+        self.buckets = positive_int("buckets", buckets, maximum=MAX_BUCKETS)
+        self.prompt_bins = positive_int("prompt_bins", prompt_bins, maximum=MAX_BUCKETS)
         self._fitted = False
 
     def fit(self, prompt_tokens: Any, output_tokens: Any) -> BucketClassifier:
@@ -169,6 +187,7 @@ class BucketClassifier:
         return self
 
     def _class_probabilities(self, workload: Workload) -> np.ndarray:
+        _workload(workload)
         if not self._fitted:
             raise ValueError("BucketClassifier must be fitted before it predicts")
         in_class = np.searchsorted(self.prompt_edges_, workload.prompt_tokens, side="right")
@@ -206,19 +225,16 @@ class MicoClassifier:
     name = "mico"
 
     def __init__(self, accuracy: float = 0.8069, buckets: int = 10, max_tokens: int = 512, seed: int = 0):
-        accuracy = float(accuracy)
-        if not 0.0 <= accuracy <= 1.0:
-            raise ValueError(f"accuracy must be in [0, 1], got {accuracy!r}")
-        self.accuracy = accuracy
-        self.buckets = positive_int("buckets", buckets)
-        self.max_tokens = positive_int("max_tokens", max_tokens)
-        self.seed = seed
+        self.accuracy = probability("accuracy", accuracy)
+        self.buckets = positive_int("buckets", buckets, maximum=MAX_BUCKETS)
+        self.max_tokens = positive_int("max_tokens", max_tokens, maximum=MAX_TOKENS)
+        self.seed = check_seed("seed", seed)
 
     def fit(self, prompt_tokens: Any, output_tokens: Any) -> MicoClassifier:
         return self
 
     def predict_class(self, workload: Workload) -> np.ndarray:
-        true = length_classes(workload.output_tokens, self.buckets, self.max_tokens)
+        true = length_classes(_workload(workload).output_tokens, self.buckets, self.max_tokens)
         rng = np.random.default_rng(self.seed)
         wrong = rng.random(len(workload)) >= self.accuracy
         step = np.where(rng.random(len(workload)) < 0.5, -1, 1)
@@ -244,16 +260,50 @@ def predictor_names() -> list[str]:
 
 
 def make_predictor(name: str, **params: Any) -> Predictor:
-    """A predictor by name (``oracle``, ``noisy``, ``bucket``, ``mico``, ``mean``) with its parameters."""
-    if name not in _PREDICTORS:
+    """A predictor by name (``oracle``, ``noisy``, ``bucket``, ``mico``, ``mean``) with its parameters.
+
+    Raises
+    ------
+    ValueError
+        An unknown name, a parameter the predictor does not take, or a bad parameter value.
+    """
+    if not isinstance(name, str) or name not in _PREDICTORS:
         raise ValueError(f"unknown predictor {name!r}; choose one of {predictor_names()}")
-    predictor: Predictor = _PREDICTORS[name](**params)
+    factory = _PREDICTORS[name]
+    takes = list(inspect.signature(factory).parameters)
+    unknown = sorted(set(params) - set(takes))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for predictor {name!r}; it takes {takes or 'none'}")
+    predictor: Predictor = factory(**params)
     return predictor
 
 
 def with_predictions(workload: Workload, predictions: Any) -> Workload:
-    """``workload`` with ``predicted_output`` set (the only lengths schedulers read)."""
-    return workload.replace(predicted_output=_clip(np.asarray(predictions, dtype=np.float64)))
+    """``workload`` with ``predicted_output`` set (the only lengths schedulers read).
+
+    Predictions are rounded to the nearest whole token.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``workload`` is not a Workload, or ``predictions`` is not one finite length per
+        request that rounds to a token count in ``[1, MAX_TOKENS]``.
+    """
+    _workload(workload)
+    values = real_array("predictions", predictions)
+    if values.size != len(workload):
+        raise ValueError(
+            f"predictions has {values.size} entries but the workload has {len(workload)} requests"
+        )
+    rounded = np.rint(values)
+    bad = (rounded < 1) | (rounded > MAX_TOKENS)
+    if np.any(bad):
+        first = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"predictions[{first}] is {values[first].item()!r}; a predicted length must round to a token "
+            f"count in [1, {MAX_TOKENS}]"
+        )
+    return workload.replace(predicted_output=rounded.astype(np.int64))
 
 
 def cross_fit(
@@ -268,19 +318,35 @@ def cross_fit(
     The requests are split into ``folds`` random folds; fold f is predicted by a model fitted
     on the other folds, using the output lengths of ``training`` (the same requests observed
     in another run, e.g. another seed's generations) or, when omitted, of ``workload``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        An unknown predictor, a ``workload`` or ``training`` that is not a Workload (or
+        ``training`` of other requests), fewer than 2 ``folds``, or a bad ``seed``.
     """
     if isinstance(predictor, str):
         predictor = make_predictor(predictor)
-    folds = positive_int("folds", folds)
-    if folds < 2:
-        raise ValueError("cross_fit needs at least 2 folds")
+    elif not isinstance(predictor, Predictor):
+        raise TypeError(
+            f"predictor must be a predictor name or an object with name, fit and predict, "
+            f"got {type(predictor).__name__}"
+        )
+    _workload(workload)
+    if training is not None:
+        instance("training", training, Workload, "a llmsched.Workload or None")
+    folds = positive_int("folds", folds, minimum=2)
+    seed = check_seed("seed", seed)
     source = workload if training is None else training
     if len(source) != len(workload):
-        raise ValueError("training must hold the same requests as workload")
+        raise ValueError(
+            f"training has {len(source)} requests but workload has {len(workload)}; "
+            "training must hold the same requests"
+        )
     n = len(workload)
     fold = np.random.default_rng(seed).permutation(n) % folds
     out = np.empty(n, dtype=np.int64)
-    for f in range(folds):
+    for f in range(min(folds, n)):  # folds beyond the n-th are empty
         test = np.flatnonzero(fold == f)
         train = np.flatnonzero(fold != f)
         if test.size == 0:
@@ -292,10 +358,22 @@ def cross_fit(
 
 def length_classes(lengths: Any, buckets: int, max_tokens: int) -> np.ndarray:
     """Mico's equal-width length classes ``floor(l * buckets / max_tokens)``, the top edge in
-    the last class (in integer arithmetic for integer lengths, so exactly)."""
+    the last class (in integer arithmetic for integer lengths, so exactly).
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``lengths`` are not finite numbers >= 0, or ``buckets`` (at most ``MAX_BUCKETS``)
+        or ``max_tokens`` (at most ``MAX_TOKENS``) is not a positive integer.
+    """
+    real_array("lengths", lengths, low=0.0, ndim=np.ndim(lengths))
     arr = np.asarray(lengths)
+    buckets = positive_int("buckets", buckets, maximum=MAX_BUCKETS)
+    max_tokens = positive_int("max_tokens", max_tokens, maximum=MAX_TOKENS)
     if arr.dtype.kind in "iu":
-        classes = arr.astype(np.int64) * buckets // max_tokens
+        # Lengths past max_tokens fall in the last class either way; capping them first keeps
+        # the product within int64.
+        classes = np.minimum(arr.astype(np.int64), max_tokens) * buckets // max_tokens
     else:
         classes = np.floor(arr.astype(np.float64) * buckets / max_tokens).astype(np.int64)
     return np.clip(classes, 0, buckets - 1)
@@ -311,12 +389,18 @@ def accuracy(
     ``floor(l / (max_tokens / buckets))`` over ``[0, max_tokens]`` (by default the longest
     true length; lengths at the top edge belong to the last class).
     """
-    true = np.asarray(truth, dtype=np.float64)
-    pred = np.asarray(predicted, dtype=np.float64)
-    if true.shape != pred.shape or true.ndim != 1 or true.size == 0:
-        raise ValueError("truth and predicted must be non-empty one-dimensional arrays of one length")
-    buckets = positive_int("buckets", buckets)
-    top = int(np.ceil(true.max())) if max_tokens is None else positive_int("max_tokens", max_tokens)
+    true = real_array("truth", truth, low=0.0, low_open=True, nonempty=True)
+    pred = real_array("predicted", predicted, low=0.0)
+    if true.shape != pred.shape:
+        raise ValueError(
+            f"truth has {true.size} lengths but predicted has {pred.size}; they must be of one length"
+        )
+    buckets = positive_int("buckets", buckets, maximum=MAX_BUCKETS)
+    top = (
+        int(np.ceil(true.max()))
+        if max_tokens is None
+        else positive_int("max_tokens", max_tokens, maximum=MAX_TOKENS)
+    )
     same = length_classes(true, buckets, top) == length_classes(pred, buckets, top)
 
     def ranks(x: np.ndarray) -> np.ndarray:

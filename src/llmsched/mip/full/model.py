@@ -47,16 +47,28 @@ Like the paper's, the model is of an offline batch: every request is there at ti
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from llmsched.cost import LevelCostModel
 from llmsched.workload import Workload
 
-__all__ = ["FORMULATIONS", "FullData", "LiteralModel", "StrongModel"]
+__all__ = [
+    "FORMULATIONS",
+    "Backend",
+    "BuildStopped",
+    "Deadline",
+    "FullData",
+    "LiteralModel",
+    "Plan",
+    "StrongModel",
+    "build_model",
+    "floor_units",
+    "time_scale",
+]
 
 FORMULATIONS = ("strong", "literal")
 
@@ -86,7 +98,7 @@ class FullData:
         return [lv.time for lv in self.cost.levels]
 
 
-class Backend:
+class Backend(Protocol):
     """What a formulation needs from a solver: variables, linear constraints, an objective.
 
     ``time`` turns seconds into the model's time unit (seconds for SCIP; whole units of a
@@ -94,25 +106,79 @@ class Backend:
     """
 
     def binary(self, name: str) -> Any:
-        raise NotImplementedError
+        """A new 0-1 variable."""
+        ...
 
     def integer(self, lb: int, ub: int, name: str) -> Any:
-        raise NotImplementedError
+        """A new integer variable in ``[lb, ub]``."""
+        ...
 
     def continuous(self, lb: float, ub: float, name: str) -> Any:
-        raise NotImplementedError
+        """A new variable of seconds in ``[lb, ub]`` (model units)."""
+        ...
 
     def add(self, constraint: Any, name: str) -> None:
-        raise NotImplementedError
+        """Add a linear constraint."""
+        ...
 
     def minimize(self, expr: Any) -> None:
-        raise NotImplementedError
+        """Set the objective."""
+        ...
 
     def sum(self, terms: Iterable[Any]) -> Any:
-        raise NotImplementedError
+        """The sum of linear terms."""
+        ...
 
     def time(self, seconds: float) -> Any:
-        raise NotImplementedError
+        """``seconds`` in the model's time unit."""
+        ...
+
+
+class BuildStopped(Exception):
+    """A model build abandoned because its deadline passed (see :class:`Deadline`)."""
+
+
+class Deadline:
+    """A backend that stops the build once ``expired()`` is true.
+
+    Building the literal formulation can take longer than any sensible time limit (its
+    rule (10) has O(n J K^3) terms), so the clock is consulted before every variable and
+    constraint; :class:`BuildStopped` then unwinds the build. The model is the same as
+    without the wrapper whenever the build finishes.
+    """
+
+    def __init__(self, backend: Backend, expired: Callable[[], bool]):
+        self.backend = backend
+        self.expired = expired
+
+    def _check(self, name: str) -> None:
+        if self.expired():
+            raise BuildStopped(f"the time limit passed while building the model (at {name})")
+
+    def binary(self, name: str) -> Any:
+        self._check(name)
+        return self.backend.binary(name)
+
+    def integer(self, lb: int, ub: int, name: str) -> Any:
+        self._check(name)
+        return self.backend.integer(lb, ub, name)
+
+    def continuous(self, lb: float, ub: float, name: str) -> Any:
+        self._check(name)
+        return self.backend.continuous(lb, ub, name)
+
+    def add(self, constraint: Any, name: str) -> None:
+        self._check(name)
+        self.backend.add(constraint, name)
+
+    def minimize(self, expr: Any) -> None:
+        self.backend.minimize(expr)
+
+    def sum(self, terms: Iterable[Any]) -> Any:
+        return self.backend.sum(terms)
+
+    def time(self, seconds: float) -> Any:
+        return self.backend.time(seconds)
 
 
 @dataclass
@@ -123,6 +189,15 @@ class _Model:
 
     def family(self, name: str) -> dict[Any, Any]:
         return self.vars.setdefault(name, {})
+
+    def build(self) -> None:
+        raise NotImplementedError
+
+    def plan_from(self, value: Callable[[Any], float]) -> Plan:
+        raise NotImplementedError
+
+    def values_from_plan(self, plan: Plan, client: np.ndarray | None = None) -> list[tuple[Any, float]]:
+        raise NotImplementedError
 
 
 # ---------------------------------------------------------------------------- strong
@@ -293,8 +368,8 @@ class StrongModel(_Model):
                 b.add(self.vars["R"][k] >= out[i] * p[i, k], f"cut_tail({i},{k})")
 
     # ------------------------------------------------------------------ warm start
-    def values_from_plan(self, plan: Plan) -> list[tuple[Any, float]]:
-        """Variable values of a plan (for a warm start).
+    def values_from_plan(self, plan: Plan, client: np.ndarray | None = None) -> list[tuple[Any, float]]:
+        """Variable values of a plan (for a warm start; this formulation has no clients).
 
         Identical requests are interchangeable: their rows are reordered so that they are
         prefilled in index order, as the symmetry constraints ask.
@@ -321,7 +396,7 @@ class StrongModel(_Model):
             vals[R[k]] = sum(iterations[k:])
         return vals.pairs
 
-    def plan_from(self, value: Any) -> Plan:
+    def plan_from(self, value: Callable[[Any], float]) -> Plan:
         """The plan a solution describes (``value(var)`` reads a variable)."""
         d = self.data
         p, u, D, y = self.vars["p"], self.vars["u"], self.vars["D"], self.vars["y"]
@@ -462,8 +537,11 @@ class LiteralModel(_Model):
             b.add(b.sum(x[i, j] for j in range(J)) == 1, f"eq18({i})")
 
     # ------------------------------------------------------------------ warm start
-    def values_from_plan(self, plan: Plan, client: np.ndarray) -> list[tuple[Any, float]]:
-        """Variable values of a plan with clients (for a warm start; times in model units)."""
+    def values_from_plan(self, plan: Plan, client: np.ndarray | None = None) -> list[tuple[Any, float]]:
+        """Variable values of a plan with each request's client (for a warm start; times in
+        model units)."""
+        if client is None:
+            raise ValueError("the literal formulation's warm start needs each request's client")
         d = self.data
         vals = _Values()
         x, p, dd, u, y = (self.vars[name] for name in ("x", "p", "d", "u", "y"))
@@ -493,7 +571,8 @@ class LiteralModel(_Model):
         vals[self.tmax] = self.backend.time(t)
         return vals.pairs
 
-    def plan_from(self, value: Any) -> Plan:
+    def plan_from(self, value: Callable[[Any], float]) -> Plan:
+        """The plan a solution describes (``value(var)`` reads a variable)."""
         d = self.data
         p, u, y = self.vars["p"], self.vars["u"], self.vars["y"]
         J, K = d.clients, d.bins
@@ -537,7 +616,7 @@ class _Values:
 @dataclass(frozen=True)
 class Plan:
     """A schedule in the MIP's terms: per request its prefill bin and tokens per bin; per bin
-    its decode iterations and level (-1: none)."""
+    its decode iterations and level (-1: none). Arrays are read-only."""
 
     prefill_bin: np.ndarray
     tokens: np.ndarray  # (n, bins)
@@ -551,15 +630,19 @@ class Plan:
 
     @classmethod
     def make(cls, prefill_bin: Any, tokens: Any, iterations: Any, level: Any) -> Plan:
-        tok = np.asarray(tokens, dtype=np.int64)
+        """A plan from its arrays; ``finish_bin`` is each request's last bin with a token."""
+        tok = np.array(tokens, dtype=np.int64)
         last = np.array([np.flatnonzero(row)[-1] if np.any(row) else -1 for row in tok], dtype=np.int64)
-        return cls(
-            np.asarray(prefill_bin, dtype=np.int64),
+        arrays = (
+            np.array(prefill_bin, dtype=np.int64),
             tok,
-            np.asarray(iterations, dtype=np.int64),
-            np.asarray(level, dtype=np.int64),
+            np.array(iterations, dtype=np.int64),
+            np.array(level, dtype=np.int64),
             last,
         )
+        for arr in arrays:
+            arr.setflags(write=False)
+        return cls(*arrays)
 
 
 def time_scale(values: Iterable[float]) -> tuple[int, bool]:
@@ -576,3 +659,14 @@ def time_scale(values: Iterable[float]) -> tuple[int, bool]:
 def floor_units(seconds: float, scale: int) -> int:
     """``seconds`` in units of ``1/scale`` s, rounded down (so model times never overestimate)."""
     return math.floor(seconds * scale + 1e-6)
+
+
+MODELS: dict[str, type[StrongModel] | type[LiteralModel]] = {"strong": StrongModel, "literal": LiteralModel}
+
+
+def build_model(data: FullData, formulation: str, backend: Backend) -> StrongModel | LiteralModel:
+    """The ``formulation`` of ``data`` built on ``backend`` (:class:`BuildStopped` when a
+    :class:`Deadline` backend runs out of time)."""
+    model = MODELS[formulation](data, backend)
+    model.build()
+    return model

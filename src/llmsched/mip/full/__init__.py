@@ -1,0 +1,31 @@
+"""The full deterministic MIP of PD-competition inference (Pang et al., Eqs. 1-25).
+
+:func:`solve_full` builds the model (:mod:`~llmsched.mip.full.model`: the paper's literal
+formulation and a strong one, constraint families named by the paper's equations) in SCIP
+(:mod:`~llmsched.mip.full.scip`) or CP-SAT (:mod:`~llmsched.mip.full.cpsat`), warm-started
+from schedules the caller gives (the online heuristics make good ones:
+:func:`llmsched.online.warm_starts.heuristic_schedules`), solves it within a time limit with a
+trace of incumbent and bound, and turns its solution into a :class:`~llmsched.Schedule` by
+replaying its plan (:mod:`~llmsched.mip.full.replay`), so the validator checks it like any
+other schedule.
+
+The MIP's semantics are those of :class:`~llmsched.cost.LevelCostModel` (prefill levels, a
+constant decode time per iteration); a :class:`~llmsched.cost.LinearCostModel` is turned
+into one with ``cost.to_levels(clients)``.
+"""
+
+from llmsched.mip.full.model import FORMULATIONS, Plan
+from llmsched.mip.full.replay import plan_from_schedule, schedule_from_plan
+from llmsched.mip.full.solve import BACKENDS, FullResult, default_bins, min_decode_iterations, solve_full
+
+__all__ = [
+    "BACKENDS",
+    "FORMULATIONS",
+    "FullResult",
+    "Plan",
+    "default_bins",
+    "min_decode_iterations",
+    "plan_from_schedule",
+    "schedule_from_plan",
+    "solve_full",
+]

@@ -1,0 +1,1 @@
+"""Tests that mirror the llmsched package."""
