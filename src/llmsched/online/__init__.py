@@ -7,7 +7,8 @@ the iteration rules, the registry of policy names, and output-length predictors.
 * :mod:`~llmsched.online.iteration`: the Lagrangian and threshold rules;
 * :mod:`~llmsched.online.tuning`: a threshold rule tuned by simulation;
 * :mod:`~llmsched.online.registry`: policy names, their parameters and aliases;
-* :mod:`~llmsched.online.predictors`: output-length predictors.
+* :mod:`~llmsched.online.predictors`: output-length predictors;
+* :mod:`~llmsched.online.warm_starts`: the heuristics run as the full MIP's warm starts.
 """
 
 from llmsched.online.baselines import FCFS, FreeClients, PrefillFirst, StaticQueues
