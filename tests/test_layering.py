@@ -38,15 +38,6 @@ PACKAGES = {"mip": 3, "online": 4, "exegpt": 5, "runtime": 6}
 # lazily, so that a schedule can draw itself.
 ALLOWED = {("llmsched.schedule", "Schedule.plot", "llmsched.plot")}
 
-# Imports against the layers that are on their way out: the full MIP replays its plan
-# through the public simulate() and checks instances with the check_instance that
-# simulate re-exports; llmsched.loop.simulate_policies and llmsched.instance.check_instance
-# are the ones below it. Each entry must still exist; remove it when its import goes.
-PENDING = {
-    ("llmsched.mip.full.replay", "llmsched.simulate"),
-    ("llmsched.mip.full.solve", "llmsched.simulate"),
-}
-
 # A cycle inside the P||Cmax pipeline, on its way out too: pcmax loads pcmax_paper lazily
 # and pcmax_paper imports PcmaxResult back from pcmax inside a function.
 PENDING_CYCLE = {("llmsched.mip.pcmax_paper", "llmsched.mip.pcmax")}
@@ -171,7 +162,6 @@ def test_imports_go_downward_only(module: str) -> None:
         and imp.imported in MODULES
         and layer(imp.imported) > layer(module)
         and (imp.importer, imp.where, imp.imported) not in ALLOWED
-        and (imp.importer, imp.imported) not in PENDING
     ]
     assert not upward, "\n".join(
         f"{imp}: {_describe(imp.importer)} may not import {_describe(imp.imported)}" for imp in upward
@@ -184,16 +174,6 @@ def test_imports_name_modules_that_exist() -> None:
     assert not missing, "\n".join(str(imp) for imp in missing)
 
 
-def test_pending_exceptions_are_still_needed() -> None:
-    """Each pending exception is an import that still exists and still goes upward."""
-    edges = {(imp.importer, imp.imported) for imp in IMPORTS}
-    for importer, imported in sorted(PENDING):
-        assert (importer, imported) in edges, f"{importer} no longer imports {imported}: drop it from PENDING"
-        assert layer(imported) > layer(importer), (
-            f"{importer} -> {imported} is downward: drop it from PENDING"
-        )
-
-
 def test_pending_cycle_is_still_there() -> None:
     """The known cycle's import still exists (remove it from PENDING_CYCLE when it goes)."""
     edges = {(imp.importer, imp.imported) for imp in IMPORTS if not imp.typing_only}
@@ -203,16 +183,13 @@ def test_pending_cycle_is_still_there() -> None:
 
 def test_no_import_cycles() -> None:
     """No module reaches itself through imports that run. Imports under TYPE_CHECKING never
-    run; the allowed and pending upward imports are left out (each closes a loop with the
+    run; the allowed upward import is left out (each closes a loop with the
     downward imports it skips), and so is the pending cycle's import."""
     graph: dict[str, set[str]] = {module: set() for module in MODULES}
     for imp in IMPORTS:
         edge = (imp.importer, imp.imported)
         skipped = (
-            imp.typing_only
-            or (imp.importer, imp.where, imp.imported) in ALLOWED
-            or edge in PENDING
-            or edge in PENDING_CYCLE
+            imp.typing_only or (imp.importer, imp.where, imp.imported) in ALLOWED or edge in PENDING_CYCLE
         )
         if not skipped and imp.imported != imp.importer:
             graph[imp.importer].add(imp.imported)

@@ -88,9 +88,9 @@ def _run(
 ) -> Schedule:
     """The one place the replay runs the engine loop (imported here, on first use, so that
     importing the MIP does not load the simulator)."""
-    from llmsched.simulate import simulate
+    from llmsched.loop import simulate_policies
 
-    return simulate(workload, cost, clients, requests, iterations)
+    return simulate_policies(workload, cost, clients, requests, iterations)
 
 
 class _PlanRequests:

@@ -301,7 +301,7 @@ def _check_work_limit(work_limit: Any, backend: str) -> None:
 
 
 def _check_batch(workload: Workload, cost: LevelCostModel, clients: int) -> None:
-    from llmsched.simulate import check_instance
+    from llmsched.instance import check_instance
 
     check_instance(workload, cost, clients)
     if np.any(workload.arrival > 0):
