@@ -31,6 +31,15 @@ def test_mico_deals_rounds_of_one_query_per_engine() -> None:
     assert counts.max() - counts.min() <= 1 and counts.sum() == p.size
 
 
+def test_more_engines_than_queries_cost_nothing_per_engine() -> None:
+    """A few queries on a million engines: one query per engine, longest bucket first, the
+    same as the general rule gives with as many engines as queries."""
+    p = np.array([40, 500, 120, 499, 7])
+    many = mico_distribute(p, 10**6, max_length=512)
+    assert np.array_equal(many, mico_distribute(p, p.size, max_length=512))
+    assert sorted(many.tolist()) == list(range(p.size))
+
+
 @pytest.mark.parametrize("buckets", [0, -1, 1.5, True])
 def test_bad_buckets_are_rejected(buckets) -> None:
     """A bucket count that is not a positive integer raises ValueError naming it."""
