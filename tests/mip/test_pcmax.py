@@ -140,9 +140,9 @@ def test_mico_shape_reduced_size(seed: int) -> None:
 
 def test_same_answer_whatever_the_time_limit() -> None:
     """Search effort is deterministic: limits of 3.3, 10 and 60 s give bit-identical results
-    (makespan, bound, assignment, status, closing step) on an instance of the reproducer's shape."""
-    times = _mico_instance(300, 0)
-    runs = [solve_pcmax(times, 45, time_limit=limit) for limit in (3.3, 10, 60)]
+    (makespan, bound, assignment, status, closing step) on the reproducer itself."""
+    times = _mico_instance(1319, 3)
+    runs = [solve_pcmax(times, 200, time_limit=limit) for limit in (3.3, 10, 60)]
     first = runs[0]
     assert first.status is Status.OPTIMAL and first.closed_by == "pattern lp rounding"
     assert len(first.trace) >= 4  # it went through bounds, heuristics and the LP steps

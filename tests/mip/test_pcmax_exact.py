@@ -26,7 +26,8 @@ def test_pattern_lp_bound_never_exceeds_the_optimum(times: list[int], m: int) ->
     arr = np.array(times)
     sorted_p = np.sort(arr)[::-1]
     low = lb.trivial_bound(sorted_p, m)
-    opt = optimum(arr, m)
+    packing = solve_pcmax(arr, m).assignment  # a schedule in hand bounds the oracle's search
+    opt = optimum(arr, m, upper=int(np.bincount(packing, weights=arr, minlength=m).max()))
     bound, solved = pattern_lp_bound(sorted_p, m, low, int(arr.sum()))
     assert low <= bound <= opt
     for capacity, lp in solved.items():
