@@ -168,6 +168,12 @@ class PatternLP:
     usage: np.ndarray
     converged: bool
 
+    def __post_init__(self) -> None:
+        for name in ("sizes", "counts", "patterns", "usage"):
+            frozen = np.array(getattr(self, name))
+            frozen.setflags(write=False)
+            object.__setattr__(self, name, frozen)
+
 
 def _pricing(
     sizes: np.ndarray, most: np.ndarray, capacity: int, duals: np.ndarray

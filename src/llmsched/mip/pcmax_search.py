@@ -58,6 +58,12 @@ class SearchOutcome:
     nodes: int
     work: int = 0
 
+    def __post_init__(self) -> None:
+        if self.assignment is not None:
+            frozen = np.array(self.assignment, dtype=np.int64)
+            frozen.setflags(write=False)
+            object.__setattr__(self, "assignment", frozen)
+
 
 class _Stop(Exception):
     pass
