@@ -276,6 +276,13 @@ def test_non_policies_are_refused() -> None:
         simulate_policies(TWO, SMALL_COST, 2, FCFS(), "prefill-first")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("executor", [None, 3, CostClock, object()])
+def test_non_executors_are_refused(executor) -> None:
+    """run_loop refuses an executor that lacks the protocol (a class is a factory, not one)."""
+    with pytest.raises(TypeError, match=r"executor must be an object with start, now, wait_until"):
+        run_loop(TWO, SMALL_COST, 2, FCFS(), PrefillFirst(), executor)
+
+
 # ------------------------------------------------------------------ checks on the cost model
 class _Broken:
     """A linear cost model that answers ``value`` for some calls."""

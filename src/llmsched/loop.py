@@ -429,7 +429,7 @@ def run_loop(
     Raises
     ------
     ValueError, TypeError
-        On an invalid instance, an object that is not a policy, a policy answer that breaks
+        On an invalid instance, an object that is not a policy or an executor, a policy answer that breaks
         its contract, or a cost-model time that is not finite and >= 0; the message names
         the policy's or the cost model's class and what was wrong.
     """
@@ -443,6 +443,13 @@ def run_loop(
         raise TypeError(
             "iteration_policy must be an object with start and decide methods, "
             f"got {type(iteration_policy).__name__}"
+        )
+    if not _has_methods(executor, ("start", "now", "wait_until", "prefill", "decode", "info")) or not hasattr(
+        executor, "measured"
+    ):
+        raise TypeError(
+            "executor must be an object with start, now, wait_until, prefill, decode and info methods "
+            f"and a measured attribute (a CostClock or a device executor), got {type(executor).__name__}"
         )
     clients = int(clients)
     requests, iterations = request_policy, iteration_policy
