@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from llmsched._checks import time_limit as check_time_limit
 from llmsched.online.baselines import StaticQueues
 from llmsched.workload import Workload
 
@@ -103,7 +104,7 @@ class OfflineQueues(StaticQueues):
     def __init__(self, sizes: str = "predicted", time_limit: float = 10.0):
         super().__init__()
         self.sizes = check_sizes(sizes)
-        self.time_limit = time_limit
+        self.time_limit = check_time_limit("time_limit", time_limit)
         self.result: PcmaxResult | None = None
 
     def start(self, workload: Workload, clients: int) -> None:

@@ -12,6 +12,7 @@ from collections import deque
 
 import numpy as np
 
+from llmsched._checks import time_limit as check_time_limit
 from llmsched.online.baselines import FreeClients
 from llmsched.online.offline import check_sizes, decode_sizes, offline_queues
 from llmsched.workload import Workload
@@ -65,7 +66,7 @@ class SortedPreemptive:
             raise ValueError(f"overhead must be a whole number of tokens >= 0, got {overhead!r}")
         self.initial = initial
         self.sizes = check_sizes(sizes)
-        self.time_limit = float(time_limit)
+        self.time_limit = check_time_limit("time_limit", time_limit)
         self.overhead = int(overhead)
 
     def start(self, workload: Workload, clients: int) -> None:
