@@ -234,7 +234,7 @@ def _check_queues(
         return out
 
     if isinstance(queues, Mapping):
-        checked = {}
+        checked: dict[int, list[int]] = {}
         for j, q in queues.items():
             if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral):
                 raise TypeError(f"StaticQueues: the queues are keyed by client index, got {j!r}")
