@@ -43,6 +43,7 @@ __all__ = [
     "DecodeRun",
     "Executor",
     "LoopView",
+    "PlannedIterations",
     "admits",
     "iteration_times",
     "replay_policies",
@@ -681,10 +682,20 @@ class _ReplayRequests:
         return list(group)
 
 
-class _ReplayIterations:
-    """Decodes each decode stage of a schedule for its number of iterations."""
+class _TakesStages(Protocol):
+    taken: int
 
-    def __init__(self, requests: _ReplayRequests, iterations: list[int], name: str):
+
+class PlannedIterations:
+    """An iteration policy that decodes each planned decode stage for its planned iterations.
+
+    For replays: ``requests`` is the replay's request policy, whose ``taken`` counts the
+    prefill stages taken so far; ``iterations[k]`` is the length of the decode stage after
+    the ``k``-th of them. Once a stage has run its length the policy answers PREFILL_NOW
+    (the loop decodes on, until the next event, while the next stage cannot start).
+    """
+
+    def __init__(self, requests: _TakesStages, iterations: Sequence[int], name: str = "planned"):
         self.name = name
         self._requests = requests
         self._iterations = iterations
@@ -721,4 +732,4 @@ def replay_policies(schedule: Schedule) -> tuple[RequestPolicy, IterationPolicy]
         for s in prefills.tolist()
     ]
     requests = _ReplayRequests(groups, str(schedule.info.get("request_policy", "replay")))
-    return requests, _ReplayIterations(requests, after, str(schedule.info.get("iteration_policy", "replay")))
+    return requests, PlannedIterations(requests, after, str(schedule.info.get("iteration_policy", "replay")))
