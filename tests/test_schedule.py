@@ -104,6 +104,16 @@ def test_schedule_stores_runs_not_iterations(schedule) -> None:
     assert np.isnan(schedule.iteration_end_at([4, -1])).all()
 
 
+def test_every_array_a_schedule_hands_out_is_read_only(schedule) -> None:
+    """Fields and cached metrics alike refuse writes: a write to ``ttft`` used to change the
+    cached array that ``summary`` and ``request_frame`` read."""
+    names = [name for name in dir(schedule) if not name.startswith("__")]
+    arrays = {name: getattr(schedule, name) for name in names}
+    arrays = {name: value for name, value in arrays.items() if isinstance(value, np.ndarray)}
+    assert {"prefill_end", "ttft", "latency", "finish", "run_start", "iteration_end"} <= set(arrays)
+    assert [name for name, value in arrays.items() if value.flags.writeable] == []
+
+
 def test_arrays_are_read_only_and_replace_rebuilds(schedule) -> None:
     """Run arrays refuse writes; dataclasses.replace makes a new schedule whose metrics follow its runs."""
     with pytest.raises(ValueError, match="read-only"):
