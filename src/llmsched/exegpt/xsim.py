@@ -112,8 +112,14 @@ class LengthDistribution:
             raise ValueError("lengths must be strictly increasing")
         if np.any(probs < 0) or not math.isclose(float(probs.sum()), 1.0, rel_tol=1e-9):
             raise ValueError(f"probs must be non-negative and sum to 1, got sum {float(probs.sum())!r}")
-        object.__setattr__(self, "lengths", lengths.astype(np.int64))
-        object.__setattr__(self, "probs", probs)
+        # Own read-only copies: the caller's arrays may change after, and a user's write to
+        # these would change what every estimate reads.
+        frozen_lengths = lengths.astype(np.int64)
+        frozen_probs = np.array(probs, dtype=np.float64)
+        frozen_lengths.setflags(write=False)
+        frozen_probs.setflags(write=False)
+        object.__setattr__(self, "lengths", frozen_lengths)
+        object.__setattr__(self, "probs", frozen_probs)
 
     @classmethod
     def truncated_normal(cls, mean: float, sd: float, maximum: int) -> LengthDistribution:
