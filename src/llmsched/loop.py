@@ -241,7 +241,7 @@ class LoopView:
         self.iterations_to_finish = 0
         self.stage_iterations = 0
         self.just_prefilled = False
-        self.unstarted = len(workload)
+        self.unstarted = 0
 
     def decoding_requests(self) -> list[int]:
         """The requests decoding now, in no particular order (O(active))."""
@@ -514,7 +514,7 @@ def run_loop(
             view.iterations_to_finish = heap[0][0] - g
             view.stage_iterations = 0 if just_prefilled else stage_iterations[-1]
             view.just_prefilled = just_prefilled
-            view.unstarted = n - started
+            view.unstarted = next_arrival - started  # arrived: the future is not shown
             view._iteration = g
             decision = decide(view)
             if type(decision) is not int or decision < 0:
