@@ -1,6 +1,9 @@
-"""The published experiments: argument checks before any work."""
+"""The published experiments: argument checks before any work, and the README's figures
+exactly as the command computes them."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -29,3 +32,63 @@ def test_a_plot_folder_that_cannot_be_made_is_refused_up_front(tmp_path) -> None
     blocker.write_text("")
     with pytest.raises(ValueError, match=r"plot_dir .* cannot be made a folder"):
         reproduce_gsm8k(plot_dir=blocker / "charts")
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _readme_gsm8k_rows() -> list[dict[str, str]]:
+    """The rows of the README's GSM8K tables: method, lengths and the printed figures."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## The GSM8K experiment", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for table in section.split("\n\n"):
+        lines = [line for line in table.splitlines() if line.startswith("|")]
+        if not lines or not lines[0].startswith(("| strategy |", "| more rows |")):
+            continue
+        header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+        for line in lines[2:]:
+            cells = [cell.strip().strip("*") for cell in line.strip("|").split("|")]
+            row = dict(zip(header, cells, strict=True))
+            row["method"] = cells[0].split(":")[0]
+            rows.append(row)
+    return rows
+
+
+def _close(printed: str, value: float, scale: float = 1.0) -> bool:
+    """Whether ``value`` rounds to the figure the README prints (to its last digit)."""
+    number = printed.rstrip("s%").strip().lstrip("+")
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    return abs(float(number) - value * scale) <= 0.5 * 10.0**-decimals + 1e-9
+
+
+@pytest.fixture(scope="module")
+def gsm8k_report() -> dict:
+    return reproduce_gsm8k()
+
+
+def test_the_readme_prints_what_reproduce_gsm8k_computes(gsm8k_report) -> None:
+    """Every row of the README's GSM8K tables (oracle and mico) is the command's output to the
+    printed digit: makespan, utilization, tokens/s and gap to the bound."""
+    rows = {(r["method"], r["predictor"]): r for r in gsm8k_report["rows"]}
+    printed = _readme_gsm8k_rows()
+    assert len(printed) >= 12
+    covered = set()
+    for row in printed:
+        predictor = "oracle" if row["lengths"] == "–" else row["lengths"]
+        ours = rows[row["method"], predictor]
+        covered.add((row["method"], predictor))
+        assert _close(row["makespan"], ours["makespan_s"]), (row, ours["makespan_s"])
+        assert _close(row["utilization"], ours["utilization"], 100), (row, ours["utilization"])
+        assert _close(row["tokens/s"], ours["tokens_per_s"]), (row, ours["tokens_per_s"])
+        assert _close(row["gap"], ours["gap_to_lb"], 100), (row, ours["gap_to_lb"])
+    for method in ("baseline", "offline", "online", "hybrid"):
+        assert {(method, "oracle"), (method, "mico")} & covered
+    assert f"strong lower bound, {gsm8k_report['lower_bound_s']:.2f} s" in README.read_text(encoding="utf-8")
+
+
+def test_the_decode_packing_behind_the_bound_is_proven(gsm8k_report) -> None:
+    """t_d comes from a proven P||Cmax optimum, never from an unproven incumbent."""
+    packing = gsm8k_report["decode_packing"]
+    assert packing["proven_optimal"] and packing["status"] == "optimal"
+    assert packing["lower_bound_tokens"] == packing["makespan_tokens"] == 2277

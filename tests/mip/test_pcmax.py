@@ -1,8 +1,11 @@
-"""solve_pcmax: exact answers on small instances, bounds that hold, limits, bad input."""
+"""solve_pcmax: proven bounds against independent optima, determinism, limits, the result, bad input."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -10,53 +13,41 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import workloads
-from llmsched.mip import Status, solve_pcmax
+from llmsched.mip import PcmaxResult, Status, solve_pcmax
 from llmsched.mip import pcmax_bounds as lb
-from llmsched.mip import pcmax_heuristics as ub
-from llmsched.mip.mico import mico_distribute
-from llmsched.mip.pcmax_search import bin_completion_search, repack_search
+from llmsched.result import Result
+from tests.mip.pcmax_oracles import brute_force, fits, optimum
 
 
-def brute_force(times: np.ndarray, m: int, speeds: np.ndarray | None = None) -> float:
-    """The optimal makespan by dynamic programming over subsets (fine for n <= 12)."""
-    n = times.size
-    full = (1 << n) - 1
-    load = np.zeros(1 << n)
-    for i in range(n):
-        load[1 << i : 1 << (i + 1)] = load[: 1 << i] + times[i]
-    s = np.ones(m) if speeds is None else np.asarray(speeds, dtype=float)
-    # best[S] for machines 0..k: min over submask T for machine k of max(best_prev[S\\T], load[T]/s_k)
-    best = load / s[0]
-    for k in range(1, m):
-        new = best.copy()
-        for mask in range(1, full + 1):
-            sub = mask
-            value = new[mask]
-            while sub:
-                cand = max(best[mask ^ sub], load[sub] / s[k])
-                if cand < value:
-                    value = cand
-                sub = (sub - 1) & mask
-            new[mask] = value
-        best = new
-    return float(best[full])
-
-
-def _check(result, times, m, speeds=None) -> None:
+def _check(result: PcmaxResult, times, m: int, speeds=None) -> None:
+    """The assignment places every job on a machine and its makespan is the one reported."""
+    times = np.asarray(times)
     assert result.assignment.shape == times.shape
     assert result.assignment.min() >= 0 and result.assignment.max() < m
-    loads = np.bincount(result.assignment, weights=times, minlength=m)
+    loads = np.bincount(result.assignment, weights=times, minlength=min(m, times.size))
     if speeds is not None:
-        loads = loads / np.asarray(speeds, dtype=float)
+        loads = loads / np.asarray(speeds, dtype=float)[: loads.size]
     assert result.makespan == pytest.approx(loads.max())
     assert result.lower_bound <= result.makespan + 1e-9
 
 
-@pytest.mark.parametrize("seed", range(25))
+def _check_against(result: PcmaxResult, opt: float) -> None:
+    """Bound <= optimum <= makespan, 'optimal' only at the optimum, and at no moment of the
+    trace a bound above the optimum or above the incumbent of that moment."""
+    assert result.lower_bound <= opt + 1e-9 <= result.makespan + 2e-9
+    if result.status is Status.OPTIMAL:
+        assert result.makespan == pytest.approx(opt) and result.lower_bound == result.makespan
+    for point in result.trace:
+        assert point.lower_bound <= opt + 1e-9
+        assert point.upper_bound >= opt - 1e-9
+        assert point.lower_bound <= point.upper_bound
+
+
+@pytest.mark.parametrize("seed", range(12))
 def test_equals_brute_force_on_small_instances(seed: int) -> None:
     """On random instances of up to 12 jobs and 4 machines the pipeline proves the true optimum."""
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 13 if seed < 5 else 10))
+    n = int(rng.integers(1, 13 if seed < 4 else 10))
     m = int(rng.integers(1, 5))
     times = rng.integers(0, [10, 100, 1000][seed % 3], size=n)
     result = solve_pcmax(times, m, time_limit=20)
@@ -72,40 +63,106 @@ def test_equals_brute_force_on_small_instances(seed: int) -> None:
     st.floats(0.0, 0.05),
 )
 def test_never_claims_better_than_the_optimum(times, m, limit) -> None:
-    """With any time limit, the bound never exceeds the optimum and 'optimal' is only claimed at it."""
+    """With any time limit, bounds hold against the brute-force optimum, 'optimal' only at it."""
     arr = np.array(times)
-    opt = brute_force(arr, m)
     result = solve_pcmax(arr, m, time_limit=limit)
     _check(result, arr, m)
-    assert result.lower_bound <= opt + 1e-9
-    assert result.makespan >= opt - 1e-9
-    if result.status is Status.OPTIMAL:
-        assert result.makespan == opt
+    _check_against(result, brute_force(arr, m))
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_uniform_machines_equal_brute_force(seed: int) -> None:
-    """With integer speeds the pipeline proves the optimum of Q||Cmax."""
-    rng = np.random.default_rng(100 + seed)
-    n, m = int(rng.integers(2, 10)), int(rng.integers(2, 4))
-    times = rng.integers(1, 50, size=n)
-    speeds = rng.integers(1, 4, size=m)
-    result = solve_pcmax(times, m, time_limit=20, speeds=speeds)
-    _check(result, times, m, speeds)
+@st.composite
+def repeated_sizes(draw: st.DrawFn) -> tuple[np.ndarray, int]:
+    """Few distinct sizes, each repeated many times (the shape class-based predictions give)."""
+    sizes = draw(st.lists(st.integers(5, 60), min_size=1, max_size=4, unique=True))
+    counts = draw(st.lists(st.integers(1, 14), min_size=len(sizes), max_size=len(sizes)))
+    m = draw(st.integers(2, 7))
+    times = np.repeat(sizes, counts)
+    order = draw(st.permutations(range(times.size)))
+    return times[list(order)], m
+
+
+@settings(max_examples=40, deadline=None)
+@given(repeated_sizes())
+def test_bounds_hold_on_repeated_sizes_against_an_arcflow_milp(instance) -> None:
+    """On few sizes with many repeats the bound, the makespan and the status agree with the
+    optimum of an independent arc-flow MILP (HiGHS), at every moment of the trace."""
+    times, m = instance
+    result = solve_pcmax(times, m, time_limit=30)
+    _check(result, times, m)
+    _check_against(result, optimum(times, m, upper=int(result.makespan)))
+    assert result.status is Status.OPTIMAL  # these are small: the pipeline closes them
+
+
+def _mico_instance(requests: int, seed: int) -> np.ndarray:
+    """Mico class-midpoint predictions of GSM8K-like outputs, plus 40 tokens per request."""
+    from llmsched.online import cross_fit
+    from llmsched.workloads import gsm8k_like
+
+    return cross_fit("mico", gsm8k_like(requests, seed=seed), seed=seed) + 40
+
+
+def _certify(times: np.ndarray, m: int, result: PcmaxResult) -> None:
+    """Check the result independently: its makespan from its assignment, and its lower bound
+    by refuting one capacity below it (the Gilmore-Gomory LP, else the arc-flow MILP)."""
+    _check(result, times, m)
+    below = int(result.lower_bound) - 1
+    assert not fits(times, m, below), f"{m} machines of {below} hold the jobs"
+
+
+def test_false_optimal_reproducer_is_now_proven_right() -> None:
+    """The reported false 'optimal' 2433 (mico sizes + 40 of gsm8k_like(1319, seed=3) on 200
+    machines): the optimum is 2426, and the pipeline proves it."""
+    times = _mico_instance(1319, 3)
+    result = solve_pcmax(times, 200, time_limit=60)
+    _certify(times, 200, result)
+    assert result.status is Status.OPTIMAL and result.makespan == result.lower_bound == 2426
+    assert all(point.lower_bound <= point.upper_bound for point in result.trace)
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_mico_shape_full_size(seed: int) -> None:
+    """Two more full-size instances of the reproducer's shape: bounds certified independently."""
+    times = _mico_instance(1319, seed)
+    result = solve_pcmax(times, 200, time_limit=60)
+    _certify(times, 200, result)
     assert result.status is Status.OPTIMAL
-    assert result.makespan == pytest.approx(brute_force(times, m, speeds))
 
 
-@pytest.mark.parametrize("backend", ["scip", "cpsat"])
-def test_paper_model_backends_agree(backend: str) -> None:
-    """The paper's Eqs. 26-30 in SCIP and CP-SAT reach the pipeline's optimum on a small instance."""
-    times = np.array([9, 8, 7, 6, 5, 5, 4, 3, 2])
-    ours = solve_pcmax(times, 3)
-    theirs = solve_pcmax(times, 3, time_limit=30, backend=backend)
-    assert theirs.status is Status.OPTIMAL and ours.status is Status.OPTIMAL
-    assert theirs.makespan == ours.makespan == 17
-    assert theirs.trace, "the solver's progress is traced"
-    _check(theirs, times, 3)
+@pytest.mark.parametrize("seed", range(20))
+def test_mico_shape_reduced_size(seed: int) -> None:
+    """Twenty instances of the reproducer's shape at a seventh of its size (200 requests on
+    30 machines): the lower bound is refuted one below independently, the makespan is real."""
+    times = _mico_instance(200, 100 + seed)
+    result = solve_pcmax(times, 30, time_limit=60)
+    _certify(times, 30, result)
+    assert result.status is Status.OPTIMAL
+
+
+def test_same_answer_whatever_the_time_limit() -> None:
+    """Search effort is deterministic: limits of 3.3, 10 and 60 s give bit-identical results
+    (makespan, bound, assignment, status, closing step) on the reproducer itself."""
+    times = _mico_instance(1319, 3)
+    runs = [solve_pcmax(times, 200, time_limit=limit) for limit in (3.3, 10, 60)]
+    first = runs[0]
+    assert first.status is Status.OPTIMAL and first.closed_by == "pattern lp rounding"
+    assert len(first.trace) >= 4  # it went through bounds, heuristics and the LP steps
+    for other in runs[1:]:
+        assert other.makespan == first.makespan and other.lower_bound == first.lower_bound
+        assert np.array_equal(other.assignment, first.assignment)
+        assert (other.status, other.closed_by) == (first.status, first.closed_by)
+        assert [p.source for p in other.trace] == [p.source for p in first.trace]
+
+
+def test_low_effort_stops_on_its_budget_deterministically() -> None:
+    """With a twentieth of the default effort a hard instance stops on its work budgets, not
+    the clock: status 'feasible' with a gap, and a second run gives the same answer exactly."""
+    rng = np.random.default_rng(0)
+    times = rng.integers(1, 10001, size=50)
+    low = solve_pcmax(times, 10, time_limit=60, effort=0.05, exact=False)
+    again = solve_pcmax(times, 10, time_limit=60, effort=0.05, exact=False)
+    assert low.status is Status.FEASIBLE and low.gap > 0
+    assert (again.makespan, again.lower_bound, again.status) == (low.makespan, low.lower_bound, low.status)
+    assert np.array_equal(again.assignment, low.assignment)
 
 
 def test_gsm8k_instance_is_proven_optimal_quickly() -> None:
@@ -120,18 +177,112 @@ def test_gsm8k_instance_is_proven_optimal_quickly() -> None:
     assert frame["upper_bound"].is_monotonic_decreasing and frame["lower_bound"].is_monotonic_increasing
 
 
-def test_time_limit_is_honoured_with_best_solution_and_bound() -> None:
-    """A hard instance stops within its limit with a valid solution, a bound and status time_limit."""
-    rng = np.random.default_rng(0)
-    times = rng.integers(1, 10001, size=50)
+@pytest.mark.parametrize(
+    ("times", "machines", "limit"),
+    [
+        (np.random.default_rng(0).integers(1, 10001, size=50), 10, 1.0),
+        (np.random.default_rng(0).integers(1, 10001, size=50), 10, 0.1),
+        (workloads.gsm8k_like(20_000, 2).output_tokens, 3, 0.1),
+        (np.random.default_rng(2).integers(1, 10**9, size=20_000), 1000, 0.3),
+    ],
+)
+def test_time_limit_is_honoured_with_best_solution_and_bound(times, machines, limit) -> None:
+    """Instances that need more than the limit stop within 10% + 0.5 s with a valid solution
+    and a proven bound; status 'time_limit' says the limit cut the search short."""
     start = time.perf_counter()
-    result = solve_pcmax(times, 10, time_limit=1.0)
+    result = solve_pcmax(times, machines, time_limit=limit)
     elapsed = time.perf_counter() - start
-    assert elapsed <= 1.0 * 1.1 + 0.5
-    _check(result, times, 10)
-    if result.status is not Status.OPTIMAL:
-        assert result.status is Status.TIME_LIMIT
+    assert elapsed <= 1.1 * limit + 0.5
+    _check(result, times, machines)
+    assert result.lower_bound >= lb.trivial_bound(np.sort(times)[::-1], machines)
+    assert result.status in (Status.OPTIMAL, Status.TIME_LIMIT)
+    if result.status is Status.TIME_LIMIT:
         assert result.gap > 0
+
+
+def test_exchanges_on_many_jobs_need_no_jobs_by_jobs_memory() -> None:
+    """20,000 jobs on 3 machines (once 15 s and 4.2 GB) take well under a second and 100 MB."""
+    times = workloads.gsm8k_like(20_000, 2).output_tokens
+    tracemalloc.start()
+    start = time.perf_counter()
+    result = solve_pcmax(times, 3, time_limit=1)
+    elapsed = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert elapsed < 1.6 and peak < 100e6
+    assert result.status is Status.OPTIMAL and result.makespan == -(-int(times.sum()) // 3)
+
+
+@pytest.mark.parametrize("machines", [7, 10**6, 10**12])
+def test_machines_beyond_the_jobs_cost_nothing(machines: int) -> None:
+    """With at least as many machines as jobs the optimum is immediate: one job per machine,
+    the largest job as makespan and bound, machine indices below the number of jobs."""
+    times = np.array([5, 0, 9, 3, 3, 0])
+    tracemalloc.start()
+    start = time.perf_counter()
+    result = solve_pcmax(times, machines, time_limit=1)
+    elapsed = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert elapsed < 0.05 and peak < 1e6
+    assert result.status is Status.OPTIMAL and result.makespan == result.lower_bound == 9
+    assert result.assignment.max() < times.size
+    positive = result.assignment[times > 0]
+    assert np.unique(positive).size == positive.size  # one job per machine
+
+
+def test_many_uniform_machines_use_the_fastest() -> None:
+    """Three jobs on 100,000 machines of different speeds: the optimum uses the fastest ones."""
+    speeds = np.ones(100_000)
+    speeds[[10, 500, 99_999]] = [4.0, 2.0, 3.0]
+    times = np.array([8, 6, 4])
+    result = solve_pcmax(times, speeds.size, time_limit=10, speeds=speeds)
+    assert result.status is Status.OPTIMAL
+    assert result.makespan == pytest.approx(brute_force(times, 3, np.array([4.0, 2.0, 3.0])))
+    assert set(result.assignment.tolist()) <= {10, 500, 99_999}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_uniform_machines_equal_brute_force(seed: int) -> None:
+    """With integer speeds the pipeline proves the optimum of Q||Cmax."""
+    rng = np.random.default_rng(100 + seed)
+    n, m = int(rng.integers(2, 10)), int(rng.integers(2, 4))
+    times = rng.integers(1, 50, size=n)
+    speeds = rng.integers(1, 4, size=m)
+    result = solve_pcmax(times, m, time_limit=20, speeds=speeds)
+    _check(result, times, m, speeds)
+    assert result.status is Status.OPTIMAL
+    assert result.makespan == pytest.approx(brute_force(times, m, speeds))
+
+
+def test_infinite_time_limit_works() -> None:
+    """time_limit=math.inf means no safety net: the pipeline runs on its budgets alone."""
+    times = np.array([9, 8, 7, 6, 5, 5, 4, 3, 2])
+    result = solve_pcmax(times, 3, time_limit=math.inf)
+    assert result.status is Status.OPTIMAL and result.makespan == 17
+
+
+def test_result_is_the_shared_vocabulary() -> None:
+    """PcmaxResult is a frozen Result: objective is the makespan, arrays are read-only, the
+    trace is a tuple, and dataclasses.replace makes a changed copy."""
+    times = np.array([9, 8, 7, 6, 5, 5, 4, 3, 2])
+    result = solve_pcmax(times, 3)
+    assert isinstance(result, Result)
+    assert result.objective == result.makespan == 17
+    assert isinstance(result.trace, tuple) and result.backend == "pipeline" and result.closed_by
+    with pytest.raises(ValueError, match="read-only"):
+        result.assignment[0] = 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.objective = 1.0  # type: ignore[misc]
+    changed = dataclasses.replace(result, lower_bound=0.0, status=Status.FEASIBLE)
+    assert changed.lower_bound == 0.0 and changed.status is Status.FEASIBLE
+    assert changed.makespan == 17 and np.array_equal(changed.assignment, result.assignment)
+    assert not changed.assignment.flags.writeable and result.lower_bound == 17
+    assert changed != result and dataclasses.replace(result) == result
+    mine = np.array(result.assignment)
+    copy = dataclasses.replace(result, assignment=mine)
+    mine[0] = 99  # the result keeps its own copy
+    assert copy.assignment[0] == result.assignment[0]
 
 
 @pytest.mark.parametrize(
@@ -146,192 +297,17 @@ def test_time_limit_is_honoured_with_best_solution_and_bound() -> None:
         (([3, 4], 2), {"speeds": [1, 0]}, r"speeds\[1\]"),
         (([3, 4], 2), {"speeds": [1, 2, 3]}, "one entry per machine"),
         (([3, 4], 2), {"backend": "gurobi"}, "unknown backend"),
-        (([3, 4], 2), {"time_limit": -1}, "time_limit"),
+        (([3, 4], 2), {"time_limit": -1}, r"time_limit must be a number of seconds >= 0.*-1"),
+        (([3, 4], 2), {"time_limit": float("nan")}, r"time_limit must be .*nan"),
+        (([3, 4], 2), {"time_limit": "10"}, r"time_limit must be .*'10'"),
+        (([3, 4], 2), {"time_limit": None}, r"time_limit must be .*None"),
+        (([3, 4], 2), {"time_limit": True}, r"time_limit must be .*True"),
+        (([3, 4], 2), {"effort": 0}, r"effort must be a finite number > 0, got 0"),
+        (([3, 4], 2), {"effort": math.inf}, r"effort must be a finite number > 0, got inf"),
+        (([3, 4], 2), {"workers": 0}, r"workers must be an integer >= 1, got 0"),
     ],
 )
 def test_bad_input_is_rejected(args, kwargs, message) -> None:
-    """Negative or fractional times, no jobs or machines, bad speeds or backends raise ValueError."""
+    """Bad times, machines, speeds, backends, limits, efforts or workers raise ValueError naming them."""
     with pytest.raises(ValueError, match=message):
         solve_pcmax(*args, **kwargs)
-
-
-def test_bounds_are_valid_and_ordered() -> None:
-    """Each lower bound holds against the brute-force optimum on small random instances."""
-    rng = np.random.default_rng(7)
-    for _ in range(30):
-        n, m = int(rng.integers(2, 10)), int(rng.integers(2, 4))
-        p = np.sort(rng.integers(1, 40, size=n))[::-1]
-        opt = brute_force(p, m)
-        trivial = lb.trivial_bound(p, m)
-        assert trivial <= opt
-        assert lb.dell_amico_martello_bound(p, m) <= opt
-        assert lb.bpp_bound(p, m, trivial, int(p.sum())) <= opt
-        assert lb.lift_to_subset_sum(p, trivial, int(p.sum())) <= opt
-
-
-def test_heuristics_return_complete_assignments() -> None:
-    """LPT, largest differencing, MULTIFIT and bin completion place every job on a machine."""
-    p = workloads.gsm8k(2).output_tokens
-    for assignment in (
-        ub.lpt(p, 200),
-        ub.largest_differencing(p, 200),
-        ub.multifit(p, 200, 2200, 2400),
-        ub.bin_completion(p, 200, 2300),
-    ):
-        assert assignment is not None and assignment.shape == p.shape
-        assert assignment.min() >= 0 and assignment.max() < 200
-    assert ub.bin_completion(p, 200, 1000) is None  # below the trivial bound
-
-
-def test_mico_group_distribution_balances_tokens() -> None:
-    """Mico's rule balances tokens far better than round-robin by count, and handles speeds."""
-    p = workloads.gsm8k(0).output_tokens
-    mico = ub.makespan(p, mico_distribute(p, 8, max_length=512), 8)
-    round_robin = ub.makespan(p, np.arange(p.size) % 8, 8)
-    exact = solve_pcmax(p, 8).makespan
-    assert exact <= mico < round_robin
-    speeds = np.array([1, 1, 2, 2, 3, 3, 4, 4])
-    fast = mico_distribute(p, 8, speeds, max_length=512)
-    loads = np.bincount(fast, weights=p, minlength=8)
-    assert loads[-1] > loads[0]  # faster engines get more tokens
-    with pytest.raises(ValueError, match="buckets"):
-        mico_distribute(p, 8, buckets=0)
-
-
-def test_randomised_bin_completion_is_reproducible_and_valid() -> None:
-    """Bin completion with a seeded generator gives the same valid packing twice."""
-    rng_times = np.random.default_rng(3).integers(1, 10001, size=50)
-    cap = lb.trivial_bound(np.sort(rng_times)[::-1], 10) + 50
-    a = ub.bin_completion(rng_times, 10, cap, np.random.default_rng(1))
-    b = ub.bin_completion(rng_times, 10, cap, np.random.default_rng(1))
-    assert a is not None and b is not None and np.array_equal(a, b)
-    assert np.bincount(a, weights=rng_times, minlength=10).max() <= cap
-
-
-@settings(max_examples=80, deadline=None)
-@given(
-    st.lists(st.integers(1, 60), min_size=1, max_size=14),
-    st.integers(1, 4),
-    st.integers(0, 5),
-    st.integers(0, 2**32 - 1),
-)
-def test_sequential_completion_never_overfills(times: list[int], m: int, extra: int, seed: int) -> None:
-    """Whatever it returns places every job and keeps every machine within the capacity."""
-    p = np.array(times)
-    cap = max(int(p.max()), -(-int(p.sum()) // m)) + extra
-    found = ub.sequential_completion(p, m, cap, np.random.default_rng(seed))
-    if found is not None:
-        assert found.shape == p.shape and found.min() >= 0 and found.max() < m
-        assert np.bincount(found, weights=p, minlength=m).max() <= cap
-
-
-def test_sequential_completion_finds_a_perfect_partition() -> None:
-    """Jobs built as m blocks summing to the same total are partitioned perfectly within a few passes."""
-    rng = np.random.default_rng(5)
-    blocks = [rng.integers(1, 1000, size=4) for _ in range(6)]
-    target = max(int(b.sum()) for b in blocks)
-    for b in blocks:
-        b[-1] += target - int(b.sum())  # every block sums to target
-    p = rng.permutation(np.concatenate(blocks))
-    gen = np.random.default_rng(0)
-    found = next(
-        (a for a in (ub.sequential_completion(p, 6, target, gen) for _ in range(2000)) if a is not None),
-        None,
-    )
-    assert found is not None
-    assert np.array_equal(np.bincount(found, weights=p, minlength=6), np.full(6, target))
-    assert ub.sequential_completion(p, 6, target - 1, gen) is None  # below the average: impossible
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    st.lists(st.integers(0, 80), min_size=1, max_size=10),
-    st.integers(1, 4),
-    st.integers(-3, 6),
-    st.booleans(),
-)
-def test_bin_completion_search_decides_exactly(times: list[int], m: int, offset: int, jitter: bool) -> None:
-    """The complete search says 'feasible' exactly when the brute-force optimum fits the capacity."""
-    p = np.array(times)
-    optimum = int(brute_force(p, m))
-    capacity = max(0, optimum + offset)
-    rng = np.random.default_rng(0) if jitter else None
-    out = bin_completion_search(p, m, capacity, time.perf_counter() + 30, rng=rng)
-    if capacity >= optimum:
-        assert out.verdict == "feasible" and out.assignment is not None
-        assert out.assignment.shape == p.shape and out.assignment.min() >= 0 and out.assignment.max() < m
-        assert np.bincount(out.assignment, weights=p, minlength=m).max() <= capacity
-    else:
-        assert out.verdict == "infeasible" and out.assignment is None
-
-
-def test_bin_completion_search_honours_node_and_time_limits() -> None:
-    """A hard decision stops with 'limit' when its node budget or deadline runs out."""
-    p = np.random.default_rng(7).integers(1, 10001, size=100)
-    capacity = lb.trivial_bound(np.sort(p)[::-1], 25)
-    start = time.perf_counter()
-    out = bin_completion_search(p, 25, capacity, start + 60, node_limit=50)
-    assert out.verdict in ("limit", "feasible") and out.nodes <= 51
-    out = bin_completion_search(p, 25, capacity, start)  # deadline already past
-    assert out.verdict in ("limit", "feasible") and time.perf_counter() - start < 1.0
-
-
-def test_bin_completion_search_refutes_the_bound_where_the_optimum_is_above_it() -> None:
-    """Three jobs of 5 on two machines: the bound is 8 (ceil(15/2)); the search proves 9 is not enough."""
-    p = np.array([5, 5, 5])
-    assert bin_completion_search(p, 2, 9, time.perf_counter() + 5).verdict == "infeasible"
-    found = bin_completion_search(p, 2, 10, time.perf_counter() + 5)
-    assert found.verdict == "feasible" and found.assignment is not None
-    assert sorted(np.bincount(found.assignment, weights=p, minlength=2).tolist()) == [5.0, 10.0]
-
-
-def test_repack_search_only_improves_and_keeps_every_job() -> None:
-    """Repacking from a poor assignment reaches a target at or above the optimum with every job placed."""
-    rng = np.random.default_rng(11)
-    p = rng.integers(1, 1001, size=40)
-    m = 8
-    start = ub.lpt(p, m)
-    optimum = solve_pcmax(p, m, time_limit=20)
-    assert optimum.status is Status.OPTIMAL
-    target = int(optimum.makespan) + 5
-    found = repack_search(p, m, np.zeros(p.size, dtype=np.int64), target, time.perf_counter() + 20, rng)
-    assert found is not None and found.shape == p.shape
-    assert np.bincount(found, weights=p, minlength=m).max() <= target
-    assert np.bincount(start, minlength=m).sum() == np.bincount(found, minlength=m).sum() == p.size
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(st.sampled_from([3, 5, 7, 11, 13]), min_size=2, max_size=11),
-    st.integers(1, 4),
-)
-def test_arcflow_lp_bound_never_exceeds_the_optimum(times: list[int], m: int) -> None:
-    """The arc-flow LP bound, bisected over any range, is a valid lower bound on the optimum."""
-    from llmsched.mip.pcmax_exact import arcflow_lp_bound
-
-    arr = np.array(times)
-    opt = brute_force(arr, m)
-    sorted_p = np.sort(arr)[::-1]
-    low = lb.trivial_bound(sorted_p, m)
-    bound = arcflow_lp_bound(sorted_p, m, low, int(arr.sum()), time.perf_counter() + 10)
-    assert low <= bound <= opt
-
-
-def test_arcflow_lp_bound_closes_class_predicted_sizes() -> None:
-    """Few sizes repeated many times (class-based predictions): the LP bound proves the optimum
-    far above ceil(sum/m), where bin completion alone cannot."""
-    from llmsched.mip.pcmax_exact import arcflow_lp_bins
-
-    w = workloads.gsm8k(0)
-    sizes = (np.minimum(w.output_tokens // 51.2, 9) + 0.5) * 51.2  # Mico's class midpoints
-    times = np.rint(sizes).astype(np.int64)
-    result = solve_pcmax(times, 200, time_limit=30)
-    assert result.status is Status.OPTIMAL and result.lower_bound == result.makespan
-    trivial = lb.trivial_bound(np.sort(times)[::-1], 200)
-    assert result.makespan > trivial  # the bound had to be raised above the trivial one
-    sorted_p = np.sort(times)[::-1]
-    assert (
-        arcflow_lp_bins(sorted_p, int(result.makespan) - 1)
-        > 200
-        > arcflow_lp_bins(sorted_p, int(result.makespan) + 50)
-    )

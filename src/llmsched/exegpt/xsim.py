@@ -112,14 +112,12 @@ class LengthDistribution:
             raise ValueError("lengths must be strictly increasing")
         if np.any(probs < 0) or not math.isclose(float(probs.sum()), 1.0, rel_tol=1e-9):
             raise ValueError(f"probs must be non-negative and sum to 1, got sum {float(probs.sum())!r}")
-        # Own read-only copies: the caller's arrays may change after, and a user's write to
-        # these would change what every estimate reads.
-        frozen_lengths = lengths.astype(np.int64)
-        frozen_probs = np.array(probs, dtype=np.float64)
-        frozen_lengths.setflags(write=False)
-        frozen_probs.setflags(write=False)
-        object.__setattr__(self, "lengths", frozen_lengths)
-        object.__setattr__(self, "probs", frozen_probs)
+        lengths = lengths.astype(np.int64)  # a copy: the caller's array stays the caller's
+        probs = np.array(probs, dtype=np.float64)
+        lengths.setflags(write=False)
+        probs.setflags(write=False)
+        object.__setattr__(self, "lengths", lengths)
+        object.__setattr__(self, "probs", probs)
 
     @classmethod
     def truncated_normal(cls, mean: float, sd: float, maximum: int) -> LengthDistribution:

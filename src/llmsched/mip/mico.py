@@ -73,6 +73,11 @@ def mico_distribute(
         return assignment
     # Identical engines: rounds of m; a group's last partial round borrows from the next
     # group, which is what dealing the sorted order in consecutive rounds does.
+    if p.size <= m:
+        # One round: engine k takes the k-th query in order (all engines start empty, the
+        # fewest-tokens order is the engines' own). Nothing is kept per idle engine.
+        assignment[order] = np.arange(p.size)
+        return assignment
     tokens = np.zeros(m)
     for start in range(0, p.size, m):
         round_ = order[start : start + m]

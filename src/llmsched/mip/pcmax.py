@@ -10,14 +10,30 @@ the incumbent:
    capacity; lifting to the next achievable subset sum;
 2. upper bounds: LPT, the largest differencing method (Karmarkar-Karp), MULTIFIT, each
    improved by moves and swaps off the busiest machine; bin completion (machines filled
-   one at a time to the bound by a subset-sum dynamic programme); a complete bin-completion
-   search bisecting the gap (Korf's, with dominance; a refutation raises the bound); a
-   large-neighbourhood search that repacks small groups of machines; randomised restarts
-   that alternate bin completion with sequential partitioning in a random order;
-3. an exact step for whatever gap remains: the arc-flow model of bin packing in SCIP,
-   deciding the capacity one below the incumbent; where its graph is too large,
-   bin-completion search at that capacity, then a CP-SAT model over aggregated job sizes
-   (see :mod:`llmsched.mip.pcmax_exact`).
+   one at a time to the bound by a subset-sum dynamic programme);
+3. the pattern LP bound (Gilmore-Gomory, by column generation) by bisection on the
+   capacity, and a packing rounded from that LP's solution (whole patterns, the residue
+   packed by search);
+4. a complete bin-completion search bisecting the gap (Korf's, with dominance; a
+   refutation raises the bound); a large-neighbourhood search that repacks small groups
+   of machines; randomised restarts that alternate bin completion with sequential
+   partitioning in a random order;
+5. an exact step for whatever gap remains: bin-completion search, the arc-flow model of bin
+   packing in SCIP deciding the capacity one below the incumbent, then a CP-SAT model over
+   aggregated job sizes (see :mod:`llmsched.mip.pcmax_exact`).
+
+Every step's effort is a count of deterministic work (exchange rounds, search steps and
+bit-set words, LP solves, solver nodes and CP-SAT's deterministic time),
+scaled by the instance and by ``effort``; the same input gives the same answer on any
+machine and under any load. ``time_limit`` is only a safety net: when it cuts a step short
+the status is ``time_limit``.
+
+Only proofs raise the lower bound: a bound formula, a refutation of a capacity (by L2, the
+arc-flow LP, an exhausted search or an infeasible arc-flow model) or a solver's proven
+bound. A packing found at a capacity lowers the incumbent and never raises the bound.
+
+With at least as many machines as jobs of positive size the answer is immediate (one job
+per machine); nothing of the size of the machine count is allocated then.
 
 ``backend="scip"`` or ``"cpsat"`` instead solves the paper's model as written (one binary
 per job and machine), so the two can be compared honestly.
@@ -26,67 +42,100 @@ per job and machine), so the two can be compared honestly.
 from __future__ import annotations
 
 import math
+import numbers
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
 from llmsched.mip import pcmax_bounds as lb
 from llmsched.mip import pcmax_heuristics as ub
-from llmsched.mip.result import Status, TracePoint, Tracer, relative_gap
+from llmsched.result import Result, Status, Tracer, relative_gap
 
 __all__ = ["PcmaxResult", "check_pcmax_input", "solve_pcmax"]
 
 BACKENDS = ("pipeline", "scip", "cpsat")
 
+# Deterministic budgets at effort 1 (each multiplied by ``effort``). Search work is counted
+# in the units of :mod:`llmsched.mip.pcmax_search` (about a microsecond each on one core
+# of a 2-core machine), so 1,000,000 units are about a second there.
+SEARCH_WORK = 2_000_000  # one bisection of the gap by bin-completion search
+EXACT_SEARCH_WORK = 1_500_000  # the same, in the exact step
+REPACK_WORK = 3_000_000  # the repacking search
+RESTART_WORK = 1_000_000  # randomised restarts (a pass costs its subset-sum bit sets)
+ROUNDING_CAPACITIES = 3  # capacities from the LP bound up at which the LP is rounded
+ROUNDING_WORK = 200_000  # the search that packs what rounding leaves over, per capacity
+EXCHANGE_ROUNDS_PER_JOB = 2  # exchange rounds: this many per job, plus 100, and at most
+EXCHANGE_WORK = 10_000_000  # this much work (see pcmax_heuristics.improve), per call
+ARCFLOW_NODES = 2_000  # branch-and-bound nodes of one arc-flow decision in SCIP
+ARCFLOW_DECISIONS = 8  # arc-flow decisions (each a better incumbent or the proof)
+CPSAT_DETERMINISTIC_TIME = 1.0  # CP-SAT's own deterministic time
+RANDOM_SEED = 0  # every randomised step and solver starts from this seed
 
-@dataclass(frozen=True)
-class PcmaxResult:
-    """Outcome of :func:`solve_pcmax`.
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PcmaxResult(Result):
+    """Outcome of :func:`solve_pcmax` (a :class:`~llmsched.result.Result`).
 
     Attributes
     ----------
-    makespan
-        The best makespan found (machine load, or load / speed for uniform machines).
+    objective
+        The best makespan found (machine load, or load / speed for uniform machines);
+        also available as ``makespan``. Infinite when a backend found no solution.
     lower_bound
         A proven lower bound on the optimal makespan.
     assignment
         Machine of each job, in the order the jobs were given (all -1 if a backend found no
-        solution within the time limit; ``makespan`` is then infinite).
+        solution within the time limit). Read-only.
     status
         ``optimal`` only when ``lower_bound`` proves ``makespan`` optimal; ``time_limit``
-        when the limit stopped the search; ``feasible`` when it stopped without proof.
+        when the wall-clock limit cut the search short; ``feasible`` when the search's
+        deterministic budgets ran out without a proof.
     gap
         (makespan - lower_bound) / makespan.
     runtime
-        Seconds spent.
+        Seconds spent (for information; no result depends on it).
     trace
-        Bound and incumbent over time, with what produced each change.
+        Bound and incumbent over time, with what produced each change (a tuple).
     backend
         ``pipeline``, ``scip`` or ``cpsat``.
     closed_by
-        The step that closed the gap (``""`` when open).
+        What closed the gap: the bound or heuristic whose result met the other side, as
+        named in the trace (``""`` when open).
     """
 
-    makespan: float
-    lower_bound: float
-    assignment: np.ndarray
-    status: Status
-    gap: float
-    runtime: float
-    trace: list[TracePoint] = field(repr=False)
+    assignment: np.ndarray = field(repr=False)
     backend: str = "pipeline"
     closed_by: str = ""
 
+    def __post_init__(self) -> None:
+        # The result owns a read-only copy: neither the caller nor the solver can change it later.
+        assignment = np.array(self.assignment, dtype=np.int64)
+        assignment.setflags(write=False)
+        object.__setattr__(self, "assignment", assignment)
+        object.__setattr__(self, "trace", tuple(self.trace))
+
+    @property
+    def makespan(self) -> float:
+        """The best makespan found (the ``objective``)."""
+        return self.objective
+
     def loads(self, times: Any, machines: int) -> np.ndarray:
+        """Load of every machine under ``assignment`` (``machines`` entries)."""
         return np.bincount(self.assignment, weights=np.asarray(times, dtype=np.float64), minlength=machines)
 
-    def trace_frame(self) -> Any:
-        """The trace as a DataFrame (time, lower_bound, upper_bound, source)."""
-        import pandas as pd
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(
+            np.array_equal(getattr(self, f.name), getattr(other, f.name))
+            if f.name == "assignment"
+            else getattr(self, f.name) == getattr(other, f.name)
+            for f in fields(self)
+        )
 
-        return pd.DataFrame([p.__dict__ for p in self.trace])
+    __hash__ = None  # type: ignore[assignment]  # holds an array
 
 
 def check_pcmax_input(
@@ -126,6 +175,15 @@ def check_pcmax_input(
     return as_float.astype(np.int64), int(machines), s
 
 
+def _check_number(name: str, value: Any, allowed: str, *, positive: bool = False) -> float:
+    """``value`` as a float if it is a real number (not a bool, not nan) >= 0 (> 0 when ``positive``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    if value < 0 or (positive and value == 0):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return float(value)
+
+
 def solve_pcmax(
     times: Any,
     machines: int,
@@ -134,7 +192,8 @@ def solve_pcmax(
     speeds: Any = None,
     backend: str = "pipeline",
     exact: bool = True,
-    workers: int = 2,
+    effort: float = 1.0,
+    workers: int = 1,
     display: bool = False,
 ) -> PcmaxResult:
     """Assign jobs to machines to minimise the makespan, with a proven lower bound.
@@ -144,40 +203,93 @@ def solve_pcmax(
     times
         Non-negative integer size of each job.
     machines
-        Number of machines m.
+        Number of machines m (any size: with m at least the number of jobs the answer is
+        immediate and costs nothing per machine).
     time_limit
-        Seconds; the best solution and bound found by then come back with status
-        ``time_limit``.
+        Seconds, a safety net: if it cuts the search short, the best solution and bound
+        found by then come back with status ``time_limit``. ``math.inf`` for none. It never
+        changes an answer otherwise: the search's effort is counted in deterministic work.
     speeds
         Optional speed of each machine (uniform machines, Q||Cmax): a machine's finish time
         is its load divided by its speed. Proofs of optimality need integer speeds.
     backend
-        ``pipeline`` (bounds, heuristics, exact CP-SAT), or the paper's model as written in
-        ``scip`` or ``cpsat``.
+        ``pipeline`` (bounds, heuristics, exact search), or the paper's model as written in
+        ``scip`` or ``cpsat`` (which runs until it proves the optimum or the time limit).
     exact
         Run the exact step when bounds and heuristics leave a gap (pipeline only).
+    effort
+        Multiplies every deterministic work budget of the pipeline (1 by default): more
+        effort, more chances to close a hard gap.
     workers
-        Solver threads.
+        Solver threads. Above 1, CP-SAT interleaves its workers deterministically in the
+        pipeline; the paper model's backends then search in parallel, whose result may
+        depend on timing.
     display
         Print solver logs.
+
+    Returns
+    -------
+    PcmaxResult
+        Makespan (``objective``), proven ``lower_bound``, ``assignment``, ``status``.
 
     Raises
     ------
     ValueError
         Negative, fractional or missing job times, fewer than one machine, a speed <= 0,
-        an unknown backend or a negative time limit.
+        an unknown backend, a time limit that is negative, nan or not a number, an effort
+        that is not a positive number or fewer than one worker.
     """
-    p, m, s = check_pcmax_input(times, machines, speeds)
+    limit = _check_number("time_limit", time_limit, "a number of seconds >= 0 (math.inf for no limit)")
+    amount = _check_number("effort", effort, "a finite number > 0", positive=True)
+    if not math.isfinite(amount):
+        raise ValueError(f"effort must be a finite number > 0, got {effort!r}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}")
-    if not (isinstance(time_limit, (int, float)) and time_limit >= 0 and not math.isnan(time_limit)):
-        raise ValueError(f"time_limit must be a number of seconds >= 0, got {time_limit!r}")
-    tracer = Tracer(float(time_limit))
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    p, m, s = check_pcmax_input(times, machines, speeds)
+    tracer = Tracer(limit)
+    if backend == "pipeline" and s is None and np.count_nonzero(p) <= m:
+        return _one_job_per_machine(p, tracer)
+    fastest = None
+    if p.size < m:
+        # Some optimum uses only n machines (the n fastest): a used machine outside them
+        # could hand its jobs to an unused one at least as fast. Solve on those, map back.
+        if s is not None:
+            fastest = np.sort(np.argpartition(-s, p.size - 1)[: p.size])
+            s = s[fastest]
+        m = p.size
     if backend != "pipeline":
         from llmsched.mip.pcmax_paper import solve_paper_model
 
-        return solve_paper_model(p, m, s, tracer, backend, workers, display)
-    return _Pipeline(p, m, s, tracer, exact, workers, display).run()
+        result = solve_paper_model(p, m, s, tracer, backend, int(workers), display)
+    else:
+        result = _Pipeline(p, m, s, tracer, exact, amount, int(workers), display).run()
+    if fastest is not None and result.assignment.min() >= 0:
+        result = replace(result, assignment=fastest[result.assignment])
+    return result
+
+
+def _one_job_per_machine(p: np.ndarray, tracer: Tracer) -> PcmaxResult:
+    """Every job of positive size on a machine of its own (zero-size jobs on machine 0):
+    the makespan is the largest job, which bounds every schedule."""
+    assignment = np.zeros(p.size, dtype=np.int64)
+    positive = np.flatnonzero(p)
+    assignment[positive] = np.arange(positive.size)
+    largest = float(p.max())
+    tracer.bound(largest, "largest job")
+    tracer.incumbent(largest, "one job per machine")
+    return PcmaxResult(
+        status=Status.OPTIMAL,
+        objective=largest,
+        lower_bound=largest,
+        gap=0.0,
+        runtime=tracer.elapsed(),
+        trace=tuple(tracer.points),
+        assignment=assignment,
+        backend="pipeline",
+        closed_by="one job per machine",
+    )
 
 
 def _have_ortools() -> bool:
@@ -196,6 +308,12 @@ def _have_ortools() -> bool:
 
 
 class _Pipeline:
+    """The steps of the pipeline around one tracer of bound and incumbent.
+
+    ``expired()`` is the only clock read a step may act on; it records that it fired, so
+    that a result cut short by the clock says ``time_limit``.
+    """
+
     def __init__(
         self,
         p: np.ndarray,
@@ -203,14 +321,55 @@ class _Pipeline:
         speeds: np.ndarray | None,
         tracer: Tracer,
         exact: bool,
+        effort: float,
         workers: int,
         display: bool,
     ):
         self.p, self.m, self.speeds, self.tracer = p, m, speeds, tracer
-        self.exact, self.workers, self.display = exact, workers, display
+        self.exact, self.effort, self.workers, self.display = exact, effort, workers, display
         self.assignment: np.ndarray | None = None
         self.closed_by = ""
-        self.hit_limit = False  # a solver stopped on the time limit
+        self.fired = False  # the wall-clock safety net cut something short
+        self._arcflow_fits: dict[int, bool] = {}
+
+    # ------------------------------------------------------------------ shared by the steps
+    def expired(self) -> bool:
+        """Whether the time limit has passed; the caller must stop what it is doing if so."""
+        if self.tracer.expired():
+            self.fired = True
+            return True
+        return False
+
+    def arcflow_fits(self, sorted_p: np.ndarray, capacity: int) -> bool:
+        """Whether the arc-flow graph at ``capacity`` is small enough for SCIP (remembered)."""
+        from llmsched.mip.pcmax_exact import arcflow_fits
+
+        if capacity not in self._arcflow_fits:
+            self._arcflow_fits[capacity] = arcflow_fits(sorted_p, capacity)
+        return self._arcflow_fits[capacity]
+
+    def remaining(self) -> float:
+        """Seconds left before the time limit (a solver's own limit, as a safety net)."""
+        return self.tracer.remaining()
+
+    def budget(self, amount: float) -> int:
+        """A work budget at effort 1 scaled by ``effort`` (at least 1)."""
+        return max(1, int(amount * self.effort))
+
+    def exchanges(self, assignment: np.ndarray | None) -> np.ndarray | None:
+        """``assignment`` improved by exchanges, within their round and work budgets."""
+        if assignment is None:
+            return None
+        return ub.improve(
+            self.p,
+            assignment,
+            self.m,
+            self.tracer.lower_bound,
+            self.speeds,
+            self.budget(EXCHANGE_ROUNDS_PER_JOB * self.p.size + 100),
+            self.expired,
+            self.budget(EXCHANGE_WORK),
+        )
 
     def offer(self, assignment: np.ndarray | None, source: str) -> None:
         if assignment is None:
@@ -220,107 +379,154 @@ class _Pipeline:
             self.assignment = assignment
 
     def bound(self, value: float, source: str) -> None:
+        """Raise the bound to a *proven* value (never a packing's makespan)."""
         self.tracer.bound(value, source)
 
-    def done(self, source: str) -> bool:
-        if self.tracer.closed():
-            self.closed_by = self.closed_by or source
-            return True
-        return self.tracer.expired()
+    @property
+    def lower(self) -> int:
+        return math.ceil(self.tracer.lower_bound - 1e-9)
+
+    @property
+    def upper(self) -> int:
+        return int(self.tracer.upper_bound)
 
     def run(self) -> PcmaxResult:
         steps = self._identical_steps() if self.speeds is None else self._uniform_steps()
         for name, step in steps:
+            # The first steps always run (a bound and LPT's incumbent), whatever the limit.
+            if self.assignment is not None and self.expired():
+                break
             step()
-            # Always get a first incumbent (LPT), even with no time left.
-            if self.assignment is not None and self.done(name):
+            if self.assignment is not None and self.tracer.closed():
+                # The source of the last change names the proof or packing that closed it.
+                self.closed_by = self.tracer.points[-1].source if self.tracer.points else name
                 break
         return self.result()
 
     # ---------------------------------------------------------------- identical machines
     def _identical_steps(self) -> list[tuple[str, Any]]:
         p, m = self.p, self.m
-        order = np.argsort(-p, kind="stable")
-        sorted_p = p[order]
-        deadline = self.tracer.start + self.tracer.time_limit
+        sorted_p = np.sort(p)[::-1]
 
-        def polish(assignment: np.ndarray | None) -> np.ndarray | None:
-            if assignment is None:
-                return None
-            return ub.improve(p, assignment, m, self.tracer.lower_bound, deadline=deadline)
+        def differencing() -> None:
+            found = ub.largest_differencing(p, m, expired=self.expired)
+            self.offer(self.exchanges(found), "largest differencing")
+
+        def multifit() -> None:
+            found = ub.multifit(p, m, self.tracer.lower_bound, self.upper, expired=self.expired)
+            self.offer(self.exchanges(found), "multifit")
+
+        def complete(tries: int) -> None:
+            # Bin completion at the bound, then a little above it, while it can still improve.
+            capacity = self.lower
+            for _ in range(tries):
+                if capacity >= self.upper or self.expired():
+                    return
+                found = ub.bin_completion(p, m, capacity, expired=self.expired)
+                if found is not None:
+                    self.offer(found, "bin completion")
+                    return
+                capacity += 1
+
+        def arcflow_small() -> bool:
+            # Where the arc-flow model is small the exact step usually settles the gap
+            # itself, so the searches before it get a smaller budget.
+            return self.exact and self.arcflow_fits(sorted_p, self.upper - 1)
+
+        def restarts() -> None:
+            # Randomised passes at the bound: bin completion with random fills among equally
+            # full subsets, alternating with sequential partitioning in a random order (whose
+            # subset-sum bit sets stay small enough only for modest sums).
+            rng = np.random.default_rng(RANDOM_SEED)
+            capacity = self.lower
+            sequential = p.size * capacity <= 50_000_000
+            # What a pass costs in work units (fitted to measured times): bit-set words,
+            # Python steps per job (or piece of a size's count) and per machine.
+            words = capacity // 64 + 1
+            pieces = ub.completion_cells(p, capacity) // (capacity + 1)
+            costs = [
+                m * pieces * words // 400 + m * pieces // 8 + 20 * m,
+                m * p.size * words // 800 + m * p.size // 4 + 20 * m,
+            ]
+            work = self.budget(RESTART_WORK / (8 if arcflow_small() else 1))
+            spent = 0
+            for attempt in range(20 * p.size * m):
+                if spent >= work or capacity >= self.upper or self.expired():
+                    return
+                if sequential and attempt % 2:
+                    found = ub.sequential_completion(p, m, capacity, rng, expired=self.expired)
+                else:
+                    found = ub.bin_completion(p, m, capacity, rng, expired=self.expired)
+                spent += costs[bool(sequential and attempt % 2)]
+                if found is not None:
+                    self.offer(found, "randomised completion")
+                    return
+
+        lp_solutions: dict[int, Any] = {}
+
+        def lp_bound() -> None:
+            # The pattern LP (Gilmore-Gomory) bound, by bisection on the capacity: strong
+            # where few distinct sizes repeat many times (class-based predictions, say).
+            from llmsched.mip.pcmax_exact import pattern_lp_bound
+
+            found, solutions = pattern_lp_bound(sorted_p, m, self.lower, self.upper - 1, self)
+            lp_solutions.update(solutions)
+            self.bound(found, "pattern lp bound")
+
+        def lp_rounding() -> None:
+            # Whole patterns of the LP's solution at the bound, the rest packed by search:
+            # where the LP bound is the optimum (the usual case) this finds it.
+            from llmsched.mip.pcmax_exact import pattern_lp_rounding
+
+            if not lp_solutions:
+                return  # the LP is not tried on this instance
+            capacity = self.lower
+            for _ in range(ROUNDING_CAPACITIES):
+                if capacity >= self.upper or self.expired():
+                    return
+                found = pattern_lp_rounding(
+                    sorted_p,
+                    p,
+                    m,
+                    capacity,
+                    lp_solutions.get(capacity),
+                    self.budget(ROUNDING_WORK),
+                    self,
+                    start=max(lp_solutions.values(), key=lambda lp: lp.capacity).patterns,
+                )
+                if found is not None:
+                    self.offer(found, "pattern lp rounding")
+                    return
+                capacity += 1
+
+        def search() -> None:
+            from llmsched.mip.pcmax_exact import search_capacities
+
+            search_capacities(self, self.budget(SEARCH_WORK), "bin-completion search", bound_first=True)
+
+        def repack() -> None:
+            # Large-neighbourhood search: repack small groups of machines towards the bound.
+            from llmsched.mip.pcmax_search import repack_search
+
+            if self.assignment is None or self.tracer.closed():
+                return
+            work = self.budget(REPACK_WORK / (8 if arcflow_small() else 1))
+            found = repack_search(
+                p,
+                m,
+                self.assignment,
+                self.lower,
+                np.random.default_rng(RANDOM_SEED),
+                work=work,
+                expired=self.expired,
+            )
+            self.offer(found, "repacking search")
 
         def exact_step() -> None:
             if self.exact and not self.tracer.closed() and _have_ortools():
                 from llmsched.mip.pcmax_exact import solve_aggregated
 
                 solve_aggregated(self, sorted_p)
-
-        def complete(tries: int) -> None:
-            # Bin completion at the bound, then a little above it, while it can still improve.
-            capacity = int(self.tracer.lower_bound)
-            for _ in range(tries):
-                if capacity >= self.tracer.upper_bound or self.tracer.expired():
-                    return
-                found = ub.bin_completion(p, m, capacity)
-                if found is not None:
-                    self.offer(found, "bin completion")
-                    return
-                capacity += 1
-
-        def restarts(share: float) -> None:
-            # Randomised passes at the bound, for a share of the remaining time and a number
-            # of tries that grows with the instance: bin completion with random fills among
-            # equally full subsets, alternating with sequential partitioning in a random order
-            # (whose subset-sum bit sets stay small enough only for modest sums).
-            # Where the arc-flow model is small, the exact step usually settles the gap itself
-            # (the bound is often not the optimum there), so the passes get a smaller share.
-            from llmsched.mip.pcmax_exact import arcflow_fits
-
-            rng = np.random.default_rng(0)
-            if self.exact and arcflow_fits(sorted_p, int(self.tracer.upper_bound) - 1):
-                share = min(share, 0.1)
-            stop = time.perf_counter() + share * self.tracer.remaining()
-            capacity = int(self.tracer.lower_bound)
-            sequential = p.size * capacity <= 50_000_000
-            for attempt in range(20 * p.size * m):
-                if time.perf_counter() > stop or capacity >= self.tracer.upper_bound:
-                    return
-                if sequential and attempt % 2:
-                    found = ub.sequential_completion(p, m, capacity, rng)
-                else:
-                    found = ub.bin_completion(p, m, capacity, rng)
-                if found is not None:
-                    self.offer(found, "randomised completion")
-                    return
-
-        def lp_bound(share: float) -> None:
-            # The arc-flow LP (Gilmore-Gomory) bound, by bisection on the capacity: strong
-            # where few distinct sizes repeat many times (class-based predictions, say).
-            from llmsched.mip.pcmax_exact import arcflow_lp_bound
-
-            stop = time.perf_counter() + share * self.tracer.remaining()
-            low, high = int(self.tracer.lower_bound), int(self.tracer.upper_bound) - 1
-            self.bound(arcflow_lp_bound(sorted_p, m, low, high, stop), "arc-flow lp bound")
-
-        def search(share: float) -> None:
-            from llmsched.mip.pcmax_exact import search_capacities
-
-            search_capacities(self, share, "bin-completion search", bound_first=True)
-
-        def repack(share: float) -> None:
-            # Large-neighbourhood search: repack small groups of machines towards the bound.
-            from llmsched.mip.pcmax_exact import arcflow_fits
-            from llmsched.mip.pcmax_search import repack_search
-
-            if self.assignment is None or self.tracer.closed():
-                return
-            if self.exact and arcflow_fits(sorted_p, int(self.tracer.upper_bound) - 1):
-                share = min(share, 0.1)
-            stop = time.perf_counter() + share * self.tracer.remaining()
-            found = repack_search(
-                p, m, self.assignment, int(self.tracer.lower_bound), stop, np.random.default_rng(0)
-            )
-            self.offer(found, "repacking search")
 
         return [
             ("trivial bound", lambda: self.bound(lb.trivial_bound(sorted_p, m), "trivial bound")),
@@ -329,39 +535,29 @@ class _Pipeline:
                 "dell'amico-martello bound",
                 lambda: self.bound(lb.dell_amico_martello_bound(sorted_p, m), "dell'amico-martello bound"),
             ),
-            ("lpt + exchanges", lambda: self.offer(polish(self.assignment), "lpt + exchanges")),
+            ("lpt + exchanges", lambda: self.offer(self.exchanges(self.assignment), "lpt + exchanges")),
             (
                 "bin-packing bound",
                 lambda: self.bound(
-                    lb.bpp_bound(sorted_p, m, int(self.tracer.lower_bound), int(self.tracer.upper_bound)),
-                    "bin-packing bound",
+                    lb.bpp_bound(sorted_p, m, self.lower, self.upper, self.expired), "bin-packing bound"
                 ),
             ),
             (
                 "subset-sum lifting",
                 lambda: self.bound(
-                    lb.lift_to_subset_sum(
-                        sorted_p, int(self.tracer.lower_bound), int(self.tracer.upper_bound)
-                    ),
+                    lb.lift_to_subset_sum(sorted_p, self.lower, self.upper, self.expired),
                     "subset-sum lifting",
                 ),
             ),
             ("bin completion", lambda: complete(1)),
-            (
-                "largest differencing",
-                lambda: self.offer(polish(ub.largest_differencing(p, m)), "largest differencing"),
-            ),
-            (
-                "multifit",
-                lambda: self.offer(
-                    polish(ub.multifit(p, m, self.tracer.lower_bound, self.tracer.upper_bound)), "multifit"
-                ),
-            ),
+            ("largest differencing", differencing),
+            ("multifit", multifit),
             ("bin completion above the bound", lambda: complete(3)),
-            ("arc-flow lp bound", lambda: lp_bound(0.2)),
-            ("bin-completion search", lambda: search(0.15)),
-            ("repacking search", lambda: repack(0.75)),
-            ("randomised completion", lambda: restarts(0.4)),
+            ("pattern lp bound", lp_bound),
+            ("pattern lp rounding", lp_rounding),
+            ("bin-completion search", search),
+            ("repacking search", repack),
+            ("randomised completion", restarts),
             ("exact", exact_step),
         ]
 
@@ -369,14 +565,6 @@ class _Pipeline:
     def _uniform_steps(self) -> list[tuple[str, Any]]:
         p, m, s = self.p, self.m, self.speeds
         assert s is not None
-        deadline = self.tracer.start + self.tracer.time_limit
-
-        def bound() -> float:
-            # The k largest jobs need at least their total over the k fastest speeds.
-            k = min(p.size, m)
-            big = np.cumsum(np.sort(p)[::-1][:k])
-            fast = np.cumsum(np.sort(s)[::-1][:k])
-            return float(max(p.sum() / s.sum(), (big / fast).max()))
 
         def exact_step() -> None:
             if self.exact and not self.tracer.closed() and _have_ortools():
@@ -385,17 +573,9 @@ class _Pipeline:
                 solve_uniform(self)
 
         return [
-            ("uniform bound", lambda: self.bound(bound(), "uniform bound")),
+            ("uniform bound", lambda: self.bound(lb.uniform_bound(p, s), "uniform bound")),
             ("lpt", lambda: self.offer(ub.lpt(p, m, s), "lpt")),
-            (
-                "lpt + exchanges",
-                lambda: self.offer(
-                    ub.improve(p, self.assignment, m, self.tracer.lower_bound, s, deadline=deadline)
-                    if self.assignment is not None
-                    else None,
-                    "lpt + exchanges",
-                ),
-            ),
+            ("lpt + exchanges", lambda: self.offer(self.exchanges(self.assignment), "lpt + exchanges")),
             ("exact", exact_step),
         ]
 
@@ -404,18 +584,18 @@ class _Pipeline:
         assert self.assignment is not None
         if tracer.closed():
             status = Status.OPTIMAL
-        elif tracer.expired() or self.hit_limit:
+        elif self.fired:
             status = Status.TIME_LIMIT
         else:
             status = Status.FEASIBLE
         return PcmaxResult(
-            makespan=tracer.upper_bound,
-            lower_bound=min(tracer.lower_bound, tracer.upper_bound),
-            assignment=self.assignment,
             status=status,
+            objective=tracer.upper_bound,
+            lower_bound=min(tracer.lower_bound, tracer.upper_bound),
             gap=relative_gap(tracer.upper_bound, tracer.lower_bound),
             runtime=time.perf_counter() - tracer.start,
-            trace=list(tracer.points),
+            trace=tuple(tracer.points),
+            assignment=self.assignment,
             backend="pipeline",
             closed_by=self.closed_by if status is Status.OPTIMAL else "",
         )

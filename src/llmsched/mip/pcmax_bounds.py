@@ -1,9 +1,14 @@
-"""Lower bounds for P||Cmax (identical machines, minimise the makespan).
+"""Lower bounds for P||Cmax (identical machines, minimise the makespan) and Q||Cmax.
 
-All functions take the job sizes sorted in non-increasing order (``p``) and ``m`` machines.
+The P||Cmax functions take the job sizes sorted in non-increasing order (``p``) and ``m``
+machines. Every value returned is proven: a formula that holds for every schedule, or a
+capacity refuted by a bin-packing bound. ``expired`` is the caller's wall-clock safety net:
+when it returns True the function stops early with what it has proven so far.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -13,7 +18,11 @@ __all__ = [
     "dell_amico_martello_bound",
     "lift_to_subset_sum",
     "trivial_bound",
+    "uniform_bound",
 ]
+
+# Bit operations (shifted bits) that subset-sum lifting may spend.
+LIFT_BITS = 2e10
 
 
 def trivial_bound(p: np.ndarray, m: int) -> int:
@@ -73,14 +82,18 @@ def bin_packing_l2(p: np.ndarray, capacity: int) -> int:
     return int((big + n_mid + extra).max())
 
 
-def bpp_bound(p: np.ndarray, m: int, lower: int, upper: int) -> int:
+def bpp_bound(
+    p: np.ndarray, m: int, lower: int, upper: int, expired: Callable[[], bool] | None = None
+) -> int:
     """Raise ``lower`` to the least capacity C in [lower, upper] that L2 does not rule out.
 
+    ``upper`` must be the makespan of a schedule in hand (so that C = upper needs no test).
     Feasibility is monotone in C (a packing into bins of size C fits bins of size C + 1),
-    so a binary search is valid whatever L2 does between the probes.
+    so a binary search is valid whatever L2 does between the probes: every capacity below
+    the returned one was refuted, or lies below one that was.
     """
     lo, hi = lower, upper
-    while lo < hi:
+    while lo < hi and not (expired is not None and expired()):
         mid = (lo + hi) // 2
         if bin_packing_l2(p, mid) > m:
             lo = mid + 1
@@ -89,18 +102,27 @@ def bpp_bound(p: np.ndarray, m: int, lower: int, upper: int) -> int:
     return lo
 
 
-def lift_to_subset_sum(p: np.ndarray, lower: int, upper: int) -> int:
+def lift_to_subset_sum(
+    p: np.ndarray, lower: int, upper: int, expired: Callable[[], bool] | None = None
+) -> int:
     """The smallest sum of a subset of the jobs that is >= ``lower`` (and <= ``upper``).
 
-    The busiest machine's load is such a sum. Bitset dynamic programme on a Python int.
-    Returns ``lower`` unchanged when the range is too wide to be worth it.
+    The busiest machine's load is such a sum; ``upper`` must be the makespan of a schedule
+    in hand. Bitset dynamic programme on a Python int. Returns ``lower`` unchanged when
+    the range is too wide to be worth it (more than ``LIFT_BITS`` bit operations) or the
+    safety net fires.
     """
     if upper > 20_000_000 or lower >= upper:
         return lower
+    sizes, counts = np.unique(p, return_counts=True)
+    pieces = int(np.ceil(np.log2(counts + 1)).sum())
+    if pieces * (upper + 1) > LIFT_BITS:
+        return lower
     mask = (1 << (upper + 1)) - 1
     reach = 1
-    for size in np.unique(p).tolist():
-        count = int(np.count_nonzero(p == size))
+    for size, count in zip(sizes.tolist(), counts.tolist(), strict=True):
+        if expired is not None and expired():
+            return lower
         # binary splitting of the count: 1, 2, 4, ... copies
         k = 1
         while count > 0:
@@ -112,3 +134,15 @@ def lift_to_subset_sum(p: np.ndarray, lower: int, upper: int) -> int:
     if above == 0:
         return upper
     return lower + ((above & -above).bit_length() - 1)
+
+
+def uniform_bound(p: np.ndarray, speeds: np.ndarray) -> float:
+    """Q||Cmax: the k largest jobs need at least their total over the k fastest speeds.
+
+    k = n is the total work over the total speed of the n fastest machines (all of them
+    when there are fewer); ``p`` in any order.
+    """
+    k = min(p.size, speeds.size)
+    big = np.cumsum(np.sort(p)[::-1][:k])
+    fast = np.cumsum(np.sort(speeds)[::-1][:k])
+    return float(max(p.sum() / speeds.sum(), (big / fast).max()))

@@ -1,38 +1,83 @@
-"""Exact step of the P||Cmax pipeline.
+"""Exact steps of the P||Cmax pipeline: the pattern LP's bound and rounding, search, SCIP, CP-SAT.
 
-First choice: the arc-flow model of bin packing (Valerio de Carvalho) over aggregated job
-sizes, in SCIP, deciding the capacity one below the incumbent; its LP relaxation is the
-strong Gilmore-Gomory bound. Before it, bin-completion search
-(:mod:`llmsched.mip.pcmax_search`) bisects the gap for a share of the time (a fifth, or
-half when the arc-flow graph is too large to build); what neither closes goes to a CP-SAT
-model that counts how many jobs of each size a machine gets (``y[s, j]``), machines
+The Gilmore-Gomory LP of bin packing (patterns of jobs that fit a machine, by column
+generation with HiGHS) gives a strong bound where few sizes repeat many times, and whole
+patterns of its solution, the few jobs left over packed by bin-completion search, usually
+give a packing at that bound.
+
+The exact step proper: bin-completion search (:mod:`llmsched.mip.pcmax_search`) bisects
+the gap; then the arc-flow model of bin packing (Valerio de Carvalho) over aggregated job
+sizes, in SCIP, decides the capacity one below the incumbent; where its graph is too large,
+a CP-SAT model counts how many jobs of each size a machine gets (``y[s, j]``), machines
 ordered by load to break their symmetry, warm-started from the incumbent.
+
+Every step's effort is deterministic: search work, SCIP nodes and decisions, CP-SAT's
+deterministic time with a fixed seed (one worker, or interleaved workers, which CP-SAT
+makes deterministic). The wall clock enters only as the pipeline's safety net.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from llmsched.mip.pcmax import _Pipeline
 
-__all__ = ["arcflow_lp_bins", "arcflow_lp_bound", "search_capacities", "solve_aggregated", "solve_uniform"]
+__all__ = [
+    "PatternLP",
+    "SafetyNet",
+    "arcflow_fits",
+    "arcflow_graph",
+    "pattern_lp",
+    "pattern_lp_bins",
+    "pattern_lp_bound",
+    "pattern_lp_rounding",
+    "search_capacities",
+    "solve_aggregated",
+    "solve_arcflow",
+    "solve_uniform",
+]
+
+
+class SafetyNet(Protocol):
+    """The wall-clock safety net of a solve (the pipeline is one)."""
+
+    def expired(self) -> bool:
+        """Whether the time limit has passed (the caller then stops)."""
+        ...
+
+    def remaining(self) -> float:
+        """Seconds left before the limit (``inf`` without one)."""
+        ...
+
 
 # Above this many count variables the model is too large to help within typical limits.
 MAX_VARIABLES = 60_000
 # Arc-flow graphs larger than this are not built.
 MAX_ARCS = 100_000
+# Arc-flow graphs are built over loads 0..capacity; above this capacity they are not built.
+MAX_CAPACITY = 20_000_000
 
 
-def _solver(pipe: _Pipeline) -> Any:
+def _solver(pipe: _Pipeline) -> tuple[Any, Any]:
+    """A CP-SAT solver that gives the same answer on every run: a fixed seed, one worker or
+    interleaved workers, a deterministic time budget; the wall clock only as a safety net."""
     from ortools.sat.python import cp_model
 
+    from llmsched.mip.pcmax import CPSAT_DETERMINISTIC_TIME, RANDOM_SEED
+
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, pipe.tracer.remaining())
-    solver.parameters.num_workers = max(1, int(pipe.workers))
+    solver.parameters.max_deterministic_time = CPSAT_DETERMINISTIC_TIME * pipe.effort
+    remaining = pipe.tracer.remaining()
+    if math.isfinite(remaining):
+        solver.parameters.max_time_in_seconds = max(0.01, remaining)
+    solver.parameters.num_workers = pipe.workers
+    solver.parameters.interleave_search = pipe.workers > 1
+    solver.parameters.random_seed = RANDOM_SEED
     solver.parameters.log_search_progress = bool(pipe.display)
     return cp_model, solver
 
@@ -44,8 +89,11 @@ def arcflow_graph(
 
     Nodes are partial loads 0..capacity; items are placed in non-increasing size order, so
     an arc of size s leaves only loads reachable with larger sizes and fewer copies of s.
-    ``sizes`` must be non-increasing. None when the graph would exceed ``max_arcs``.
+    ``sizes`` must be non-increasing. None when the graph would exceed ``max_arcs`` (or its
+    capacity ``MAX_CAPACITY``: the construction keeps arrays over every load).
     """
+    if capacity > MAX_CAPACITY:
+        return None
     reach = np.zeros(capacity + 1, dtype=bool)
     reach[0] = True
     tails: list[np.ndarray] = []
@@ -90,99 +138,247 @@ def arcflow_fits(sorted_p: np.ndarray, capacity: int) -> bool:
     return arcflow_graph(sizes, counts, capacity) is not None
 
 
-# The LP bound is tried only on graphs up to this size: it pays where few sizes repeat many
-# times (graphs of a few thousand arcs); on larger graphs each LP costs seconds.
-MAX_LP_ARCS = 20_000
+# The pattern LP is solved only where it pays: few distinct sizes repeated many times
+# (class-based predictions). Its pricing programme has (pieces of the counts) x capacity
+# cells; above these limits the step is skipped.
+MAX_LP_SIZES = 64
+MIN_LP_REPEATS = 4
+MAX_PRICING_CELLS = 4_000_000
+# Column-generation rounds at one capacity (each a small LP and a pricing programme).
+MAX_LP_ROUNDS = 100
+# Relative slack on the dual values and the pricing optimum, far above rounding errors.
+LP_SLACK = 1e-9
 
 
-def arcflow_lp_bins(sorted_p: np.ndarray, capacity: int, time_limit: float | None = None) -> float | None:
-    """The LP relaxation of the arc-flow model: the least fractional number of bins of size
-    ``capacity`` (the Gilmore-Gomory bound). None when the graph is too large to build.
+@dataclass(frozen=True)
+class PatternLP:
+    """The Gilmore-Gomory LP at one capacity: a proven bound on its value, and its patterns.
 
-    Solved with HiGHS through scipy; arcs carry at most their size's count of jobs, every
-    node below the capacity has a loss arc to the sink, and each size's arcs carry at least
-    its count. None also when the graph has more than ``MAX_LP_ARCS`` arcs or HiGHS stops
-    at ``time_limit`` seconds.
+    ``bins`` is a proven lower bound on the least fractional number of machines of
+    ``capacity`` that hold the jobs (the LP optimum when ``converged``). ``patterns[q]``
+    says how many jobs of each size (``sizes``, largest first) pattern q puts on a
+    machine, and ``usage[q]`` how many machines the last master LP gives it.
     """
-    from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix
 
+    capacity: int
+    bins: float
+    sizes: np.ndarray
+    counts: np.ndarray
+    patterns: np.ndarray
+    usage: np.ndarray
+    converged: bool
+
+    def __post_init__(self) -> None:
+        for name in ("sizes", "counts", "patterns", "usage"):
+            frozen = np.array(getattr(self, name))
+            frozen.setflags(write=False)
+            object.__setattr__(self, name, frozen)
+
+
+def _pricing(
+    sizes: np.ndarray, most: np.ndarray, capacity: int, duals: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The pattern of largest dual value (a bounded knapsack): (its value, its counts).
+
+    Each size's copies are split into bundles of 1, 2, 4, ... jobs (0/1 items), and a
+    dynamic programme over the loads 0..capacity keeps the best value at each load.
+    """
+    kinds, copies = [], []
+    for k, c in enumerate(most.tolist()):
+        piece = 1
+        while c > 0:
+            take = min(piece, c)
+            kinds.append(k)
+            copies.append(take)
+            c -= take
+            piece *= 2
+    best = np.zeros(capacity + 1)
+    taken = np.zeros((len(kinds), capacity + 1), dtype=bool)
+    for b, (k, c) in enumerate(zip(kinds, copies, strict=True)):
+        w = int(sizes[k]) * c
+        gain = np.full(capacity + 1, -np.inf)
+        gain[w:] = best[: capacity + 1 - w] + float(duals[k]) * c
+        taken[b] = gain > best
+        best = np.maximum(best, gain)
+    load = int(np.argmax(best))
+    value = float(best[load])
+    pattern = np.zeros(sizes.size, dtype=np.int64)
+    for b in range(len(kinds) - 1, -1, -1):
+        if taken[b, load]:
+            pattern[kinds[b]] += copies[b]
+            load -= int(sizes[kinds[b]]) * copies[b]
+    return value, pattern
+
+
+def pattern_lp(
+    sorted_p: np.ndarray,
+    capacity: int,
+    net: SafetyNet | None = None,
+    rounds: int = MAX_LP_ROUNDS,
+    start: np.ndarray | None = None,
+) -> PatternLP | None:
+    """The Gilmore-Gomory LP of bin packing at ``capacity``, by column generation.
+
+    The master LP (HiGHS) covers each size's count with patterns (sets of jobs that fit
+    a machine, at most a size's count of it); pricing finds the pattern of most dual value.
+    The bound does not trust the LP solver's optimality: for any duals y >= 0 and V the
+    largest dual value of a pattern (found exactly by the pricing programme), every
+    covering uses at least y . counts / V machines (Farley's bound), which at convergence
+    is the LP optimum. ``start`` holds patterns to begin with (those of another capacity:
+    the ones that fit this one are kept). None where the instance has more than
+    ``MAX_LP_SIZES`` distinct sizes or fewer than ``MIN_LP_REPEATS`` jobs per size on
+    average, the pricing table would exceed ``MAX_PRICING_CELLS``, or the master LP fails.
+    """
     sizes, counts = _positive_sizes(sorted_p)
-    if sizes.size == 0:
-        return 0.0
-    if sizes[0] > capacity:
-        return math.inf
-    graph = arcflow_graph(sizes, counts, capacity, MAX_LP_ARCS)
-    if graph is None:
+    if sizes.size == 0 or sizes[0] > capacity:
+        empty = np.zeros((0, sizes.size), dtype=np.int64)
+        bins = 0.0 if sizes.size == 0 else math.inf
+        return PatternLP(capacity, bins, sizes, counts, empty, np.zeros(0), True)
+    most = np.minimum(counts, capacity // sizes)
+    pieces = int(np.ceil(np.log2(most + 1)).sum())
+    if sizes.size > MAX_LP_SIZES or pieces * (capacity + 1) > MAX_PRICING_CELLS:
         return None
-    tails, kinds = graph
-    heads = tails + sizes[kinds]
-    nodes = np.unique(np.concatenate([[0, capacity], tails, heads]))
-    inner = nodes[(nodes > 0) & (nodes < capacity)]
-    # Columns: item arcs, loss arcs (inner node -> sink), then the bin count z.
-    arc_tail = np.concatenate([tails, inner])
-    arc_head = np.concatenate([heads, np.full(inner.size, capacity)])
-    n_arcs = arc_tail.size
-    z = n_arcs
-    row_of = {int(v): r for r, v in enumerate(inner.tolist())}
-    # Conservation at inner nodes: in - out = 0; source: out - z = 0; sink: in - z = 0.
-    source_row, sink_row = len(row_of), len(row_of) + 1
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    index = np.arange(n_arcs)
-    head_rows = np.array([sink_row if h == capacity else row_of[h] for h in arc_head.tolist()])
-    tail_rows = np.array([source_row if t == 0 else row_of[t] for t in arc_tail.tolist()])
-    rows += [head_rows, tail_rows, np.array([source_row, sink_row])]
-    cols += [index, index, np.array([z, z])]
-    vals += [np.ones(n_arcs), -np.ones(n_arcs), np.array([1.0, -1.0])]
-    a_eq = coo_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(sink_row + 1, z + 1)
-    ).tocsr()
-    # Demand: each size's arcs carry at least its count (as -sum <= -count).
-    a_ub = coo_matrix(
-        (-np.ones(tails.size), (kinds, np.arange(tails.size))), shape=(sizes.size, z + 1)
-    ).tocsr()
-    cost = np.zeros(z + 1)
-    cost[z] = 1.0
-    upper = np.concatenate([counts[kinds].astype(np.float64), np.full(inner.size, np.inf), [np.inf]])
-    res = linprog(
-        cost,
-        A_ub=a_ub,
-        b_ub=-counts.astype(np.float64),
-        A_eq=a_eq,
-        b_eq=np.zeros(sink_row + 1),
-        bounds=np.column_stack([np.zeros(z + 1), upper]),
-        method="highs",
-        options={} if time_limit is None else {"time_limit": max(0.01, float(time_limit))},
-    )
-    if res.status != 0:
+    if counts.sum() < MIN_LP_REPEATS * sizes.size:
         return None
-    return float(res.fun)
+    from scipy.optimize import linprog  # here: importing it costs more than most instances
 
-
-def arcflow_lp_bound(sorted_p: np.ndarray, m: int, low: int, high: int, deadline: float) -> int:
-    """The least capacity in ``[low, high]`` whose arc-flow LP fits the jobs in ``m`` bins.
-
-    The LP's bin count does not increase with the capacity, so bisection finds it; the
-    result is a lower bound on the makespan (``high + 1`` when even ``high`` needs more than
-    ``m`` bins, ``low`` when a graph is too large or time runs out before any proof).
-    A capacity counts as refuted only when the LP needs clearly more than ``m`` bins.
-    """
-    import time
-
-    proven = low
-    while low <= high and time.perf_counter() < deadline:
-        capacity = (low + high) // 2
-        bins = arcflow_lp_bins(sorted_p, capacity, deadline - time.perf_counter())
-        if bins is None:
+    patterns = [np.eye(sizes.size, dtype=np.int64)[k] * most[k] for k in range(sizes.size)]
+    if start is not None:
+        seen = {q.tobytes() for q in patterns}
+        for q in start:
+            if int(q @ sizes) <= capacity and np.all(q <= most) and q.tobytes() not in seen:
+                seen.add(q.tobytes())
+                patterns.append(q)
+    demand = counts.astype(np.float64)
+    bound, usage, converged = 0.0, np.zeros(0), False
+    for _ in range(rounds):
+        if net is not None and net.expired():
             break
-        if bins > m + 1e-6 * max(1, m):
+        columns = np.array(patterns, dtype=np.float64).T  # sizes x patterns
+        res = linprog(
+            np.ones(columns.shape[1]), A_ub=-columns, b_ub=-demand, bounds=(0, None), method="highs"
+        )
+        if res.status != 0:
+            return None
+        usage = res.x
+        duals = np.maximum(-res.ineqlin.marginals, 0.0)
+        value, pattern = _pricing(sizes, most, capacity, duals)
+        top = value * (1 + LP_SLACK) + LP_SLACK
+        bound = max(bound, float(duals @ demand) * (1 - LP_SLACK) / top)
+        if value <= 1 + LP_SLACK or any(np.array_equal(pattern, q) for q in patterns):
+            converged = True
+            break
+        patterns.append(pattern)
+    return PatternLP(
+        capacity,
+        bound,
+        sizes,
+        counts,
+        np.array(patterns[: usage.size], dtype=np.int64).reshape(usage.size, sizes.size),
+        usage,
+        converged,
+    )
+
+
+def pattern_lp_bins(sorted_p: np.ndarray, capacity: int) -> float | None:
+    """The least fractional number of machines of ``capacity`` that hold the jobs (the
+    Gilmore-Gomory bound), or a proven lower bound on it where column generation stopped
+    early; None where the LP is not tried (see :func:`pattern_lp`)."""
+    lp = pattern_lp(sorted_p, capacity)
+    return None if lp is None else lp.bins
+
+
+def _refutes(lp: PatternLP, m: int) -> bool:
+    """The LP proves that the jobs need more than ``m`` machines of its capacity."""
+    return lp.bins > m + 1e-6 * max(1, m)
+
+
+def pattern_lp_bound(
+    sorted_p: np.ndarray, m: int, low: int, high: int, net: SafetyNet | None = None
+) -> tuple[int, dict[int, PatternLP]]:
+    """The least capacity in ``[low, high]`` that the pattern LP does not refute for ``m`` machines.
+
+    Every capacity refuted (the LP proves more than ``m`` machines are needed) raises the
+    bound above it, as jobs that do not fit a capacity fit no smaller one; the LP's value
+    does not increase with the capacity, so bisection finds the least capacity it leaves
+    open. ``low`` must be a proven bound and ``high + 1`` the makespan of a schedule in
+    hand. Returns the bound (``low`` when nothing is refuted or the LP is not tried) and
+    every LP solved, by capacity.
+    """
+    proven = low
+    solved: dict[int, PatternLP] = {}
+    patterns = None  # every LP starts from the patterns of the one before
+    while low <= high and not (net is not None and net.expired()):
+        capacity = (low + high) // 2
+        lp = pattern_lp(sorted_p, capacity, net, start=patterns)
+        if lp is None:
+            break
+        solved[capacity] = lp
+        patterns = lp.patterns
+        if _refutes(lp, m):
             proven = max(proven, capacity + 1)
             low = capacity + 1
         else:
             high = capacity - 1
-    return proven
+    return proven, solved
+
+
+def pattern_lp_rounding(
+    sorted_p: np.ndarray,
+    p: np.ndarray,
+    m: int,
+    capacity: int,
+    lp: PatternLP | None,
+    work: int,
+    net: SafetyNet | None = None,
+    start: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """A packing of the jobs into ``m`` machines of ``capacity`` rounded from the pattern LP.
+
+    Every pattern the LP uses x times fills floor(x) machines (copies of a size beyond what
+    is left dropped), largest x first, and the jobs left over go to the machines left by a
+    bin-completion search of at most ``work`` units. This is the residual heuristic of
+    cutting stock: where the LP bound is the optimum the left-over jobs are few and their
+    machines many, and it usually finds the optimum. ``lp`` is the LP at ``capacity`` if
+    already solved (else it is solved from the patterns ``start``). None when it finds no
+    packing.
+    """
+    from llmsched.mip.pcmax_search import FEASIBLE, bin_completion_search
+
+    if lp is None:
+        lp = pattern_lp(sorted_p, capacity, net, start=start)
+    if lp is None or _refutes(lp, m):
+        return None
+    left = lp.counts.copy()
+    machines: list[np.ndarray] = []  # jobs of each size on each machine
+    for q in np.argsort(-lp.usage, kind="stable").tolist():
+        for _ in range(math.floor(lp.usage[q] + 1e-6)):
+            take = np.minimum(lp.patterns[q], left)
+            if not take.any():
+                break
+            left -= take
+            machines.append(take)
+    if len(machines) > m:
+        return None
+    if left.any():
+        if len(machines) == m:
+            return None
+        rest = np.repeat(lp.sizes, left)
+        out = bin_completion_search(
+            rest, m - len(machines), capacity, work_limit=work, expired=None if net is None else net.expired
+        )
+        if out.verdict != FEASIBLE or out.assignment is None:
+            return None
+        kinds = np.repeat(np.arange(lp.sizes.size), left)
+        for j in range(m - len(machines)):
+            machines.append(np.bincount(kinds[out.assignment == j], minlength=lp.sizes.size))
+    assignment = np.zeros(p.size, dtype=np.int64)  # zero-size jobs stay on machine 0
+    pools = [np.flatnonzero(p == v).tolist() for v in lp.sizes.tolist()]
+    for j, tally in enumerate(machines):
+        for k in np.flatnonzero(tally).tolist():
+            for _ in range(int(tally[k])):
+                assignment[pools[k].pop()] = j
+    return assignment
 
 
 def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
@@ -192,8 +388,9 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
     every job; its LP relaxation is the Gilmore-Gomory bound. The capacity tried is one
     below the incumbent: a packing is a better incumbent (and the next try goes lower), a
     refutation proves the incumbent optimal (feasibility is monotone in C, so one proof
-    covers every smaller capacity). Returns False, untouched, when a graph is too large to
-    build or SCIP is not installed.
+    covers every smaller capacity). Each decision may spend ``ARCFLOW_NODES`` nodes of
+    SCIP's branch and bound (times the effort), and at most ``ARCFLOW_DECISIONS`` are made.
+    Returns False, untouched, when a graph is too large to build or SCIP is not installed.
     """
     import importlib.util
 
@@ -201,12 +398,16 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
         return False
     from pyscipopt import Model, quicksum
 
+    from llmsched.mip.pcmax import ARCFLOW_DECISIONS, ARCFLOW_NODES
+
     p, m = pipe.p, pipe.m
     sizes, counts = _positive_sizes(sorted_p)
     if sizes.size == 0:
         return True
-    while not pipe.tracer.closed() and not pipe.tracer.expired():
-        capacity = int(pipe.tracer.upper_bound) - 1
+    for _ in range(pipe.budget(ARCFLOW_DECISIONS)):
+        if pipe.tracer.closed() or pipe.expired():
+            return True
+        capacity = pipe.upper - 1
         graph = arcflow_graph(sizes, counts, capacity)
         if graph is None:
             return False
@@ -240,7 +441,10 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
             )
         model.setObjective(bins, "minimize")
         model.setParam("limits/solutions", 1)  # any packing into m bins decides the question
-        model.setParam("limits/time", max(0.01, pipe.tracer.remaining()))
+        model.setParam("limits/nodes", pipe.budget(ARCFLOW_NODES))
+        remaining = pipe.tracer.remaining()
+        if math.isfinite(remaining):  # SCIP refuses an infinite limit; its default is none
+            model.setParam("limits/time", max(0.01, remaining))
         model.optimize()
         status = model.getStatus()
         if status == "infeasible":
@@ -256,8 +460,9 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
                 _decompose(p, sizes, (tails, heads, kinds), capacity, values, used), "exact (arc-flow)"
             )
             continue
-        pipe.hit_limit = True
-        return True
+        if status == "timelimit":
+            pipe.expired()  # records that the safety net stopped it
+        return True  # the node budget (or the clock) ran out undecided
     return True
 
 
@@ -289,29 +494,28 @@ def _decompose(
     return assignment
 
 
-def search_capacities(pipe: _Pipeline, share: float, source: str, *, bound_first: bool = False) -> bool:
-    """Bisect the gap with bin-completion search, for a share of the time left.
+def search_capacities(pipe: _Pipeline, work: int, source: str, *, bound_first: bool = False) -> bool:
+    """Bisect the gap with bin-completion search, within ``work`` units of search in all.
 
     Each decision at a capacity C between the bound and the incumbent either packs the
     jobs into loads <= C (a better incumbent) or proves none exists (the bound becomes
     C + 1); feasibility is monotone in C, so bisection closes the gap in a logarithmic
     number of decisions. ``bound_first`` decides the bound itself first (the optimum of
-    random instances is usually the bound). Stops at the first decision the time share
-    cuts short. Returns True when the gap is closed.
+    random instances is usually the bound). Stops at the first decision the work budget
+    (or the safety net) cuts short. Returns True when the gap is closed.
     """
-    import time
+    from llmsched.mip.pcmax_search import FEASIBLE, INFEASIBLE, bin_completion_search
 
-    from llmsched.mip.pcmax_search import bin_completion_search
-
-    stop = time.perf_counter() + share * pipe.tracer.remaining()
-    while not pipe.tracer.closed() and time.perf_counter() < stop:
-        low, high = int(pipe.tracer.lower_bound), int(pipe.tracer.upper_bound) - 1
+    left = work
+    while not pipe.tracer.closed() and left > 0 and not pipe.expired():
+        low, high = pipe.lower, pipe.upper - 1
         capacity = low if bound_first else low + (high - low) // 2
         bound_first = False
-        out = bin_completion_search(pipe.p, pipe.m, capacity, stop)
-        if out.verdict == "feasible":
+        out = bin_completion_search(pipe.p, pipe.m, capacity, work_limit=left, expired=pipe.expired)
+        left -= max(1, out.work)
+        if out.verdict == FEASIBLE:
             pipe.offer(out.assignment, source)
-        elif out.verdict == "infeasible":
+        elif out.verdict == INFEASIBLE:
             pipe.bound(capacity + 1, source)
         else:
             break
@@ -319,12 +523,15 @@ def search_capacities(pipe: _Pipeline, share: float, source: str, *, bound_first
 
 
 def solve_aggregated(pipe: _Pipeline, sorted_p: np.ndarray) -> None:
-    """Close the gap of an identical-machines instance, or raise its bound as far as time allows."""
+    """Close the gap of an identical-machines instance, or raise its bound as far as the budgets allow."""
+    from llmsched.mip.pcmax import EXACT_SEARCH_WORK
+
     # Few jobs per machine and wide sizes suit the search; many small jobs suit arc-flow.
-    fits = arcflow_fits(sorted_p, int(pipe.tracer.upper_bound) - 1)
-    if search_capacities(pipe, 0.2 if fits else 0.5, "exact (bin-completion search)"):
+    fits = pipe.arcflow_fits(sorted_p, pipe.upper - 1)
+    work = pipe.budget(EXACT_SEARCH_WORK / (4 if fits else 1))
+    if search_capacities(pipe, work, "exact (bin-completion search)"):
         return
-    if solve_arcflow(pipe, sorted_p):
+    if pipe.expired() or solve_arcflow(pipe, sorted_p):
         return
     p, m = pipe.p, pipe.m
     sizes, counts = np.unique(sorted_p, return_counts=True)
@@ -334,8 +541,8 @@ def solve_aggregated(pipe: _Pipeline, sorted_p: np.ndarray) -> None:
         return
     cp_model, solver = _solver(pipe)
     model = cp_model.CpModel()
-    upper = int(pipe.tracer.upper_bound)
-    lower = math.ceil(pipe.tracer.lower_bound)
+    upper = pipe.upper
+    lower = pipe.lower
     y = {
         (k, j): model.new_int_var(0, int(counts[k]), f"y[{sizes[k]},{j}]")
         for k in range(sizes.size)
@@ -366,7 +573,6 @@ def solve_aggregated(pipe: _Pipeline, sorted_p: np.ndarray) -> None:
             model.add_hint(y[k, j], int(tally[k]))
 
     status = solver.solve(model)
-    pipe.hit_limit |= status in (cp_model.FEASIBLE, cp_model.UNKNOWN)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         # Turn counts back into an assignment of the original jobs.
         assignment = np.empty(p.size, dtype=np.int64)
@@ -379,6 +585,7 @@ def solve_aggregated(pipe: _Pipeline, sorted_p: np.ndarray) -> None:
     if status == cp_model.OPTIMAL:
         pipe.bound(float(solver.objective_value), "exact (cp-sat)")
     elif status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+        pipe.expired()  # records whether the safety net, not the deterministic budget, stopped it
         pipe.bound(float(math.ceil(solver.best_objective_bound - 1e-9)), "exact (cp-sat)")
 
 
@@ -408,12 +615,13 @@ def solve_uniform(pipe: _Pipeline) -> None:
         for j in range(m):
             model.add_hint(x[i, j], int(pipe.assignment[i] == j))
     status = solver.solve(model)
-    pipe.hit_limit |= status in (cp_model.FEASIBLE, cp_model.UNKNOWN)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         assignment = np.array(
             [next(j for j in range(m) if solver.value(x[i, j])) for i in range(p.size)], dtype=np.int64
         )
         pipe.offer(assignment, "exact (cp-sat)")
+    if status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+        pipe.expired()  # records whether the safety net, not the deterministic budget, stopped it
     bound = solver.objective_value if status == cp_model.OPTIMAL else solver.best_objective_bound
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.UNKNOWN):
         pipe.bound(float(math.ceil(bound - 1e-9)) / scale, "exact (cp-sat)")

@@ -18,12 +18,18 @@ Completions are pruned by two dominance rules that keep at least one optimal com
 Jobs of equal size are interchangeable, so the search works on distinct sizes and counts;
 a table of failed (remaining jobs, machines left) states stops it from refuting the same
 state twice.
+
+Effort is counted in deterministic *work*, never in seconds. Its unit is about a
+microsecond on one core of a 2-core machine: a node counts 10, a recursive step spent
+listing completions 8, a threshold of the L2 bound 2, and 2,000 64-bit words of bit-set
+arithmetic 1 (weights fitted to measured times). The optional ``expired`` callable is the
+caller's wall-clock safety net.
 """
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,14 +39,30 @@ __all__ = ["SearchOutcome", "bin_completion_search", "repack_search"]
 
 FEASIBLE, INFEASIBLE, LIMIT = "feasible", "infeasible", "limit"
 
+# Work of a node, of a step listing completions, of an L2 threshold; words of bit-set
+# arithmetic that count as one unit.
+NODE_WORK, STEP_WORK, L2_WORK = 10, 8, 2
+WORDS_PER_UNIT = 2_000
+# Every node keeps one bit set per distinct size over the room of its machine; above this
+# many bits per node (distinct sizes x capacity) the search is not started.
+MAX_BITS_PER_NODE = 400_000_000
+
 
 @dataclass(frozen=True)
 class SearchOutcome:
-    """``verdict`` is ``feasible`` (with ``assignment``), ``infeasible`` (proven) or ``limit``."""
+    """``verdict`` is ``feasible`` (with ``assignment``), ``infeasible`` (proven) or ``limit``;
+    ``nodes`` and ``work`` say what the search spent (see the module docstring)."""
 
     verdict: str
     assignment: np.ndarray | None
     nodes: int
+    work: int = 0
+
+    def __post_init__(self) -> None:
+        if self.assignment is not None:
+            frozen = np.array(self.assignment, dtype=np.int64)
+            frozen.setflags(write=False)
+            object.__setattr__(self, "assignment", frozen)
 
 
 class _Stop(Exception):
@@ -54,14 +76,17 @@ class _Search:
         counts: list[int],
         m: int,
         capacity: int,
-        deadline: float,
         node_limit: int | None,
+        work_limit: int | None,
         rng: np.random.Generator | None,
+        expired: Callable[[], bool] | None,
     ):
         self.sizes, self.counts, self.m, self.capacity = sizes, counts, m, capacity
-        self.deadline, self.node_limit, self.rng = deadline, node_limit, rng
+        self.node_limit, self.work_limit, self.rng, self.expired = node_limit, work_limit, rng, expired
         self.nodes = 0
         self.steps = 0  # recursive steps spent listing completions
+        self.words = 0  # 64-bit words of the bit sets shifted while listing completions
+        self.l2_terms = 0  # thresholds tried by the L2 bound
         self.bins: list[tuple[int, list[tuple[int, int]]]] = []  # (largest job's kind, [(kind, count)])
         self.failed: set[tuple[tuple[int, ...], int]] = set()
 
@@ -81,15 +106,18 @@ class _Search:
         """
         sizes, counts = self.sizes, self.counts
         live = [k for k in range(first, len(sizes)) if counts[k]]
+        words = room // 64 + 1
         mask = (1 << (room + 1)) - 1
         reach = [1] * (len(live) + 1)  # reach[i]: sums (<= room) of sets of kinds live[i:]
         for i in range(len(live) - 1, -1, -1):
             size, bits = sizes[live[i]], reach[i + 1]
             acc = bits
-            for _ in range(min(counts[live[i]], room // size) if size else 0):
+            copies = min(counts[live[i]], room // size) if size else 0
+            for _ in range(copies):
                 bits = (bits << size) & mask
                 acc |= bits
             reach[i] = acc
+            self.words += (copies + 1) * words
         smallest = sizes[live[-1]] if live else 0
 
         def window(low: int, top: int) -> list[tuple[int, list[tuple[int, int]]]]:
@@ -99,6 +127,7 @@ class _Search:
             def can_end(i: int, total: int, need: int) -> bool:
                 # some set of kinds live[i:] brings total into [need, top]
                 lo = max(0, need - total)
+                self.words += words
                 return lo <= top - total and (reach[i] >> lo) & ((1 << (top - total - lo + 1)) - 1) != 0
 
             def rec(start: int, total: int, need: int, skipped: int) -> None:
@@ -144,19 +173,33 @@ class _Search:
         return unused is None or unused > slack
 
     # ------------------------------------------------------------------------ search
+    @property
+    def work(self) -> int:
+        return (
+            NODE_WORK * self.nodes
+            + STEP_WORK * self.steps
+            + L2_WORK * self.l2_terms
+            + self.words // WORDS_PER_UNIT
+        )
+
     def tick(self) -> None:
         self.nodes += 1
         if self.node_limit is not None and self.nodes > self.node_limit:
+            raise _Stop
+        if self.work_limit is not None and self.work > self.work_limit:
             raise _Stop
         if self.nodes % 64 == 0:
             self.check_limits()
 
     def check_limits(self) -> None:
         # Listing completions can take long on its own (many jobs, much room): its steps
-        # count against the deadline and, sixteen to a node, against the node limit.
-        if time.perf_counter() > self.deadline:
+        # count, sixteen to a node, against the node limit, and against the work limit
+        # (and meet the safety net).
+        if self.expired is not None and self.expired():
             raise _Stop
         if self.node_limit is not None and self.steps > 16 * self.node_limit:
+            raise _Stop
+        if self.work_limit is not None and self.work > self.work_limit:
             raise _Stop
 
     def bound_ok(self, bins_left: int) -> bool:
@@ -177,6 +220,7 @@ class _Search:
             sum_at.append(sum_at[-1] + size * c)
         n = n_at[-1]
         half_hi = bisect_right(keys, cap // 2)  # kinds <= cap / 2
+        self.l2_terms += half_hi + 1
         for a in [0, *keys[:half_hi]]:
             over = bisect_right(keys, cap - a)  # kinds <= cap - a
             big = n - n_at[over]
@@ -238,10 +282,11 @@ def bin_completion_search(
     times: np.ndarray,
     m: int,
     capacity: int,
-    deadline: float,
     *,
     node_limit: int | None = None,
+    work_limit: int | None = None,
     rng: np.random.Generator | None = None,
+    expired: Callable[[], bool] | None = None,
 ) -> SearchOutcome:
     """Decide whether ``times`` fit on ``m`` machines of load at most ``capacity``.
 
@@ -251,18 +296,23 @@ def bin_completion_search(
         Non-negative integer job sizes.
     m, capacity
         Machines and their capacity.
-    deadline
-        ``time.perf_counter()`` value at which the search gives up (verdict ``limit``).
     node_limit
-        Give up after this many nodes (for restarts); ``None`` for no limit.
+        Give up after this many nodes (verdict ``limit``); ``None`` for no limit.
+    work_limit
+        Give up after this much work (see the module docstring); ``None`` for no limit.
     rng
         Break ties between equally full completions at random (for restarts).
+    expired
+        The caller's wall-clock safety net, called every 64 nodes: True gives up
+        (verdict ``limit``).
 
     Returns
     -------
     SearchOutcome
         ``feasible`` with an assignment of every job, ``infeasible`` when the exhausted
-        search proves no packing exists, ``limit`` when a limit stopped it first.
+        search proves no packing exists, ``limit`` when a limit stopped it first (or the
+        instance is too large to search: distinct sizes x capacity above
+        ``MAX_BITS_PER_NODE``).
     """
     p = np.asarray(times, dtype=np.int64)
     total = int(p.sum())
@@ -271,9 +321,11 @@ def bin_completion_search(
     positive = p[p > 0]
     sizes_arr, counts_arr = np.unique(positive, return_counts=True)
     sizes, counts = sizes_arr[::-1].tolist(), counts_arr[::-1].tolist()
-    search = _Search(sizes, counts, m, capacity, deadline, node_limit, rng)
+    if len(sizes) * (capacity + 1) > MAX_BITS_PER_NODE:
+        return SearchOutcome(LIMIT, None, 0)
+    search = _Search(sizes, counts, m, capacity, node_limit, work_limit, rng, expired)
     if not search.bound_ok(m):
-        return SearchOutcome(INFEASIBLE, None, 0)
+        return SearchOutcome(INFEASIBLE, None, 0, search.work)
     import sys
 
     limit = sys.getrecursionlimit()
@@ -281,11 +333,11 @@ def bin_completion_search(
     try:
         ok = search.dfs(m, m * capacity - total)
     except _Stop:
-        return SearchOutcome(LIMIT, None, search.nodes)
+        return SearchOutcome(LIMIT, None, search.nodes, search.work)
     finally:
         sys.setrecursionlimit(limit)
     if not ok:
-        return SearchOutcome(INFEASIBLE, None, search.nodes)
+        return SearchOutcome(INFEASIBLE, None, search.nodes, search.work)
     # Place the jobs: every bin's kinds and counts, zero-size jobs on machine 0.
     assignment = np.zeros(p.size, dtype=np.int64)
     pools = {size: np.flatnonzero(p == size).tolist() for size in sizes}
@@ -295,7 +347,7 @@ def bin_completion_search(
         for k, c in used:
             for _ in range(c):
                 assignment[pools[sizes[k]].pop()] = j
-    return SearchOutcome(FEASIBLE, assignment, search.nodes)
+    return SearchOutcome(FEASIBLE, assignment, search.nodes, search.work)
 
 
 def repack_search(
@@ -303,11 +355,12 @@ def repack_search(
     m: int,
     assignment: np.ndarray,
     target: int,
-    deadline: float,
     rng: np.random.Generator,
     *,
+    work: int,
     group: int = 6,
     node_limit: int = 500,
+    expired: Callable[[], bool] | None = None,
 ) -> np.ndarray | None:
     """Large-neighbourhood search towards makespan ``target``: repack small groups of machines.
 
@@ -316,8 +369,11 @@ def repack_search(
     to spread them over the same machines with every load below the busiest one's, or, on
     a share of the moves, no higher (a plateau move that reshuffles the group and lets the
     search walk across equal makespans). A group more than 5% from balanced is first asked for
-    its own bound (its mean load or largest job). Returns an assignment with makespan at most
-    ``target`` when one is found before ``deadline``, else None.
+    its own bound (its mean load or largest job). Moves go on until their searches have
+    spent ``work`` (each move also counts 50 units plus one per 20 jobs for its own
+    bookkeeping) or ``expired()``. Returns an assignment with makespan at most ``target``
+    as soon as one is found, else the best assignment it walked through when that is better
+    than the one given, else None.
     """
     p = np.asarray(times, dtype=np.int64)
     a = np.asarray(assignment, dtype=np.int64).copy()
@@ -326,12 +382,17 @@ def repack_search(
     if group < 2:
         return a if loads.max() <= target else None
     machines = np.arange(m)
-    while True:
+    best, best_makespan = None, int(loads.max())
+    spent, per_move = 0, 50 + p.size // 20
+    while spent < work:
+        spent += per_move
         top = int(np.argmax(loads))
         if loads[top] <= target:
             return a
-        if time.perf_counter() > deadline:
-            return None
+        if loads[top] < best_makespan:
+            best, best_makespan = a.copy(), int(loads[top])
+        if expired is not None and expired():
+            break
         rest = machines[machines != top]
         weight = (loads[top] - loads[rest]).astype(np.float64) + 1.0
         others = rng.choice(rest, group - 1, replace=False, p=weight / weight.sum())
@@ -343,9 +404,16 @@ def repack_search(
         balanced = max(target, -(-int(items.sum()) // group), int(items.max()))
         out = SearchOutcome(LIMIT, None, 0)
         if 20 * (goal - balanced) > balanced:  # more than 5% above
-            out = bin_completion_search(items, group, balanced, deadline, node_limit=node_limit, rng=rng)
+            out = bin_completion_search(
+                items, group, balanced, node_limit=node_limit, rng=rng, expired=expired
+            )
+            spent += out.work
         if out.verdict != FEASIBLE:
-            out = bin_completion_search(items, group, goal, deadline, node_limit=node_limit, rng=rng)
+            out = bin_completion_search(items, group, goal, node_limit=node_limit, rng=rng, expired=expired)
+            spent += out.work
         if out.verdict == FEASIBLE and out.assignment is not None:
             a[members] = pool[out.assignment]
             loads[pool] = np.bincount(out.assignment, weights=p[members], minlength=group).astype(np.int64)
+    if int(loads.max()) < best_makespan:
+        best = a.copy()
+    return best
