@@ -67,6 +67,30 @@ def test_cost_models_with_impossible_times_are_refused(seconds: float, shown: st
         check_instance(Workload([5], [1], arrival=[3.0]), _Constant(seconds), 1)
 
 
+@pytest.mark.parametrize(
+    ("capacity", "error"),
+    [
+        (math.inf, TypeError),
+        (math.nan, TypeError),
+        (100.5, TypeError),
+        ("100", TypeError),
+        (None, TypeError),
+        (True, TypeError),
+        (0, ValueError),
+        (-1, ValueError),
+    ],
+)
+def test_a_prefill_capacity_that_is_not_a_positive_integer_is_refused(capacity, error) -> None:
+    """The capacity is named with the cost model (inf raised OverflowError, "100" numpy's
+    ufunc error, 100.5 was cut to 100, 0 blamed the prompts)."""
+    cost = _Constant(0.1)
+    cost.prefill_capacity = capacity
+    with pytest.raises(
+        error, match=r"cost model _Constant has prefill_capacity = .*; it must be an integer >= 1"
+    ):
+        check_instance(Workload([5], [1]), cost, 1)
+
+
 def test_stages_of_no_time_need_no_precision() -> None:
     """A cost model whose stages take no time is valid, even with late arrivals."""
     check_instance(Workload([5], [1], arrival=[1.7e9]), _Constant(0.0), 1)

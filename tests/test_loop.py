@@ -136,6 +136,33 @@ def test_the_view_shows_the_engine_state(instance) -> None:
     assert validate(schedule) == []
 
 
+class _Recorder:
+    """An iteration policy that records the view's fields at every decision and decodes 2."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def start(self, workload, cost, clients) -> None:
+        pass
+
+    def decide(self, engine) -> int:
+        fields = ("now", "active", "free", "ready", "iterations_to_finish", "stage_iterations", "unstarted")
+        self.seen.append(tuple(getattr(engine, name) for name in fields))
+        return 2
+
+
+def test_the_view_shows_nothing_of_requests_yet_to_arrive() -> None:
+    """Until a request arrives the view is the same with it or without it (its count of
+    unstarted requests used to include those yet to arrive)."""
+    arrivals = [0.0, 0.0, 0.0, 0.0, 0.0, 30.0, 30.0]
+    stream = Workload([5] * 7, [40, 2, 40, 3, 40, 5, 5], arrival=arrivals)
+    recorders = _Recorder(), _Recorder()
+    for workload, recorder in zip((stream, stream.subset(np.arange(5))), recorders, strict=True):
+        _run(workload, 3, iterations=recorder)
+    before = [[seen for seen in recorder.seen if seen[0] < 30.0] for recorder in recorders]
+    assert before[0] and before[0] == before[1]
+
+
 def test_idle_clients_cost_nothing() -> None:
     """A trillion clients for three requests run as fast as three (nothing is sized by J)."""
     s = _run(Workload([5, 6, 7], [3, 2, 1]), 10**12)
@@ -274,6 +301,13 @@ def test_non_policies_are_refused() -> None:
         simulate_policies(TWO, SMALL_COST, 2, object(), PrefillFirst())  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="iteration_policy must be an object"):
         simulate_policies(TWO, SMALL_COST, 2, FCFS(), "prefill-first")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("executor", [None, 3, CostClock, object()])
+def test_non_executors_are_refused(executor) -> None:
+    """run_loop refuses an executor that lacks the protocol (a class is a factory, not one)."""
+    with pytest.raises(TypeError, match=r"executor must be an object with start, now, wait_until"):
+        run_loop(TWO, SMALL_COST, 2, FCFS(), PrefillFirst(), executor)
 
 
 # ------------------------------------------------------------------ checks on the cost model

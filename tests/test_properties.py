@@ -79,6 +79,59 @@ def test_arbitrary_iteration_decisions_produce_valid_schedules(instance, seed, r
     _check(schedule, workload, cost, clients)
 
 
+# Policies that read requests before they arrive, against the contract of
+# llmsched.policies on an arrival stream: the balanced queues of offline, sorted-preemptive
+# and hybrid are planned at the start over every request's prompt and prediction (round-robin
+# queues are sorted by them); lagrangian's mean prompt and threshold's k are taken over every
+# request at the start. On an offline batch (all at time 0) nothing is read early.
+READS_AHEAD = ("offline", "sorted-preemptive", "hybrid", "lagrangian", "threshold")
+
+
+def _online(name: str) -> bool:
+    return not name.startswith(READS_AHEAD)
+
+
+@pytest.mark.parametrize(
+    ("request_policy", "iteration_policy"),
+    [(r, i) for r in request_policy_names() for i in iteration_policy_names() if _online(r) and _online(i)],
+)
+@settings(max_examples=15)
+@given(instance=predicted_instances(), data=st.data())
+def test_online_policies_decide_nothing_on_requests_yet_to_arrive(
+    instance, data, request_policy, iteration_policy
+) -> None:
+    """Changing the requests that arrive after a time T (prompts, outputs, predictions)
+    changes nothing the policies decided before T."""
+    workload, cost, clients = instance
+    cut = data.draw(st.floats(0.0, 5.0), label="T")
+    later = workload.arrival > cut + 1e-6
+    n_later = int(later.sum())
+    draw = data.draw
+    prompt, output, predicted = (
+        np.array(workload.prompt_tokens),
+        np.array(workload.output_tokens),
+        np.array(workload.predicted_output),
+    )
+    prompt[later] = draw(st.lists(st.integers(1, cost.prefill_capacity), min_size=n_later, max_size=n_later))
+    output[later] = draw(st.lists(st.integers(1, 60), min_size=n_later, max_size=n_later))
+    predicted[later] = draw(st.lists(st.integers(1, 80), min_size=n_later, max_size=n_later))
+    other = workload.replace(prompt_tokens=prompt, output_tokens=output, predicted_output=predicted)
+
+    def before_cut(schedule):
+        stages = np.flatnonzero(schedule.stage_start < cut)
+        placed = np.flatnonzero(np.isin(schedule.request_prefill_stage, stages))
+        return (
+            schedule.stage_kind[stages].tolist(),
+            schedule.stage_start[stages].tolist(),
+            placed.tolist(),
+            schedule.request_client[placed].tolist(),
+            schedule.request_prefill_stage[placed].tolist(),
+        )
+
+    first, second = (simulate(w, cost, clients, request_policy, iteration_policy) for w in (workload, other))
+    assert before_cut(first) == before_cut(second)
+
+
 @given(instances())
 def test_metrics_agree_with_the_segment_table(instance) -> None:
     """Utilization computed from to_frame() segments equals Schedule.utilization."""

@@ -91,6 +91,24 @@ def test_gantt_returns_a_figure_and_writes_png(schedule, tmp_path) -> None:
         occupancy_grid(schedule, bins=0)
 
 
+@pytest.mark.parametrize(("bins", "error"), [(1.5, TypeError), ("200", TypeError), (True, TypeError)])
+def test_occupancy_grid_bins_must_be_an_integer(schedule, bins, error) -> None:
+    """bins is a whole number (1.5 gave numpy's message, "200" a failed comparison)."""
+    with pytest.raises(error, match="bins must be an integer"):
+        occupancy_grid(schedule, bins=bins)
+
+
+def test_a_chart_too_large_says_what_would_fit() -> None:
+    """Too many clients for any number of bins is said so; otherwise the bins that fit are named
+    (it used to ask for fewer bins even where one bin was too many)."""
+    many = simulate(Workload([5, 6], [3, 2]), COST, 10**9)
+    with pytest.raises(ValueError, match="1,000,000,000 clients, one row each"):
+        occupancy_grid(many, bins=1)
+    wide = simulate(Workload([5, 6], [3, 2]), COST, 10**6)
+    with pytest.raises(ValueError, match="pass at most 50 bins"):
+        occupancy_grid(wide, bins=51)
+
+
 # ------------------------------------------------------------------ decode runs
 def test_schedule_stores_runs_not_iterations(schedule) -> None:
     """The small schedule keeps three runs; the per-iteration view is derived from them."""
@@ -102,6 +120,16 @@ def test_schedule_stores_runs_not_iterations(schedule) -> None:
     assert schedule.iteration_start.tolist() == [4.0, 9.0, 10.0, 10.75]
     assert schedule.iteration_end_at([3, 0, 4, -1]).tolist()[:2] == [11.5, 5.0]
     assert np.isnan(schedule.iteration_end_at([4, -1])).all()
+
+
+def test_every_array_a_schedule_hands_out_is_read_only(schedule) -> None:
+    """Fields and cached metrics alike refuse writes: a write to ``ttft`` used to change the
+    cached array that ``summary`` and ``request_frame`` read."""
+    names = [name for name in dir(schedule) if not name.startswith("__")]
+    arrays = {name: getattr(schedule, name) for name in names}
+    arrays = {name: value for name, value in arrays.items() if isinstance(value, np.ndarray)}
+    assert {"prefill_end", "ttft", "latency", "finish", "run_start", "iteration_end"} <= set(arrays)
+    assert [name for name, value in arrays.items() if value.flags.writeable] == []
 
 
 def test_arrays_are_read_only_and_replace_rebuilds(schedule) -> None:

@@ -119,6 +119,13 @@ def probability(name: str, value: Any) -> float:
     return real(name, value, low=0.0, high=1.0)
 
 
+def time_limit(name: str, value: Any) -> float:
+    """A wall-clock limit as a float: a real number of seconds >= 0 (``inf`` for none)."""
+    if not _is_real(value) or not float(value) >= 0:
+        raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r} (inf for no limit)")
+    return float(value)
+
+
 def seed(name: str, value: Any) -> int:
     """A seed kept for later draws: an integer >= 0."""
     if not _is_int(value):

@@ -7,6 +7,7 @@ here, before any work: the core never asks the simulator whether an instance is 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,8 @@ def check_instance(workload: Workload, cost: CostModel, clients: int) -> None:
     """Raise ValueError (or TypeError) unless (workload, cost, clients) is a valid instance.
 
     Checks the types, that there is a request, that ``clients`` is a positive integer, that
-    every prompt fits in one prefill stage, that the cost model's times for one token and
+    the cost model's ``prefill_capacity`` is an integer >= 1 and every prompt fits in one
+    prefill stage, that the cost model's times for one token and
     one client are finite and >= 0, and that the arrival times leave float64 enough
     precision to time a stage.
     """
@@ -68,6 +70,13 @@ def check_instance(workload: Workload, cost: CostModel, clients: int) -> None:
         )
     positive_int("clients", clients)
     capacity = cost.prefill_capacity
+    integral = isinstance(capacity, numbers.Integral) and not isinstance(capacity, (bool, np.bool_))
+    if not integral or capacity < 1:
+        # The loop and the validator count tokens against it as an int.
+        raise (ValueError if integral else TypeError)(
+            f"cost model {type(cost).__name__} has prefill_capacity = {capacity!r}; it must be an "
+            "integer >= 1 (the most prompt tokens one prefill stage holds)"
+        )
     longest = int(workload.prompt_tokens.argmax())
     if workload.prompt_tokens[longest] > capacity:
         raise ValueError(

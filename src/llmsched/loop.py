@@ -43,6 +43,7 @@ __all__ = [
     "DecodeRun",
     "Executor",
     "LoopView",
+    "PlannedIterations",
     "admits",
     "iteration_times",
     "replay_policies",
@@ -240,7 +241,7 @@ class LoopView:
         self.iterations_to_finish = 0
         self.stage_iterations = 0
         self.just_prefilled = False
-        self.unstarted = len(workload)
+        self.unstarted = 0
 
     def decoding_requests(self) -> list[int]:
         """The requests decoding now, in no particular order (O(active))."""
@@ -429,7 +430,7 @@ def run_loop(
     Raises
     ------
     ValueError, TypeError
-        On an invalid instance, an object that is not a policy, a policy answer that breaks
+        On an invalid instance, an object that is not a policy or an executor, a policy answer that breaks
         its contract, or a cost-model time that is not finite and >= 0; the message names
         the policy's or the cost model's class and what was wrong.
     """
@@ -443,6 +444,13 @@ def run_loop(
         raise TypeError(
             "iteration_policy must be an object with start and decide methods, "
             f"got {type(iteration_policy).__name__}"
+        )
+    if not _has_methods(executor, ("start", "now", "wait_until", "prefill", "decode", "info")) or not hasattr(
+        executor, "measured"
+    ):
+        raise TypeError(
+            "executor must be an object with start, now, wait_until, prefill, decode and info methods "
+            f"and a measured attribute (a CostClock or a device executor), got {type(executor).__name__}"
         )
     clients = int(clients)
     requests, iterations = request_policy, iteration_policy
@@ -506,7 +514,7 @@ def run_loop(
             view.iterations_to_finish = heap[0][0] - g
             view.stage_iterations = 0 if just_prefilled else stage_iterations[-1]
             view.just_prefilled = just_prefilled
-            view.unstarted = n - started
+            view.unstarted = next_arrival - started  # arrived: the future is not shown
             view._iteration = g
             decision = decide(view)
             if type(decision) is not int or decision < 0:
@@ -674,10 +682,20 @@ class _ReplayRequests:
         return list(group)
 
 
-class _ReplayIterations:
-    """Decodes each decode stage of a schedule for its number of iterations."""
+class _TakesStages(Protocol):
+    taken: int
 
-    def __init__(self, requests: _ReplayRequests, iterations: list[int], name: str):
+
+class PlannedIterations:
+    """An iteration policy that decodes each planned decode stage for its planned iterations.
+
+    For replays: ``requests`` is the replay's request policy, whose ``taken`` counts the
+    prefill stages taken so far; ``iterations[k]`` is the length of the decode stage after
+    the ``k``-th of them. Once a stage has run its length the policy answers PREFILL_NOW
+    (the loop decodes on, until the next event, while the next stage cannot start).
+    """
+
+    def __init__(self, requests: _TakesStages, iterations: Sequence[int], name: str = "planned"):
         self.name = name
         self._requests = requests
         self._iterations = iterations
@@ -714,4 +732,4 @@ def replay_policies(schedule: Schedule) -> tuple[RequestPolicy, IterationPolicy]
         for s in prefills.tolist()
     ]
     requests = _ReplayRequests(groups, str(schedule.info.get("request_policy", "replay")))
-    return requests, _ReplayIterations(requests, after, str(schedule.info.get("iteration_policy", "replay")))
+    return requests, PlannedIterations(requests, after, str(schedule.info.get("iteration_policy", "replay")))

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llmsched._checks import positive_int
 from llmsched.schedule import DECODE, PREFILL, Schedule
 
 if TYPE_CHECKING:
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = ["gantt", "occupancy_grid"]
 
 IDLE, PREFILLING, DECODING = 0, 1, 2
+MAX_CELLS = 50_000_000  # clients x bins of the occupancy grid (int8 cells, and int32 sums of them)
 COLORS = ("#ffffff", "#f28e2b", "#4e79a7")  # idle, prefill, decode
 
 
@@ -28,10 +30,17 @@ def occupancy_grid(schedule: Schedule, bins: int = 2000) -> tuple[np.ndarray, np
     times
         The sampled instants (bin centres, seconds).
     """
-    if bins < 1:
-        raise ValueError(f"bins must be >= 1, got {bins}")
-    if schedule.clients * bins > 50_000_000:
-        raise ValueError(f"{schedule.clients} clients x {bins} bins is too large a picture; pass fewer bins")
+    bins = positive_int("bins", bins)
+    if schedule.clients > MAX_CELLS:
+        raise ValueError(
+            f"a chart of {schedule.clients:,} clients, one row each, is too large a picture "
+            f"(at most {MAX_CELLS:,} rows)"
+        )
+    if schedule.clients * bins > MAX_CELLS:
+        raise ValueError(
+            f"{schedule.clients:,} clients x {bins:,} bins is too large a picture (at most "
+            f"{MAX_CELLS:,} cells); pass at most {MAX_CELLS // schedule.clients:,} bins"
+        )
     span = schedule.makespan
     times = (np.arange(bins) + 0.5) * (span / bins) if span > 0 else np.zeros(bins)
     stage = np.searchsorted(schedule.stage_start, times, side="right") - 1

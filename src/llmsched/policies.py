@@ -87,7 +87,7 @@ class EngineView(Protocol):
     just_prefilled
         True right after a prefill stage: the next iteration decodes whatever the answer.
     unstarted
-        Requests not prefilled yet (arrived or not).
+        Requests arrived and not prefilled yet (whether more will arrive is not shown).
     workload, cost
         The instance being run.
     """

@@ -236,7 +236,7 @@ class Schedule:
     def _decode_time_before_run(self) -> np.ndarray:
         """Decode seconds spent before each run starts (prefill pauses left out)."""
         spent = self.run_iteration_time * self.run_iterations
-        return np.cumsum(spent) - spent
+        return _read_only(np.cumsum(spent) - spent)
 
     def _locate(self, iterations: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For global iterations ``g``: the run holding each, ``g``'s offset in it, and whether
@@ -341,7 +341,7 @@ class Schedule:
     @cached_property
     def prefill_end(self) -> np.ndarray:
         """When each request's prefill stage ended."""
-        return self.stage_end[self.request_prefill_stage]
+        return _read_only(self.stage_end[self.request_prefill_stage])
 
     @cached_property
     def finish(self) -> np.ndarray:
@@ -351,12 +351,12 @@ class Schedule:
     @cached_property
     def ttft(self) -> np.ndarray:
         """Time to first token of each request: end of its prefill minus its arrival."""
-        return self.prefill_end - self.workload.arrival
+        return _read_only(self.prefill_end - self.workload.arrival)
 
     @cached_property
     def latency(self) -> np.ndarray:
         """End-to-end latency of each request: its finish minus its arrival."""
-        return self.finish - self.workload.arrival
+        return _read_only(self.finish - self.workload.arrival)
 
     # ---------------------------------------------------------------- metrics
     @cached_property

@@ -149,6 +149,8 @@ def test_bad_search_arguments_raise() -> None:
         optimize(sim, 5.0, method="random")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="schedules"):
         optimize(sim, 5.0, schedules=["FIFO"])
+    with pytest.raises(TypeError, match="schedules must be a schedule name or a sequence"):
+        optimize(sim, 5.0, schedules=None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="batch_max"):
         optimize(sim, 5.0, batch_max=0)
 

@@ -45,6 +45,16 @@ def test_length_distribution_rejects_bad_input() -> None:
         LengthDistribution.from_samples([1, 2]).quantile(0)
 
 
+def test_length_distribution_owns_read_only_arrays() -> None:
+    """The distribution keeps its own read-only copies: the caller's later writes do not reach
+    it (its probs used to be the caller's array) and its own arrays refuse writes."""
+    lengths, probs = np.array([1, 2]), np.array([0.5, 0.5])
+    dist = LengthDistribution(lengths, probs)
+    probs[0], lengths[0] = 0.9, 7
+    assert dist.probs.tolist() == [0.5, 0.5] and dist.lengths.tolist() == [1, 2]
+    assert not dist.probs.flags.writeable and not dist.lengths.flags.writeable
+
+
 def test_population_decode_batch_follows_littles_law() -> None:
     """RRA's decode batch is B_E * E[ceil(S / N_D)]; the paper's mixture gives B_E / E[1/ceil]."""
     for weights in ("population", "paper"):

@@ -88,6 +88,25 @@ def test_static_queues_given_by_client() -> None:
         simulate(wl, SMALL_COST, 5, StaticQueues({5: [0, 1, 2, 3]}))
 
 
+@pytest.mark.parametrize(
+    ("queues", "message"),
+    [
+        (3, "queues must be a sequence of queues or a mapping from client to queue, got int 3"),
+        ("ab", "queues must be a sequence of queues or a mapping from client to queue, got str"),
+        ([3, 4], r"queues\[0\] must be a sequence of request indices, got int 3"),
+        ([[0], [1.5]], r"queues\[1\] holds 1.5; requests are integer indices"),
+        ([[0], ["1"]], r"queues\[1\] holds '1'; requests are integer indices"),
+        ({0: [0], 1.0: [1]}, "keyed by client index, got 1.0"),
+        ({0: [0], 1: [True]}, "the queue of client 1 holds True"),
+    ],
+)
+def test_static_queues_must_hold_integer_indices(queues, message) -> None:
+    """Queues that are not sequences of integer request indices are refused when the policy is
+    made (a request 1.5 used to become request 1 without a word)."""
+    with pytest.raises(TypeError, match=message):
+        StaticQueues(queues)
+
+
 def test_prefill_first_always_prefills() -> None:
     """Prefill-first answers PREFILL_NOW whatever it sees."""
     policy = PrefillFirst()

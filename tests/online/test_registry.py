@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from llmsched import LinearCostModel, Workload, simulate, validate
@@ -123,6 +125,15 @@ def test_parameters_reach_the_run() -> None:
             "request policy 'hybrid-oracle' fixes sizes='oracle'; ask for 'hybrid' with sizes='predicted'",
         ),
         (lambda: make_request_policy("hybrid", sizes="truth"), ValueError, "sizes must be one of"),
+        *[
+            (
+                lambda name=name, limit=limit: make_request_policy(name, time_limit=limit),
+                ValueError,
+                r"time_limit must be a number of seconds >= 0, got",
+            )
+            for name in ("offline", "sorted-preemptive", "hybrid")
+            for limit in (-1, math.nan, "10")
+        ],
         (lambda: make_request_policy(FCFS(), max_batch=2), TypeError, "go with a request policy name"),
         (lambda: make_request_policy(FCFS), TypeError, "request_policy must be a name or an object"),
         (lambda: make_iteration_policy(3), TypeError, "iteration_policy must be a name or an object"),

@@ -35,6 +35,14 @@ def test_the_request_policy_may_be_a_name_a_factory_or_an_object() -> None:
         TunedThreshold(42).start(w, cost, 20)  # type: ignore[arg-type]
 
 
+def test_tuning_never_plans_with_the_true_lengths() -> None:
+    """Without predictions there is nothing to tune on but the truth: refused (it used to
+    simulate the true output lengths, a clairvoyant run nobody asked for)."""
+    w = workloads.gsm8k_like(50, seed=2)
+    with pytest.raises(ValueError, match="no predicted_output"):
+        simulate(w, LinearCostModel.paper(), 10, "fcfs", TunedThreshold("fcfs", candidates=[1, 4]))
+
+
 def test_bad_candidates_are_refused() -> None:
     """Candidates must be positive integers."""
     with pytest.raises(ValueError, match="candidates"):

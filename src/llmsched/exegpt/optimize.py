@@ -82,6 +82,11 @@ class Space:
 
 
 def _schedule_list(schedules: Sequence[str] | str) -> list[str]:
+    if not isinstance(schedules, (str, Sequence)):
+        raise TypeError(
+            f"schedules must be a schedule name or a sequence of them among {list(SCHEDULES)}, "
+            f"got {type(schedules).__name__} {schedules!r}"
+        )
     chosen = [schedules] if isinstance(schedules, str) else list(schedules)
     unknown = [s for s in chosen if s not in SCHEDULES]
     if unknown or not chosen:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import heapq
 import math
+import numbers
 from collections import deque
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -136,14 +138,14 @@ class StaticQueues:
     name = "static"
 
     def __init__(self, queues: Sequence[Sequence[int]] | Mapping[int, Sequence[int]] | None = None):
-        self._given: Sequence[Sequence[int]] | Mapping[int, Sequence[int]] | None = queues
+        self._given: Sequence[list[int]] | Mapping[int, list[int]] | None = _check_queues(queues)
 
     def _queues(self, n: int, clients: int) -> dict[int, list[int]]:
         given = self._given
         if given is None:
             return {j: list(range(j, n, clients)) for j in range(min(clients, n))}
         if isinstance(given, Mapping):
-            queues = {int(j): [int(r) for r in q] for j, q in given.items()}
+            queues = dict(given)
             outside = [j for j in queues if not 0 <= j < clients]
             if outside:
                 raise ValueError(
@@ -152,7 +154,7 @@ class StaticQueues:
         else:
             if len(given) != clients:
                 raise ValueError(f"StaticQueues has {len(given)} queues but there are {clients} clients")
-            queues = {j: [int(r) for r in q] for j, q in enumerate(given)}
+            queues = dict(enumerate(given))
         flat = np.array([r for q in queues.values() for r in q], dtype=np.int64)
         if flat.size != n or not np.array_equal(np.sort(flat), np.arange(n)):
             raise ValueError("StaticQueues: the queues must hold every request of the workload exactly once")
@@ -205,6 +207,40 @@ class StaticQueues:
             self._busy.add(client)
             pairs.append((request, client))
         return pairs
+
+
+def _check_queues(
+    queues: Sequence[Sequence[int]] | Mapping[int, Sequence[int]] | None,
+) -> list[list[int]] | dict[int, list[int]] | None:
+    """``queues`` with every client and request an int, or TypeError naming what is not one
+    (a request 1.5 must not quietly become request 1)."""
+    if queues is None:
+        return None
+    what = "StaticQueues: queues must be a sequence of queues or a mapping from client to queue"
+    if isinstance(queues, (str, bytes)) or not isinstance(queues, (Sequence, Mapping, np.ndarray)):
+        raise TypeError(f"{what}, got {type(queues).__name__} {queues!r}")
+
+    def queue(where: str, requests: Any) -> list[int]:
+        if isinstance(requests, (str, bytes)) or not isinstance(requests, (Sequence, np.ndarray)):
+            raise TypeError(
+                f"StaticQueues: {where} must be a sequence of request indices, got "
+                f"{type(requests).__name__} {requests!r}"
+            )
+        out = []
+        for r in requests:
+            if isinstance(r, (bool, np.bool_)) or not isinstance(r, numbers.Integral):
+                raise TypeError(f"StaticQueues: {where} holds {r!r}; requests are integer indices")
+            out.append(int(r))
+        return out
+
+    if isinstance(queues, Mapping):
+        checked: dict[int, list[int]] = {}
+        for j, q in queues.items():
+            if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral):
+                raise TypeError(f"StaticQueues: the queues are keyed by client index, got {j!r}")
+            checked[int(j)] = queue(f"the queue of client {j}", q)
+        return checked
+    return [queue(f"queues[{j}]", q) for j, q in enumerate(queues)]
 
 
 class PrefillFirst:

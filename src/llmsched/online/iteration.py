@@ -80,8 +80,8 @@ class Lagrangian:
 
     If ``C_p > C_d`` the policy keeps decoding and answers with the number of iterations
     after which ``C_d`` would reach ``C_p`` at the current free count (the loop asks
-    again earlier if a request finishes); otherwise it prefills. When every request that
-    has not started is ready, waiting cannot batch more, so it prefills.
+    again earlier if a request finishes); otherwise it prefills. When every arrived request
+    that has not started is ready, waiting cannot batch more of them, so it prefills.
     """
 
     name = "lagrangian"
@@ -115,7 +115,7 @@ class Lagrangian:
 
 
 class Threshold:
-    """Prefill when at least ``k`` free clients have requests waiting (or all that remain are).
+    """Prefill when at least ``k`` free clients have requests waiting (or all that wait are ready).
 
     Parameters
     ----------

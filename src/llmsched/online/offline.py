@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from llmsched._checks import time_limit as check_time_limit
 from llmsched.online.baselines import StaticQueues
 from llmsched.workload import Workload
 
 if TYPE_CHECKING:
     from llmsched.mip.pcmax import PcmaxResult
 
-__all__ = ["OfflineQueues", "check_sizes", "decode_sizes", "offline_queues"]
+__all__ = ["OfflineQueues", "check_overhead", "check_sizes", "decode_sizes", "offline_queues"]
 
 SIZES = ("predicted", "oracle")
 
@@ -28,6 +29,13 @@ def check_sizes(sizes: str) -> str:
     if sizes not in SIZES:
         raise ValueError(f"sizes must be one of {list(SIZES)}, got {sizes!r}")
     return sizes
+
+
+def check_overhead(overhead: int) -> int:
+    """``overhead`` as an int if it is a whole number of tokens >= 0 (see :func:`offline_queues`)."""
+    if isinstance(overhead, bool) or not isinstance(overhead, (int, np.integer)) or overhead < 0:
+        raise ValueError(f"overhead must be a whole number of tokens >= 0, got {overhead!r}")
+    return int(overhead)
 
 
 def decode_sizes(workload: Workload, sizes: str = "predicted") -> np.ndarray:
@@ -68,11 +76,10 @@ def offline_queues(
     """
     from llmsched.mip.pcmax import solve_pcmax  # the solver pipeline loads only when asked for
 
-    if isinstance(overhead, bool) or not isinstance(overhead, (int, np.integer)) or overhead < 0:
-        raise ValueError(f"overhead must be a whole number of tokens >= 0, got {overhead!r}")
+    overhead = check_overhead(overhead)
     decode = decode_sizes(workload, sizes)
     machines = min(int(clients), len(workload)) if isinstance(clients, (int, np.integer)) else clients
-    result = solve_pcmax(decode + int(overhead), machines, time_limit=time_limit)
+    result = solve_pcmax(decode + overhead, machines, time_limit=time_limit)
     total = workload.prompt_tokens + decode
     # Group by client, longest N^p + N^d first within a client (ties by request index).
     order = np.lexsort((np.arange(len(workload)), -total, result.assignment))
@@ -103,7 +110,7 @@ class OfflineQueues(StaticQueues):
     def __init__(self, sizes: str = "predicted", time_limit: float = 10.0):
         super().__init__()
         self.sizes = check_sizes(sizes)
-        self.time_limit = time_limit
+        self.time_limit = check_time_limit("time_limit", time_limit)
         self.result: PcmaxResult | None = None
 
     def start(self, workload: Workload, clients: int) -> None:

@@ -12,8 +12,9 @@ from collections import deque
 
 import numpy as np
 
+from llmsched._checks import time_limit as check_time_limit
 from llmsched.online.baselines import FreeClients
-from llmsched.online.offline import check_sizes, decode_sizes, offline_queues
+from llmsched.online.offline import check_overhead, check_sizes, decode_sizes, offline_queues
 from llmsched.workload import Workload
 
 __all__ = ["HYBRID_OVERHEAD", "LongestFirst", "ShortestFirst", "SortedPreemptive"]
@@ -61,12 +62,10 @@ class SortedPreemptive:
     ):
         if initial not in ("offline", "round-robin"):
             raise ValueError(f"initial must be 'offline' or 'round-robin', got {initial!r}")
-        if isinstance(overhead, bool) or not isinstance(overhead, (int, np.integer)) or overhead < 0:
-            raise ValueError(f"overhead must be a whole number of tokens >= 0, got {overhead!r}")
         self.initial = initial
         self.sizes = check_sizes(sizes)
-        self.time_limit = float(time_limit)
-        self.overhead = int(overhead)
+        self.time_limit = check_time_limit("time_limit", time_limit)
+        self.overhead = check_overhead(overhead)
 
     def start(self, workload: Workload, clients: int) -> None:
         n = len(workload)

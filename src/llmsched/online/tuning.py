@@ -7,6 +7,7 @@ from collections.abc import Callable
 from llmsched.cost import CostModel
 from llmsched.loop import simulate_policies
 from llmsched.online.iteration import Threshold, closed_form_k
+from llmsched.online.offline import decode_sizes
 from llmsched.online.registry import make_request_policy
 from llmsched.policies import RequestPolicy
 from llmsched.workload import Workload
@@ -18,8 +19,8 @@ class TunedThreshold(Threshold):
     """A threshold rule whose k is tuned by simulation on the planned (predicted) lengths.
 
     At the start of a run it simulates the workload with its predicted outputs in place of
-    the true ones (the policy never sees the truth) for each candidate k and keeps the one
-    with the shortest makespan.
+    the true ones (the policy never sees the truth, so the workload must carry predictions)
+    for each candidate k and keeps the one with the shortest makespan.
 
     Parameters
     ----------
@@ -54,9 +55,8 @@ class TunedThreshold(Threshold):
         return make_request_policy(policy)
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
-        planned = workload
-        if workload.predicted_output is not None:
-            planned = workload.replace(output_tokens=workload.predicted_output)
+        # Tuning on the true lengths would be a clairvoyant run that nobody asked for.
+        planned = workload.replace(output_tokens=decode_sizes(workload, "predicted"))
         base = closed_form_k(workload, cost, clients)
         grid = self.candidates or sorted(
             {max(1, min(clients, round(base * f))) for f in (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0)}

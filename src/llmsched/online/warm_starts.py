@@ -7,11 +7,10 @@ same schedules serve to compare each strategy with the MIP's optimum.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from typing import Any
 
-from llmsched._checks import positive_int
+from llmsched._checks import positive_int, time_limit
 from llmsched.cost import LevelCostModel, LinearCostModel
 from llmsched.online.registry import make_request_policy
 from llmsched.schedule import Schedule
@@ -64,15 +63,7 @@ def heuristic_schedules(
         cost = cost.to_levels(clients)
     if not isinstance(cost, LevelCostModel):
         raise TypeError(f"cost must be a LevelCostModel or LinearCostModel, got {type(cost).__name__}")
-    if (
-        isinstance(assignment_time_limit, bool)
-        or not isinstance(assignment_time_limit, numbers.Real)
-        or not assignment_time_limit >= 0
-    ):
-        raise ValueError(
-            f"assignment_time_limit must be a number of seconds >= 0, got {assignment_time_limit!r}"
-        )
-    limit = float(assignment_time_limit)
+    limit = time_limit("assignment_time_limit", assignment_time_limit)
     # The two strategies that solve an offline assignment get the caller's limit.
     limited: dict[str, Callable[[], Any]] = {
         "offline-oracle": lambda: make_request_policy("offline", sizes="oracle", time_limit=limit),

@@ -41,6 +41,18 @@ def test_empty_bins_merge_into_the_stage_before() -> None:
     assert schedule.makespan == pytest.approx(0.01 + 6 * 0.1)
 
 
+def test_idle_clients_cost_the_replay_nothing() -> None:
+    """A plan replays on 10**12 clients as on 2: idle clients take no memory (a list of every
+    client's index ran out of memory)."""
+    cost = LevelCostModel([(100, 0.01)], 0.1)
+    workload = Workload(prompt_tokens=[10, 10, 10], output_tokens=[4, 6, 2])
+    plan = Plan.make([0, 0, 1], np.array([[4, 0], [4, 2], [0, 2]]), [4, 2], [0, 0])
+    few, many = (schedule_from_plan(plan, workload, cost, clients) for clients in (2, 10**12))
+    assert validate(many) == []
+    assert np.array_equal(many.request_client, few.request_client)
+    assert many.makespan == few.makespan
+
+
 def test_a_plan_needs_the_mips_cost_model() -> None:
     """Prefill levels exist only under a LevelCostModel: a linear-cost schedule has no plan."""
     schedule = simulate(Workload(prompt_tokens=[10], output_tokens=[2]), LinearCostModel.paper(), 1)

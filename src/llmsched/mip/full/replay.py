@@ -9,7 +9,6 @@ validator checks like any other; :func:`plan_from_schedule` goes the other way, 
 from __future__ import annotations
 
 import heapq
-from typing import Any
 
 import numpy as np
 
@@ -66,31 +65,25 @@ def schedule_from_plan(plan: Plan, workload: Workload, cost: LevelCostModel, cli
     before), and a stage whose requests all finish early ends there, so the schedule is
     never longer than the plan.
     """
+    # The loop is imported here, on first use, so that importing the MIP does not load it.
+    from llmsched.loop import PlannedIterations, simulate_policies
+
+    # Each bin's requests in index order, the bins in order (one stable sort, not a scan per bin).
+    by_bin = np.argsort(plan.prefill_bin, kind="stable")
+    bins_of = plan.prefill_bin[by_bin]
     order: list[list[int]] = []
     iterations: list[int] = []
     for k in range(plan.bins):
-        group = np.flatnonzero(plan.prefill_bin == k).tolist()
+        group = by_bin[np.searchsorted(bins_of, k, "left") : np.searchsorted(bins_of, k, "right")].tolist()
         if group:
             order.append(group)
             iterations.append(int(plan.iterations[k]))
         elif iterations:
             iterations[-1] += int(plan.iterations[k])
     requests = _PlanRequests(order)
-    return _run(workload, cost, clients, requests, _PlanIterations(requests, iterations))
-
-
-def _run(
-    workload: Workload,
-    cost: LevelCostModel,
-    clients: int,
-    requests: _PlanRequests,
-    iterations: _PlanIterations,
-) -> Schedule:
-    """The one place the replay runs the engine loop (imported here, on first use, so that
-    importing the MIP does not load the simulator)."""
-    from llmsched.loop import simulate_policies
-
-    return simulate_policies(workload, cost, clients, requests, iterations)
+    return simulate_policies(
+        workload, cost, clients, requests, PlannedIterations(requests, iterations, _PlanRequests.name)
+    )
 
 
 class _PlanRequests:
@@ -100,14 +93,17 @@ class _PlanRequests:
 
     def __init__(self, order: list[list[int]]):
         self.order = order
-        self.next = 0  # the bin to prefill next
+        self.taken = 0  # bins prefilled so far: the next one is order[taken]
         self.free: list[int] = []  # heap of free clients
         self.arrived: set[int] = set()
 
     def start(self, workload: Workload, clients: int) -> None:
-        self.free = list(range(clients))
+        # Lowest free first never reaches a client >= n (fewer than n others are busy), and
+        # a group of g requests finds g free among the first n whenever it finds them among
+        # all J: so the first min(J, n) clients behave as all J, whatever J is.
+        self.free = list(range(min(clients, len(workload))))
         self.arrived = set()
-        self.next = 0
+        self.taken = 0
 
     def arrive(self, request: int) -> None:
         self.arrived.add(request)
@@ -116,34 +112,14 @@ class _PlanRequests:
         heapq.heappush(self.free, client)
 
     def ready(self) -> int:
-        if self.next >= len(self.order):
+        if self.taken >= len(self.order):
             return 0
-        group = self.order[self.next]
+        group = self.order[self.taken]
         if len(self.free) < len(group) or not all(i in self.arrived for i in group):
             return 0
         return len(group)
 
     def take(self, capacity: int) -> list[tuple[int, int]]:
-        group = self.order[self.next]
-        self.next += 1
+        group = self.order[self.taken]
+        self.taken += 1
         return [(i, heapq.heappop(self.free)) for i in group]
-
-
-class _PlanIterations:
-    """Iteration policy that runs each bin's decode stage for the plan's iterations."""
-
-    name = "mip-plan"
-
-    def __init__(self, requests: _PlanRequests, iterations: list[int]):
-        self.requests = requests
-        self.iterations = iterations
-
-    def start(self, workload: Workload, cost: Any, clients: int) -> None:
-        pass
-
-    def decide(self, engine: Any) -> int:
-        k = self.requests.next - 1  # the bin whose decode stage runs now
-        left = self.iterations[k] - (0 if engine.just_prefilled else engine.stage_iterations)
-        # Right after a prefill the engine must decode (at least one iteration); later, 0
-        # iterations left hands the turn to the next prefill.
-        return max(left, 1) if engine.just_prefilled else max(left, 0)

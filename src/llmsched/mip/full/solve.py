@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from llmsched._checks import positive_int
+from llmsched._checks import time_limit as check_time_limit
 from llmsched.cost import LevelCostModel, LinearCostModel
 from llmsched.mip.full.model import FORMULATIONS, FullData, Plan
 from llmsched.mip.full.replay import plan_from_schedule, schedule_from_plan
@@ -175,7 +176,7 @@ def solve_full(
         batch), ``bins`` too few to prefill every request, or a warm start that is not a
         valid schedule of this instance under the MIP's cost model.
     """
-    tracer = Tracer(_check_time_limit(time_limit))
+    tracer = Tracer(check_time_limit("time_limit", time_limit))
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}")
     if formulation not in FORMULATIONS:
@@ -278,12 +279,6 @@ def _horizon(workload: Workload, cost: LevelCostModel, bins: int) -> float:
     """The longest any schedule of ``bins`` bins can take: every bin at the dearest level, and
     every token decoded in an iteration of its own."""
     return bins * cost.levels[-1].time + cost.decode_token_time * int(workload.output_tokens.sum())
-
-
-def _check_time_limit(time_limit: Any) -> float:
-    if isinstance(time_limit, bool) or not isinstance(time_limit, numbers.Real) or not float(time_limit) >= 0:
-        raise ValueError(f"time_limit must be a number of seconds >= 0 (inf for none), got {time_limit!r}")
-    return float(time_limit)
 
 
 def _check_work_limit(work_limit: Any, backend: str) -> None:
