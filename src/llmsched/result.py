@@ -81,8 +81,10 @@ class Result:
 class Tracer:
     """Collects the trace of bound and incumbent over a solve and keeps the wall-clock safety net.
 
-    A bound above the incumbent is a contradiction (a proof that the optimum is worse than a
-    solution in hand): it raises ``RuntimeError`` rather than letting a false ``optimal`` out.
+    A bound above the incumbent, or an incumbent below the bound, is a contradiction (a proof
+    that the optimum is worse than a solution in hand): either raises ``RuntimeError`` rather
+    than letting a false ``optimal`` out. ``tolerance`` (relative) absorbs the rounding of
+    solvers that close gaps within their own tolerances.
     """
 
     def __init__(self, time_limit: float, tolerance: float = 1e-9):
@@ -102,9 +104,12 @@ class Tracer:
     def expired(self) -> bool:
         return self.elapsed() >= self.time_limit
 
+    def _slack(self, value: float) -> float:
+        return self._tolerance * max(1.0, abs(value))
+
     def bound(self, value: float, source: str) -> None:
         """Raise the proven lower bound to ``value`` (no effect when it is not higher)."""
-        if value > self.upper_bound + self._tolerance * max(1.0, abs(self.upper_bound)):
+        if value > self.upper_bound + self._slack(self.upper_bound):
             raise RuntimeError(
                 f"{source} claims a lower bound of {value!r}, above the incumbent {self.upper_bound!r}: "
                 "a bound must never exceed a solution in hand"
@@ -115,6 +120,11 @@ class Tracer:
 
     def incumbent(self, value: float, source: str) -> bool:
         """Offer a solution's objective; True when it improves the incumbent."""
+        if value < self.lower_bound - self._slack(self.lower_bound):
+            raise RuntimeError(
+                f"{source} offers a solution of {value!r}, below the proven lower bound "
+                f"{self.lower_bound!r}: either the solution or the bound is wrong"
+            )
         if value < self.upper_bound:
             self.upper_bound = float(value)
             self._record(source)
