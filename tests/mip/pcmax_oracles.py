@@ -8,7 +8,8 @@
   every size from every load, unit loss arcs), solved as a MILP by HiGHS through
   ``scipy.optimize.milp``;
 * :func:`optimum`: the least capacity that fits, by bisection between ceil(sum/m) and a
-  list schedule's makespan (or a given schedule's makespan, deciding one below it first).
+  list schedule's makespan (or a given schedule's makespan, deciding one below it first);
+* :func:`lp_lower_bound`: the least capacity the Gilmore-Gomory LP alone does not refute.
 """
 
 from __future__ import annotations
@@ -179,3 +180,19 @@ def pattern_lp_bins(times: np.ndarray, capacity: int) -> float:
                 pattern[bundle_kind[b]] += bundle_count[b]
                 load -= weights[b]
         patterns.append(pattern)
+
+
+def lp_lower_bound(times: np.ndarray, m: int, high: int) -> int:
+    """The least capacity in [ceil(sum/m), high] that :func:`pattern_lp_bins` does not refute
+    for ``m`` machines (``high`` must be the makespan of a schedule in hand): a lower bound on
+    the optimum proven by the LP alone, found by bisection (the LP's value does not increase
+    with the capacity)."""
+    p = np.asarray(times, dtype=np.int64)
+    low = max(int(p.max()), -(-int(p.sum()) // m))
+    while low < high:
+        mid = (low + high) // 2
+        if pattern_lp_bins(p, mid) > m * (1 + 1e-6):
+            low = mid + 1
+        else:
+            high = mid
+    return low
