@@ -145,7 +145,7 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.mip.full.model.FullData": _full_data,
     "llmsched.mip.full.model.Plan": _plan,
     "llmsched.mip.full.solve.FullResult": _full,
-    "llmsched.mip.pcmax.PcmaxResult": _pcmax,
+    "llmsched.mip.pcmax_result.PcmaxResult": _pcmax,
     "llmsched.mip.pcmax_search.SearchOutcome": _search_outcome,
     "llmsched.mip.pcmax_exact.PatternLP": _pattern_lp,
     "llmsched.online.registry._Entry": _registry_entry,

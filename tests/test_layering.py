@@ -38,10 +38,6 @@ PACKAGES = {"mip": 3, "online": 4, "exegpt": 5, "runtime": 6}
 # lazily, so that a schedule can draw itself.
 ALLOWED = {("llmsched.schedule", "Schedule.plot", "llmsched.plot")}
 
-# A cycle inside the P||Cmax pipeline, on its way out too: pcmax loads pcmax_paper lazily
-# and pcmax_paper imports PcmaxResult back from pcmax inside a function.
-PENDING_CYCLE = {("llmsched.mip.pcmax_paper", "llmsched.mip.pcmax")}
-
 
 @dataclass(frozen=True)
 class Import:
@@ -174,23 +170,13 @@ def test_imports_name_modules_that_exist() -> None:
     assert not missing, "\n".join(str(imp) for imp in missing)
 
 
-def test_pending_cycle_is_still_there() -> None:
-    """The known cycle's import still exists (remove it from PENDING_CYCLE when it goes)."""
-    edges = {(imp.importer, imp.imported) for imp in IMPORTS if not imp.typing_only}
-    for edge in PENDING_CYCLE:
-        assert edge in edges, f"{edge[0]} no longer imports {edge[1]}: drop it from PENDING_CYCLE"
-
-
 def test_no_import_cycles() -> None:
     """No module reaches itself through imports that run. Imports under TYPE_CHECKING never
-    run; the allowed upward import is left out (each closes a loop with the
-    downward imports it skips), and so is the pending cycle's import."""
+    run; the one allowed upward import (Schedule.plot) is left out: it closes a loop with
+    the plotting front end's downward import of the schedule."""
     graph: dict[str, set[str]] = {module: set() for module in MODULES}
     for imp in IMPORTS:
-        edge = (imp.importer, imp.imported)
-        skipped = (
-            imp.typing_only or (imp.importer, imp.where, imp.imported) in ALLOWED or edge in PENDING_CYCLE
-        )
+        skipped = imp.typing_only or (imp.importer, imp.where, imp.imported) in ALLOWED
         if not skipped and imp.imported != imp.importer:
             graph[imp.importer].add(imp.imported)
     state: dict[str, int] = {}  # 1 on the current path, 2 done

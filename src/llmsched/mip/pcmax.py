@@ -44,98 +44,29 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from llmsched.mip import pcmax_bounds as lb
 from llmsched.mip import pcmax_heuristics as ub
-from llmsched.result import Result, Status, Tracer, relative_gap
+from llmsched.mip.pcmax_budgets import (
+    EXCHANGE_ROUNDS_PER_JOB,
+    EXCHANGE_WORK,
+    RANDOM_SEED,
+    REPACK_WORK,
+    RESTART_WORK,
+    ROUNDING_CAPACITIES,
+    ROUNDING_WORK,
+    SEARCH_WORK,
+)
+from llmsched.mip.pcmax_result import PcmaxResult
+from llmsched.result import Status, Tracer, relative_gap
 
 __all__ = ["PcmaxResult", "check_pcmax_input", "solve_pcmax"]
 
 BACKENDS = ("pipeline", "scip", "cpsat")
-
-# Deterministic budgets at effort 1 (each multiplied by ``effort``). Search work is counted
-# in the units of :mod:`llmsched.mip.pcmax_search` (about a microsecond each on one core
-# of a 2-core machine), so 1,000,000 units are about a second there.
-SEARCH_WORK = 2_000_000  # one bisection of the gap by bin-completion search
-EXACT_SEARCH_WORK = 1_500_000  # the same, in the exact step
-REPACK_WORK = 3_000_000  # the repacking search
-RESTART_WORK = 1_000_000  # randomised restarts (a pass costs its subset-sum bit sets)
-ROUNDING_CAPACITIES = 3  # capacities from the LP bound up at which the LP is rounded
-ROUNDING_WORK = 200_000  # the search that packs what rounding leaves over, per capacity
-EXCHANGE_ROUNDS_PER_JOB = 2  # exchange rounds: this many per job, plus 100, and at most
-EXCHANGE_WORK = 10_000_000  # this much work (see pcmax_heuristics.improve), per call
-ARCFLOW_NODES = 2_000  # branch-and-bound nodes of one arc-flow decision in SCIP
-ARCFLOW_DECISIONS = 8  # arc-flow decisions (each a better incumbent or the proof)
-CPSAT_DETERMINISTIC_TIME = 1.0  # CP-SAT's own deterministic time
-RANDOM_SEED = 0  # every randomised step and solver starts from this seed
-
-
-@dataclass(frozen=True, kw_only=True, eq=False)
-class PcmaxResult(Result):
-    """Outcome of :func:`solve_pcmax` (a :class:`~llmsched.result.Result`).
-
-    Attributes
-    ----------
-    objective
-        The best makespan found (machine load, or load / speed for uniform machines);
-        also available as ``makespan``. Infinite when a backend found no solution.
-    lower_bound
-        A proven lower bound on the optimal makespan.
-    assignment
-        Machine of each job, in the order the jobs were given (all -1 if a backend found no
-        solution within the time limit). Read-only.
-    status
-        ``optimal`` only when ``lower_bound`` proves ``makespan`` optimal; ``time_limit``
-        when the wall-clock limit cut the search short; ``feasible`` when the search's
-        deterministic budgets ran out without a proof.
-    gap
-        (makespan - lower_bound) / makespan.
-    runtime
-        Seconds spent (for information; no result depends on it).
-    trace
-        Bound and incumbent over time, with what produced each change (a tuple).
-    backend
-        ``pipeline``, ``scip`` or ``cpsat``.
-    closed_by
-        What closed the gap: the bound or heuristic whose result met the other side, as
-        named in the trace (``""`` when open).
-    """
-
-    assignment: np.ndarray = field(repr=False)
-    backend: str = "pipeline"
-    closed_by: str = ""
-
-    def __post_init__(self) -> None:
-        # The result owns a read-only copy: neither the caller nor the solver can change it later.
-        assignment = np.array(self.assignment, dtype=np.int64)
-        assignment.setflags(write=False)
-        object.__setattr__(self, "assignment", assignment)
-        object.__setattr__(self, "trace", tuple(self.trace))
-
-    @property
-    def makespan(self) -> float:
-        """The best makespan found (the ``objective``)."""
-        return self.objective
-
-    def loads(self, times: Any, machines: int) -> np.ndarray:
-        """Load of every machine under ``assignment`` (``machines`` entries)."""
-        return np.bincount(self.assignment, weights=np.asarray(times, dtype=np.float64), minlength=machines)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return all(
-            np.array_equal(getattr(self, f.name), getattr(other, f.name))
-            if f.name == "assignment"
-            else getattr(self, f.name) == getattr(other, f.name)
-            for f in fields(self)
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # holds an array
 
 
 def check_pcmax_input(

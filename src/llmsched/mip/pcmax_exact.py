@@ -24,6 +24,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from llmsched.mip.pcmax_budgets import (
+    ARCFLOW_DECISIONS,
+    ARCFLOW_NODES,
+    CPSAT_DETERMINISTIC_TIME,
+    EXACT_SEARCH_WORK,
+    RANDOM_SEED,
+)
+
 if TYPE_CHECKING:
     from llmsched.mip.pcmax import _Pipeline
 
@@ -67,8 +75,6 @@ def _solver(pipe: _Pipeline) -> tuple[Any, Any]:
     """A CP-SAT solver that gives the same answer on every run: a fixed seed, one worker or
     interleaved workers, a deterministic time budget; the wall clock only as a safety net."""
     from ortools.sat.python import cp_model
-
-    from llmsched.mip.pcmax import CPSAT_DETERMINISTIC_TIME, RANDOM_SEED
 
     solver = cp_model.CpSolver()
     solver.parameters.max_deterministic_time = CPSAT_DETERMINISTIC_TIME * pipe.effort
@@ -398,8 +404,6 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
         return False
     from pyscipopt import Model, quicksum
 
-    from llmsched.mip.pcmax import ARCFLOW_DECISIONS, ARCFLOW_NODES
-
     p, m = pipe.p, pipe.m
     sizes, counts = _positive_sizes(sorted_p)
     if sizes.size == 0:
@@ -524,7 +528,6 @@ def search_capacities(pipe: _Pipeline, work: int, source: str, *, bound_first: b
 
 def solve_aggregated(pipe: _Pipeline, sorted_p: np.ndarray) -> None:
     """Close the gap of an identical-machines instance, or raise its bound as far as the budgets allow."""
-    from llmsched.mip.pcmax import EXACT_SEARCH_WORK
 
     # Few jobs per machine and wide sizes suit the search; many small jobs suit arc-flow.
     fits = pipe.arcflow_fits(sorted_p, pipe.upper - 1)

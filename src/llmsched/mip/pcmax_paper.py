@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from llmsched.mip.pcmax_result import PcmaxResult
 from llmsched.mip.result import Status, Tracer, attach_scip_trace, relative_gap, run_cpsat
 
 __all__ = ["solve_paper_model"]
@@ -45,7 +46,6 @@ def solve_paper_model(
         assignment, status = _scip(p, m, speeds, tracer, workers, display)
     else:
         assignment, status = _cpsat(p, m, speeds, tracer, workers, display)
-    from llmsched.mip.pcmax import PcmaxResult
 
     if assignment is None:  # no solution within the limit
         assignment = np.full(p.size, -1, dtype=np.int64)
