@@ -108,6 +108,8 @@ CASES: dict[str, tuple[Callable[[], dict[str, Any]], float | None, float]] = {
     "pcmax paper model, cpsat, limit inf": (_pcmax_inf("cpsat"), None, 10.0),
     "full MIP literal, 40 requests on 8 clients, limit 5 s": (_full(40, 8, 5.0, "literal"), 5.0, 0.0),
     "full MIP literal, 100 requests on 20 clients, limit 5 s": (_full(100, 20, 5.0, "literal"), 5.0, 0.0),
+    "full MIP literal, 100 requests on 20 clients, limit 10 s": (_full(100, 20, 10.0, "literal"), 10.0, 0.0),
+    "full MIP literal, 100 requests on 20 clients, limit 1 s": (_full(100, 20, 1.0, "literal"), 1.0, 0.0),
     "full MIP strong, 100 requests on 20 clients, limit 5 s": (_full(100, 20, 5.0, "strong"), 5.0, 0.0),
     "full MIP literal cpsat, 40 requests on 8 clients, limit 5 s": (
         _full(40, 8, 5.0, "literal", "cpsat"),
