@@ -256,24 +256,20 @@ class Schedule:
         materialising that array: time and memory grow with the runs and the iterations asked
         for, not with the schedule's iterations.
         """
-        if not self.num_runs:
-            return np.full(np.shape(iterations), np.nan)
-        run, offset, inside = self._locate(iterations)
-        start = self.run_start[run] + self.run_iteration_time[run] * offset
-        return np.where(inside, start, np.nan)
+        return self._iteration_time_at(iterations, ends=0)
 
     def iteration_end_at(self, iterations: Any) -> np.ndarray:
-        """When the given global decode iterations ended (NaN for one the schedule lacks).
+        """When the given global decode iterations ended (NaN for one the schedule lacks);
+        equal to ``iteration_end[iterations]``, found from the runs as ``iteration_start_at``."""
+        return self._iteration_time_at(iterations, ends=1)
 
-        Equal to ``iteration_end[iterations]``, found from the runs without
-        materialising that array: time and memory grow with the runs and the iterations asked
-        for, not with the schedule's iterations.
-        """
+    def _iteration_time_at(self, iterations: Any, ends: int) -> np.ndarray:
+        # ends=0: the iteration's start; ends=1: its end (one iteration time later).
         if not self.num_runs:
             return np.full(np.shape(iterations), np.nan)
         run, offset, inside = self._locate(iterations)
-        end = self.run_start[run] + self.run_iteration_time[run] * (offset + 1)
-        return np.where(inside, end, np.nan)
+        at = self.run_start[run] + self.run_iteration_time[run] * (offset + ends)
+        return np.where(inside, at, np.nan)
 
     def _iteration_offsets(self) -> np.ndarray:
         return np.arange(self.num_iterations, dtype=np.int64) - np.repeat(
