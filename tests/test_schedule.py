@@ -1,4 +1,4 @@
-"""Schedule metrics, DataFrames and the Gantt chart."""
+"""Schedule metrics, DataFrames and the decode runs behind them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Schedule, Workload, simulate, validate
-from llmsched.plot import DECODING, IDLE, PREFILLING, occupancy_grid
 from llmsched.schedule import DECODE, _run_holding
 from tests.strategies import instances
 
@@ -61,52 +60,6 @@ def test_summary_figures(schedule) -> None:
     assert summary["ttft_p50_s"] == 4.0
     assert summary["latency_mean_s"] == pytest.approx((10 + 5 + 11.5) / 3)
     assert "makespan=11.500s" in repr(schedule)
-
-
-def test_occupancy_grid_matches_the_schedule(schedule) -> None:
-    """The Gantt raster shows prefill, decode and idle where the schedule has them."""
-    grid, times = occupancy_grid(schedule, bins=230)  # 0.05 s per bin
-    at = lambda t: int(np.searchsorted(times, t))  # noqa: E731
-    assert grid[0, at(2.0)] == PREFILLING and grid[1, at(2.0)] == PREFILLING
-    assert grid[1, at(4.5)] == DECODING
-    assert grid[0, at(7.0)] == IDLE  # client 0 paused while client 1 prefills request 2
-    assert grid[1, at(7.0)] == PREFILLING
-    assert grid[0, at(11.0)] == IDLE and grid[1, at(11.0)] == DECODING
-    busy_share = (grid != IDLE).mean()
-    assert busy_share == pytest.approx(schedule.utilization, abs=0.02)
-
-
-def test_gantt_returns_a_figure_and_writes_png(schedule, tmp_path) -> None:
-    """gantt() returns a matplotlib Figure with utilization and total time in the title."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    fig = schedule.plot(title="tiny")
-    title = fig.axes[0].get_title()
-    assert "Utilization rate: 76.09%" in title and "11.50 seconds" in title
-    path = tmp_path / "g.png"
-    fig.savefig(path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(ValueError, match="bins"):
-        occupancy_grid(schedule, bins=0)
-
-
-@pytest.mark.parametrize(("bins", "error"), [(1.5, TypeError), ("200", TypeError), (True, TypeError)])
-def test_occupancy_grid_bins_must_be_an_integer(schedule, bins, error) -> None:
-    """bins is a whole number (1.5 gave numpy's message, "200" a failed comparison)."""
-    with pytest.raises(error, match="bins must be an integer"):
-        occupancy_grid(schedule, bins=bins)
-
-
-def test_a_chart_too_large_says_what_would_fit() -> None:
-    """Too many clients for any number of bins is said so; otherwise the bins that fit are named
-    (it used to ask for fewer bins even where one bin was too many)."""
-    many = simulate(Workload([5, 6], [3, 2]), COST, 10**9)
-    with pytest.raises(ValueError, match="1,000,000,000 clients, one row each"):
-        occupancy_grid(many, bins=1)
-    wide = simulate(Workload([5, 6], [3, 2]), COST, 10**6)
-    with pytest.raises(ValueError, match="pass at most 50 bins"):
-        occupancy_grid(wide, bins=51)
 
 
 # ------------------------------------------------------------------ decode runs

@@ -1,4 +1,4 @@
-"""The ExeGPT search over RRA and WAA, the monotonicity report, the RRA policies and the CLI."""
+"""The ExeGPT search over RRA and WAA, the monotonicity report and the CLI."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from llmsched import LinearCostModel, simulate, validate, workloads
 from llmsched.cli import main
-from llmsched.exegpt import XSimulator, crosscheck, monotonicity, optimize, rra_policies, search_spaces
+from llmsched.exegpt import XSimulator, monotonicity, optimize, search_spaces
 from llmsched.result import Result, Status
-from llmsched.schedule import DECODE, PREFILL
 
 SMALL = {"batch_max": 24, "iterations_max": 20, "micro_batches_max": 3}
 TINY = {"batch_max": 8, "iterations_max": 8, "micro_batches_max": 2}
@@ -167,28 +165,6 @@ def test_monotonicity_report() -> None:
         group = group.sort_values("tolerance")
         assert np.all(np.diff(group.latency_pct) <= 1e-12)
         assert np.all(np.diff(group.throughput_pct) <= 1e-12)
-
-
-def test_rra_policies_run_in_the_event_simulator() -> None:
-    """Prefill stages hold at most B_E requests, decode stages between prefills run at most
-    N_D iterations while requests wait, and the schedule validates."""
-    workload = workloads.exegpt_task("S", 400, seed=3)
-    cost = LinearCostModel(0.025, 0.13e-3, 0.029, 0.21e-3, prefill_capacity=12 * 512)
-    rp, ip = rra_policies(12, 5)
-    schedule = simulate(workload, cost, 200, request_policy=rp, iteration_policy=ip)
-    assert validate(schedule) == []
-    prefills = np.flatnonzero(schedule.stage_kind == PREFILL)
-    sizes = np.bincount(schedule.request_prefill_stage, minlength=schedule.num_stages)[prefills]
-    assert sizes.max() == 12 and sizes[:-1].min() == 12  # all full but the last
-    decodes = schedule.stage_iterations[schedule.stage_kind == DECODE]
-    assert decodes[: len(prefills) - 1].max() <= 5
-
-
-def test_xsimulator_agrees_with_the_event_simulator() -> None:
-    """RRA throughput from the distributions is within 10% of the event simulator's."""
-    frame = crosscheck([(16, 8), (49, 7), (4, 64)], task="S", requests=1500, seeds=(0,))
-    assert (frame.error_pct.abs() <= 10).all(), frame
-    assert (abs(frame.xsim_decode_batch / frame.event_decode_batch - 1) <= 0.05).all(), frame
 
 
 def test_cli_json_and_verify(capsys) -> None:
