@@ -67,19 +67,12 @@ def test_scip_trace_never_puts_a_bound_above_an_incumbent() -> None:
     assert points[-1].lower_bound == model.getDualbound() == OPTIMUM
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attach_scip_trace reads getPrimalbound() at BESTSOLFOUND, when SCIP still reports "
-    "the previous best: each incumbent is recorded one solution late (the first as SCIP's "
-    "infinity 1e20) and the last solution never",
-)
 def test_scip_trace_ends_at_scips_objective() -> None:
     """The trace's last incumbent is the objective SCIP returns."""
     model, tracer = _solve_scip()
     assert tracer.points[-1].upper_bound == model.getPrimalbound() == OPTIMUM
 
 
-@pytest.mark.xfail(strict=True, reason="see test_scip_trace_ends_at_scips_objective")
 def test_scip_trace_records_only_solutions_scip_found() -> None:
     """No point of the trace holds SCIP's infinity (1e20) as an incumbent."""
     model, tracer = _solve_scip()

@@ -109,12 +109,16 @@ def _scip(
     model.optimize()
     raw = model.getStatus()
     solution = None
+    # The trace holds SCIP's own objective values, which may sit a rounding error below the
+    # exact makespan of the rounded assignment; the proven bound is capped by the latter.
+    cap = tracer.upper_bound
     if model.getNSols() > 0:
         best = model.getBestSol()
         values = np.array([[model.getSolVal(best, x[i, j]) for j in range(m)] for i in range(n)])
         solution = values.argmax(axis=1).astype(np.int64)
-        tracer.incumbent(_makespan(p, solution, m, speeds), "scip")
-    tracer.bound(_proven(model.getDualbound(), p, speeds, tracer.upper_bound), "scip")
+        cap = _makespan(p, solution, m, speeds)
+        tracer.incumbent(cap, "scip")
+    tracer.bound(_proven(model.getDualbound(), p, speeds, cap), "scip")
     status = {
         "optimal": Status.OPTIMAL,
         "timelimit": Status.TIME_LIMIT,

@@ -24,7 +24,9 @@ def attach_scip_trace(model: Any, tracer: Tracer) -> None:
 
         def eventexec(self, event: Any) -> None:
             if self.model.getNSols() > 0:
-                tracer.incumbent(self.model.getPrimalbound(), "scip")
+                # At BESTSOLFOUND getPrimalbound() still holds the previous best (SCIP's
+                # infinity at the first): the new best solution's own value is the incumbent.
+                tracer.incumbent(self.model.getSolObjVal(self.model.getBestSol()), "scip")
             # SCIP closes within its own tolerances: a dual bound a hair above the primal
             # one means closed, not a bound above the solution in hand.
             tracer.bound(min(self.model.getDualbound(), tracer.upper_bound), "scip")
