@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["gantt", "occupancy_grid"]
+__all__ = ["gantt", "occupancy_grid", "save_gantt"]
 
 IDLE, PREFILLING, DECODING = 0, 1, 2
 MAX_CELLS = 50_000_000  # clients x bins of the occupancy grid (int8 cells, and int32 sums of them)
