@@ -16,7 +16,7 @@ MACHINES = 25
 EFFORTS = (0.002, 0.01, 0.04)
 
 # 22 jobs of U(1, 10000) on 6 machines: the searches leave a gap that the exact step takes to
-# SCIP's arc-flow model, whose presolve no budget bounds (see the xfail below).
+# SCIP's arc-flow model, whose presolve and root LP grow with its graph (which the budget caps).
 ARCFLOW_GAP = np.concatenate(
     [
         [9611, 2869, 1144, 6032, 6676, 7776, 6427, 7161, 9153, 9154, 9266, 8604, 7211, 9183, 131],
@@ -71,11 +71,6 @@ def test_low_effort_stops_on_its_budget_deterministically() -> None:
     assert np.array_equal(again.assignment, low.assignment)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="solve_arcflow bounds SCIP by limits/nodes only: its presolve of the arc-flow model "
-    "(about 21 s of 24 here, before node 1) is counted by no budget at any effort, so the clock ends it",
-)
 def test_the_exact_steps_arcflow_model_stays_within_the_budgets() -> None:
     """At a tiny effort even the exact step ends on its budgets inside a 1 s limit."""
     pytest.importorskip("pyscipopt")

@@ -52,6 +52,7 @@ import numpy as np
 from llmsched.mip import pcmax_bounds as lb
 from llmsched.mip import pcmax_heuristics as ub
 from llmsched.mip.pcmax_budgets import (
+    ARCFLOW_ARCS,
     EXCHANGE_ROUNDS_PER_JOB,
     EXCHANGE_WORK,
     RANDOM_SEED,
@@ -273,10 +274,12 @@ class _Pipeline:
 
     def arcflow_fits(self, sorted_p: np.ndarray, capacity: int) -> bool:
         """Whether the arc-flow graph at ``capacity`` is small enough for SCIP (remembered)."""
-        from llmsched.mip.pcmax_exact import arcflow_fits
+        from llmsched.mip.pcmax_exact import MAX_ARCS, arcflow_fits
 
         if capacity not in self._arcflow_fits:
-            self._arcflow_fits[capacity] = arcflow_fits(sorted_p, capacity)
+            self._arcflow_fits[capacity] = arcflow_fits(
+                sorted_p, capacity, min(MAX_ARCS, self.budget(ARCFLOW_ARCS))
+            )
         return self._arcflow_fits[capacity]
 
     def remaining(self) -> float:

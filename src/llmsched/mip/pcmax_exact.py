@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from llmsched.mip.pcmax_budgets import (
+    ARCFLOW_ARCS,
     ARCFLOW_DECISIONS,
     ARCFLOW_NODES,
     CPSAT_DETERMINISTIC_TIME,
@@ -134,14 +135,14 @@ def _positive_sizes(sorted_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sizes[::-1], counts[::-1]
 
 
-def arcflow_fits(sorted_p: np.ndarray, capacity: int) -> bool:
-    """Whether the arc-flow graph at ``capacity`` is small enough to build (and SCIP is here)."""
+def arcflow_fits(sorted_p: np.ndarray, capacity: int, max_arcs: int = MAX_ARCS) -> bool:
+    """Whether the arc-flow graph at ``capacity`` has at most ``max_arcs`` arcs (and SCIP is here)."""
     import importlib.util
 
     if importlib.util.find_spec("pyscipopt") is None:
         return False
     sizes, counts = _positive_sizes(sorted_p)
-    return arcflow_graph(sizes, counts, capacity) is not None
+    return arcflow_graph(sizes, counts, capacity, max_arcs) is not None
 
 
 # The pattern LP is solved only where it pays: few distinct sizes repeated many times
@@ -412,7 +413,9 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
         if pipe.tracer.closed() or pipe.expired():
             return True
         capacity = pipe.upper - 1
-        graph = arcflow_graph(sizes, counts, capacity)
+        # The graph's size is part of the budget: SCIP presolves it and solves its root LP
+        # before the node limit counts anything.
+        graph = arcflow_graph(sizes, counts, capacity, min(MAX_ARCS, pipe.budget(ARCFLOW_ARCS)))
         if graph is None:
             return False
         tails, kinds = graph
