@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from llmsched import LevelCostModel, LinearCostModel, Workload
+from llmsched import LevelCostModel, LinearCostModel, Schedule, Workload
 
 __all__ = ["cost_models", "instances", "predicted_instances"]
 
@@ -52,3 +52,24 @@ def predicted_instances(draw: st.DrawFn) -> tuple[Workload, LinearCostModel | Le
     n = len(workload)
     predicted = draw(st.lists(st.integers(1, 80), min_size=n, max_size=n))
     return workload.replace(predicted_output=predicted), cost, clients
+
+
+def per_iteration_twin(schedule: Schedule) -> Schedule:
+    """``schedule`` as a measured producer gives it: one decode run per iteration."""
+    return Schedule.from_iteration_end(
+        schedule.workload,
+        schedule.cost,
+        schedule.clients,
+        schedule.stage_kind,
+        schedule.stage_start,
+        schedule.stage_end,
+        schedule.stage_first_iteration,
+        schedule.stage_iterations,
+        schedule.iteration_end,
+        schedule.request_client,
+        schedule.request_prefill_stage,
+        schedule.request_decode_start,
+        schedule.request_decode_end,
+        schedule.makespan,
+        measured=True,
+    )

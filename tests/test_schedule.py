@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Schedule, Workload, simulate, validate
 from llmsched.schedule import DECODE, _run_holding
-from tests.strategies import instances
+from tests.strategies import instances, per_iteration_twin
 
 COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
 
@@ -104,23 +104,7 @@ def test_arrays_are_read_only_and_replace_rebuilds(schedule) -> None:
 
 def test_from_iteration_end_gives_one_run_per_iteration(schedule) -> None:
     """A producer with per-iteration end times gets one run per iteration, and the same schedule."""
-    measured = Schedule.from_iteration_end(
-        schedule.workload,
-        schedule.cost,
-        schedule.clients,
-        schedule.stage_kind,
-        schedule.stage_start,
-        schedule.stage_end,
-        schedule.stage_first_iteration,
-        schedule.stage_iterations,
-        schedule.iteration_end,
-        schedule.request_client,
-        schedule.request_prefill_stage,
-        schedule.request_decode_start,
-        schedule.request_decode_end,
-        schedule.makespan,
-        measured=True,
-    )
+    measured = per_iteration_twin(schedule)
     assert measured.run_iterations.tolist() == [1, 1, 1, 1]
     assert measured.run_start.tolist() == [4.0, 9.0, 10.0, 10.75]
     assert measured.iteration_end.tolist() == schedule.iteration_end.tolist()

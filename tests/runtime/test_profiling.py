@@ -7,9 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from llmsched import LinearCostModel, Schedule, Workload, simulate  # noqa: E402
+from llmsched import LinearCostModel, Workload, simulate  # noqa: E402
 from llmsched.runtime import Engine, fit_cost, profile, stage_errors  # noqa: E402
 from llmsched.runtime.profiling import schedule_stage_times  # noqa: E402
+from tests.strategies import per_iteration_twin  # noqa: E402
 
 SMALL_COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
 
@@ -35,26 +36,6 @@ def test_profile_fit_and_errors(engine: Engine) -> None:
     assert refit.prefill_per_token == pytest.approx(1e-3) and refit.decode_base == pytest.approx(0.02)
 
 
-def _per_iteration(schedule: Schedule) -> Schedule:
-    return Schedule.from_iteration_end(
-        schedule.workload,
-        schedule.cost,
-        schedule.clients,
-        schedule.stage_kind,
-        schedule.stage_start,
-        schedule.stage_end,
-        schedule.stage_first_iteration,
-        schedule.stage_iterations,
-        schedule.iteration_end,
-        schedule.request_client,
-        schedule.request_prefill_stage,
-        schedule.request_decode_start,
-        schedule.request_decode_end,
-        schedule.makespan,
-        measured=True,
-    )
-
-
 def test_stage_times_have_one_decode_row_per_run_and_per_iteration_when_measured() -> None:
     """A simulated schedule gives a decode row per run; its per-iteration twin, one per iteration,
     with the same active counts and times once the runs are spread over their iterations."""
@@ -63,7 +44,7 @@ def test_stage_times_have_one_decode_row_per_run_and_per_iteration_when_measured
     assert rows["kind"].tolist() == ["prefill", "prefill", "decode", "decode", "decode"]
     assert rows["size"].tolist() == [30, 30, 2, 2, 1]
     assert rows["seconds"].tolist() == [4.0, 4.0, 1.0, 1.0, 0.75]
-    measured = schedule_stage_times(_per_iteration(schedule))
+    measured = schedule_stage_times(per_iteration_twin(schedule))
     decode = measured[measured["kind"] == "decode"]
     assert decode["size"].tolist() == [2, 2, 1, 1]
     np.testing.assert_allclose(decode["seconds"], [1.0, 1.0, 0.75, 0.75])
