@@ -325,24 +325,29 @@ def _integer(value: object) -> int | None:
     return int(value)
 
 
-def _check_ready(ready: object, policy: RequestPolicy) -> int:
-    value = _integer(ready)
+def _count(answer: object, what: str, expected: str) -> int:
+    """``answer`` as an int >= 0, or a TypeError (not an integer) / ValueError (negative)
+    that names the policy's method (``what``) and says what it must return."""
+    value = _integer(answer)
     if value is None or value < 0:
-        raise (TypeError if value is None else ValueError)(
-            f"request policy {type(policy).__name__}.ready() returned {ready!r}; expected an int >= 0 "
-            "(the number of requests a prefill could take now)"
-        )
+        raise (TypeError if value is None else ValueError)(f"{what} returned {answer!r}; expected {expected}")
     return value
+
+
+def _check_ready(ready: object, policy: RequestPolicy) -> int:
+    return _count(
+        ready,
+        f"request policy {type(policy).__name__}.ready()",
+        "an int >= 0 (the number of requests a prefill could take now)",
+    )
 
 
 def _check_decision(decision: object, policy: IterationPolicy) -> int:
-    value = _integer(decision)
-    if value is None or value < 0:
-        raise (TypeError if value is None else ValueError)(
-            f"iteration policy {type(policy).__name__}.decide returned {decision!r}; expected "
-            "PREFILL_NOW (0) or a number of decode iterations n >= 1"
-        )
-    return value
+    return _count(
+        decision,
+        f"iteration policy {type(policy).__name__}.decide",
+        "PREFILL_NOW (0) or a number of decode iterations n >= 1",
+    )
 
 
 def _check_pair(pair: object, policy: RequestPolicy, capacity: int) -> tuple[int, int]:
