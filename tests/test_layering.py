@@ -137,7 +137,7 @@ def test_the_walker_sees_imports_inside_functions() -> None:
     """Function-level imports are found: Schedule.plot's lazy import of the plotting module."""
     lazy = [i for i in IMPORTS if (i.importer, i.where, i.imported) in ALLOWED]
     assert len(lazy) == 1 and lazy[0].importer == "llmsched.schedule"
-    assert any(i.importer == "llmsched.online.offline" and i.where == "offline_queues" for i in IMPORTS)
+    assert any(i.importer == "llmsched.online.offline" and i.where == "balanced_assignment" for i in IMPORTS)
     typing = [i for i in IMPORTS if i.importer == "llmsched.online.offline" and i.typing_only]
     assert [i.imported for i in typing] == ["llmsched.mip.pcmax"]
 

@@ -39,7 +39,12 @@ def test_hand_computed_schedule() -> None:
     assert s.request_client.tolist() == [0, 1, 1]
     assert s.finish.tolist() == [10.0, 5.0, 11.5]
     assert s.makespan == 11.5
-    assert s.info == {"request_policy": "fcfs", "iteration_policy": "prefill-first"}
+    assert s.info == {
+        "request_policy": "fcfs",
+        "iteration_policy": "prefill-first",
+        "clairvoyant": False,
+        "oracle_lengths": False,
+    }
     assert not s.measured and validate(s) == []
 
 
@@ -110,11 +115,13 @@ def test_decide_is_asked_only_with_a_real_choice() -> None:
 class _Probe:
     """An iteration policy that checks the view against what it can work out itself."""
 
+    sizes = "oracle"  # told the true lengths: it checks iterations_to_finish against them
+
     def __init__(self) -> None:
         self.calls = 0
 
-    def start(self, workload, cost, clients) -> None:
-        self.output = workload.output_tokens
+    def start(self, known, cost, clients) -> None:
+        self.output = known.output_tokens
 
     def decide(self, engine) -> int:
         self.calls += 1

@@ -14,9 +14,18 @@ from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, Itera
 
 
 def test_the_module_holds_the_contracts_only() -> None:
-    """policies.py exports the two protocols, the engine view and the two answers, nothing else."""
+    """policies.py exports the two protocols, the engine view, what policies know of the
+    requests, and the two answers, nothing else."""
     assert sorted(policies.__all__) == sorted(
-        ["DECODE_UNTIL_EVENT", "PREFILL_NOW", "EngineView", "IterationPolicy", "RequestPolicy"]
+        [
+            "DECODE_UNTIL_EVENT",
+            "PREFILL_NOW",
+            "EngineView",
+            "IterationPolicy",
+            "KnownRequests",
+            "RequestPolicy",
+            "oracle_lengths",
+        ]
     )
     defined = {
         name
@@ -25,7 +34,7 @@ def test_the_module_holds_the_contracts_only() -> None:
         and getattr(value, "__module__", None) == policies.__name__
         and not name.startswith("_")
     }
-    assert defined == {"EngineView", "IterationPolicy", "RequestPolicy"}
+    assert defined == {"EngineView", "IterationPolicy", "KnownRequests", "RequestPolicy", "oracle_lengths"}
 
 
 def test_the_answers() -> None:
@@ -48,9 +57,9 @@ def test_policies_and_views_satisfy_the_protocols() -> None:
     [
         (
             RequestPolicy,
-            ["start(workload, clients)", "arrive(request)", "release(client)", "ready()", "take(capacity)"],
+            ["start(known, clients)", "arrive(request)", "release(client)", "ready()", "take(capacity)"],
         ),
-        (IterationPolicy, ["start(workload, cost, clients)", "decide(engine)", "PREFILL_NOW", "n >= 1"]),
+        (IterationPolicy, ["start(known, cost, clients)", "decide(engine)", "PREFILL_NOW", "n >= 1"]),
     ],
 )
 def test_each_protocol_says_when_each_method_is_called(protocol, calls) -> None:

@@ -45,7 +45,16 @@ def test_names_and_objects_give_the_same_schedule() -> None:
 
     by_object = simulate(wl, LinearCostModel.paper(), 40, FCFS(), Threshold())
     assert np.array_equal(by_name.iteration_end, by_object.iteration_end)
-    assert by_name.info == by_object.info == {"request_policy": "fcfs", "iteration_policy": "threshold"}
+    assert (
+        by_name.info
+        == by_object.info
+        == {
+            "request_policy": "fcfs",
+            "iteration_policy": "threshold",
+            "clairvoyant": False,
+            "oracle_lengths": False,
+        }
+    )
 
 
 @pytest.mark.parametrize(

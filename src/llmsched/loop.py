@@ -34,7 +34,15 @@ import numpy as np
 
 from llmsched.cost import CostModel
 from llmsched.instance import check_instance, check_stage_time
-from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, IterationPolicy, RequestPolicy
+from llmsched.policies import (
+    DECODE_UNTIL_EVENT,
+    PREFILL_NOW,
+    EngineView,
+    IterationPolicy,
+    KnownRequests,
+    RequestPolicy,
+    oracle_lengths,
+)
 from llmsched.schedule import DECODE, PREFILL, Schedule
 from llmsched.workload import Workload
 
@@ -212,22 +220,24 @@ class LoopView:
         "iteration_time",
         "iterations_to_finish",
         "just_prefilled",
+        "known",
         "now",
+        "oldest_arrival",
         "ready",
         "stage_iterations",
         "unstarted",
-        "workload",
+        "waiting_seconds",
     )
 
     def __init__(
         self,
-        workload: Workload,
+        known: KnownRequests,
         cost: CostModel,
         clients: int,
         running: Mapping[int, int],
         decode_start: Sequence[int],
     ):
-        self.workload = workload
+        self.known = known
         self.cost = cost
         self.clients = clients
         self._running = running
@@ -242,6 +252,8 @@ class LoopView:
         self.stage_iterations = 0
         self.just_prefilled = False
         self.unstarted = 0
+        self.oldest_arrival = _INF
+        self.waiting_seconds = 0.0
 
     def decoding_requests(self) -> list[int]:
         """The requests decoding now, in no particular order (O(active))."""
@@ -413,6 +425,7 @@ def run_loop(
     request_policy: RequestPolicy,
     iteration_policy: IterationPolicy,
     executor: Executor,
+    clairvoyant: bool = False,
 ) -> Schedule:
     """Run the decision loop with two policy objects on ``executor``; return the schedule.
 
@@ -425,12 +438,17 @@ def run_loop(
         Policy objects (see :mod:`llmsched.policies`); they are started afresh.
     executor
         What runs the stages: :class:`CostClock` or a device executor.
+    clairvoyant
+        Reveal every request to the policies before the run starts (the paper's offline
+        batch planned ahead, or a study that asks for it). By default the run is
+        non-anticipative: the policies learn of a request when it arrives.
 
     Returns
     -------
     Schedule
         Every stage and every request's placement, ``measured`` when the executor's clock
-        is a real one.
+        is a real one. Its ``info`` says whether the run was ``clairvoyant`` and whether
+        the policies were told the true output lengths (``oracle_lengths``).
 
     Raises
     ------
@@ -468,8 +486,19 @@ def run_loop(
     order = np.argsort(workload.arrival, kind="stable").tolist()
     arrival = workload.arrival.tolist()
 
-    requests.start(workload, clients)
-    iterations.start(workload, cost, clients)
+    if not isinstance(clairvoyant, (bool, np.bool_)):
+        raise TypeError(f"clairvoyant must be True or False, got {clairvoyant!r}")
+    oracle = bool(clairvoyant) or oracle_lengths(requests) or oracle_lengths(iterations)
+    predicted = workload.predicted_output
+    known = KnownRequests(n, predicted is not None, oracle, bool(clairvoyant), workload.name)
+    planned = predicted.tolist() if predicted is not None else [0] * n
+    reveal = known.reveal
+    if clairvoyant:
+        for request in order:
+            reveal(request, prompt[request], planned[request], output[request], arrival[request])
+
+    requests.start(known, clients)
+    iterations.start(known, cost, clients)
     executor.start(workload, cost, clients)
 
     waiting, taken_before = _WAITING, _TAKEN
@@ -483,7 +512,7 @@ def run_loop(
     kinds, starts, ends = record.kind, record.start, record.end
     firsts, stage_iterations = record.first, record.iterations
     run_start, run_iterations, run_time = record.run_start, record.run_iterations, record.run_time
-    view = LoopView(workload, cost, clients, running, decode_start)
+    view = LoopView(known, cost, clients, running, decode_start)
     heappush, heappop = heapq.heappush, heapq.heappop
     # Bound once: the loop calls them tens of thousands of times.
     arrive, ready_now, take, release = requests.arrive, requests.ready, requests.take, requests.release
@@ -494,6 +523,8 @@ def run_loop(
     due_in_order = [arrival[i] for i in order]
 
     next_arrival = finished = started = 0
+    oldest = 0  # position in ``order`` of the oldest arrived request that may not have started
+    waiting_arrival_sum = 0.0  # sum of the arrival times of the arrived, unstarted requests
     g = 0  # global decode iteration counter
     free = clients
     just_prefilled = False  # the last stage is a prefill stage
@@ -502,8 +533,12 @@ def run_loop(
         if next_arrival < n and admits(now, due_in_order[next_arrival]):
             horizon = now + 8 * math.ulp(now)  # what admits() allows
             while next_arrival < n and due_in_order[next_arrival] <= horizon:
-                state[order[next_arrival]] = waiting
-                arrive(order[next_arrival])
+                request = order[next_arrival]
+                state[request] = waiting
+                if not clairvoyant:
+                    reveal(request, prompt[request], planned[request], output[request], arrival[request])
+                arrive(request)
+                waiting_arrival_sum += due_in_order[next_arrival]
                 next_arrival += 1
         active = len(heap)
         ready = ready_now() if free else 0
@@ -519,7 +554,11 @@ def run_loop(
             view.iterations_to_finish = heap[0][0] - g
             view.stage_iterations = 0 if just_prefilled else stage_iterations[-1]
             view.just_prefilled = just_prefilled
-            view.unstarted = next_arrival - started  # arrived: the future is not shown
+            view.unstarted = unstarted = next_arrival - started  # arrived: the future is not shown
+            while oldest < next_arrival and state[order[oldest]] == taken_before:
+                oldest += 1
+            view.oldest_arrival = due_in_order[oldest] if oldest < next_arrival else _INF
+            view.waiting_seconds = max(0.0, unstarted * now - waiting_arrival_sum) if unstarted else 0.0
             view._iteration = g
             decision = decide(view)
             if type(decision) is not int or decision < 0:
@@ -548,6 +587,7 @@ def run_loop(
                     )
                     raise ValueError(f"request policy {requests_name}.take({capacity}) is invalid: {problem}")
                 tokens += prompt[request]
+                waiting_arrival_sum -= arrival[request]
                 state[request] = taken_before
                 running[client] = request
                 client_of[request] = client
@@ -612,13 +652,20 @@ def run_loop(
             )
         g += ran
         while heap and heap[0][0] == g:
-            _, client, _ = heappop(heap)
+            _, client, request = heappop(heap)
             del running[client]
+            known.finish(output[request])
             release(client)
             free += 1
             finished += 1
 
-    info = {"request_policy": _name(requests), "iteration_policy": _name(iterations), **executor.info()}
+    info = {
+        "request_policy": _name(requests),
+        "iteration_policy": _name(iterations),
+        "clairvoyant": bool(clairvoyant),
+        "oracle_lengths": oracle,
+        **executor.info(),
+    }
     return record.schedule(
         workload, cost, clients, client_of, prefill_stage, decode_start, executor.measured, info
     )
@@ -630,21 +677,24 @@ def simulate_policies(
     clients: int,
     request_policy: RequestPolicy,
     iteration_policy: IterationPolicy,
+    clairvoyant: bool = False,
 ) -> Schedule:
     """Simulate two policy objects on the cost model's clock and return the schedule.
 
     :func:`llmsched.simulate` is this with policies named as well; here they must be
-    objects (see :mod:`llmsched.policies`). Raises as :func:`run_loop` does.
+    objects (see :mod:`llmsched.policies`). ``clairvoyant`` as for :func:`run_loop`.
+    Raises as :func:`run_loop` does.
     """
-    return run_loop(workload, cost, clients, request_policy, iteration_policy, CostClock())
+    return run_loop(workload, cost, clients, request_policy, iteration_policy, CostClock(), clairvoyant)
 
 
 class _ReplayRequests:
     """Takes a schedule's prefill stages in order, each once its requests have arrived and
     its clients are free."""
 
-    def __init__(self, groups: list[list[tuple[int, int]]], name: str):
+    def __init__(self, groups: list[list[tuple[int, int]]], name: str, sizes: str):
         self.name = name
+        self.sizes = sizes  # what the replayed decisions were made with (for the run's info)
         self._groups = groups
         self._group_of = {request: k for k, group in enumerate(groups) for request, _ in group}
         self._clients = [{client for _, client in group} for group in groups]
@@ -658,7 +708,7 @@ class _ReplayRequests:
             group = self._groups[self.taken]
             self._missing = sum((r not in self._arrived) + (c in self._busy) for r, c in group)
 
-    def start(self, workload: Workload, clients: int) -> None:
+    def start(self, known: KnownRequests, clients: int) -> None:
         self.taken = 0
         self._arrived = set()
         self._busy = set()
@@ -705,7 +755,7 @@ class PlannedIterations:
         self._requests = requests
         self._iterations = iterations
 
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+    def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None:
         pass
 
     def decide(self, engine: EngineView) -> int:
@@ -736,5 +786,6 @@ def replay_policies(schedule: Schedule) -> tuple[RequestPolicy, IterationPolicy]
         int(schedule.stage_iterations[s + 1]) if s + 1 < kinds.size and kinds[s + 1] == DECODE else 0
         for s in prefills.tolist()
     ]
-    requests = _ReplayRequests(groups, str(schedule.info.get("request_policy", "replay")))
+    sizes = "oracle" if schedule.info.get("oracle_lengths") else "predicted"
+    requests = _ReplayRequests(groups, str(schedule.info.get("request_policy", "replay")), sizes)
     return requests, PlannedIterations(requests, after, str(schedule.info.get("iteration_policy", "replay")))

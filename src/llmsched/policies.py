@@ -7,18 +7,32 @@ Python objects with no solver or torch in sight, so the same objects drive the s
 The loop checks every answer against these contracts and raises a TypeError or ValueError
 naming the policy's class and what was wrong.
 
+Policies are *non-anticipative*: they learn of a request only when it arrives. The loop
+hands them a :class:`KnownRequests`, which it fills in as requests arrive, never the
+workload itself. A *clairvoyant* run (the paper's offline batch planned ahead, or a study
+that asks for it) reveals every request before the run starts, and its schedule says so.
+
 Named policies (FCFS, static queues, Algorithm 1, the Lagrangian rule, ...) and the
 registry of their names live in :mod:`llmsched.online`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Protocol, runtime_checkable
 
 from llmsched.cost import CostModel
 from llmsched.workload import Workload
 
-__all__ = ["DECODE_UNTIL_EVENT", "PREFILL_NOW", "EngineView", "IterationPolicy", "RequestPolicy"]
+__all__ = [
+    "DECODE_UNTIL_EVENT",
+    "PREFILL_NOW",
+    "EngineView",
+    "IterationPolicy",
+    "KnownRequests",
+    "RequestPolicy",
+    "oracle_lengths",
+]
 
 # ``IterationPolicy.decide``'s answer "prefill now".
 PREFILL_NOW = 0
@@ -27,18 +41,175 @@ PREFILL_NOW = 0
 DECODE_UNTIL_EVENT = 1 << 62
 
 
+def oracle_lengths(policy: object) -> bool:
+    """Whether ``policy`` plans with the true output lengths (its ``sizes`` is ``"oracle"``).
+
+    Such a policy is told each request's true output length when the request arrives: an
+    oracle study, which the schedule's ``info`` records.
+    """
+    return getattr(policy, "sizes", None) == "oracle"
+
+
+class KnownRequests:
+    """What the policies of a run know of its requests: each one's fields from its arrival on.
+
+    The loop creates it and fills in a request's entries when the request arrives (all of
+    them before the run starts in a clairvoyant run). Until then a request's entries read
+    0 (``arrival``: inf). Indices are the workload's request indices; the lists are as long
+    as the workload, which tells nothing about the requests themselves. Policies keep
+    references to the lists and must treat them as read-only.
+
+    Attributes
+    ----------
+    prompt_tokens
+        Prompt length of each known request.
+    predicted_output
+        Predicted output length of each known request; None when the workload carries no
+        predictions.
+    output_tokens
+        True output length of each known request, only in a run that reveals it (a
+        policy planning with ``sizes="oracle"``, or a clairvoyant run); None otherwise.
+    arrival
+        Arrival time of each known request.
+    arrived
+        The known requests, in the order they became known.
+    clairvoyant
+        True when every request was revealed before the run started.
+    total_prompt, total_predicted, total_output
+        Sums over the known requests (``total_output`` only when lengths are revealed).
+    finished, total_finished_output
+        How many requests have finished, and their output tokens: a request's output
+        length is known once it has produced its last token, whatever the run reveals.
+    """
+
+    __slots__ = (
+        "arrival",
+        "arrived",
+        "clairvoyant",
+        "finished",
+        "name",
+        "output_tokens",
+        "predicted_output",
+        "prompt_tokens",
+        "total_finished_output",
+        "total_output",
+        "total_predicted",
+        "total_prompt",
+    )
+
+    def __init__(
+        self, size: int, predictions: bool, lengths: bool, clairvoyant: bool = False, name: str = "workload"
+    ):
+        self.name = name
+        self.clairvoyant = bool(clairvoyant)
+        self.prompt_tokens = [0] * size
+        self.predicted_output: list[int] | None = [0] * size if predictions else None
+        self.output_tokens: list[int] | None = [0] * size if lengths else None
+        self.arrival = [math.inf] * size
+        self.arrived: list[int] = []
+        self.total_prompt = 0
+        self.total_predicted = 0
+        self.total_output = 0
+        self.finished = 0
+        self.total_finished_output = 0
+
+    @classmethod
+    def everything(cls, workload: Workload, lengths: bool = False) -> KnownRequests:
+        """Every request of ``workload`` known (a clairvoyant view), for calling a policy
+        directly outside the loop; ``lengths`` reveals the true output lengths too."""
+        n = len(workload)
+        known = cls(n, workload.predicted_output is not None, lengths, True, workload.name)
+        predicted = (
+            workload.predicted_output if workload.predicted_output is not None else workload.output_tokens
+        )
+        for request in sorted(range(n), key=workload.arrival.__getitem__):
+            known.reveal(
+                request,
+                int(workload.prompt_tokens[request]),
+                int(predicted[request]),
+                int(workload.output_tokens[request]),
+                float(workload.arrival[request]),
+            )
+        return known
+
+    def __len__(self) -> int:
+        """The number of known requests."""
+        return len(self.arrived)
+
+    def reveal(self, request: int, prompt: int, predicted: int, output: int, arrival: float) -> None:
+        """Make ``request`` known (the loop calls it once, at the request's arrival).
+
+        ``predicted`` and ``output`` are ignored where the run does not reveal them.
+        """
+        self.prompt_tokens[request] = prompt
+        self.total_prompt += prompt
+        if self.predicted_output is not None:
+            self.predicted_output[request] = predicted
+            self.total_predicted += predicted
+        if self.output_tokens is not None:
+            self.output_tokens[request] = output
+            self.total_output += output
+        self.arrival[request] = arrival
+        self.arrived.append(request)
+
+    def finish(self, output: int) -> None:
+        """Record that a request finished after ``output`` tokens (the loop calls it)."""
+        self.finished += 1
+        self.total_finished_output += output
+
+    def planned_output(self, sizes: str) -> list[int]:
+        """The output lengths a policy plans with: ``output_tokens`` for ``"oracle"``, else
+        ``predicted_output``.
+
+        Raises
+        ------
+        ValueError
+            When they are not revealed to this run: the workload carries no predictions
+            (attach some, or plan with ``sizes="oracle"``), or the run does not reveal
+            true lengths.
+        """
+        if sizes == "oracle":
+            if self.output_tokens is None:
+                raise ValueError(
+                    "this run does not reveal true output lengths; a policy that plans with them "
+                    "must have sizes='oracle'"
+                )
+            return self.output_tokens
+        if self.predicted_output is None:
+            raise ValueError("the workload has no predicted_output; attach predictions or use sizes='oracle'")
+        return self.predicted_output
+
+    def mean_prompt(self) -> float:
+        """Mean prompt length of the known requests (0 when none is known)."""
+        return self.total_prompt / len(self.arrived) if self.arrived else 0.0
+
+    def mean_planned_output(self, sizes: str = "predicted") -> float:
+        """Mean output length a policy can plan with: over the known requests, their true
+        lengths where the run reveals them (``sizes="oracle"``) or their predictions;
+        without either, the mean output of the requests finished so far (as an operator
+        measures it from past traffic); 0 when nothing tells it yet."""
+        if self.arrived:
+            if self.output_tokens is not None and (sizes == "oracle" or self.predicted_output is None):
+                return self.total_output / len(self.arrived)
+            if self.predicted_output is not None and sizes != "oracle":
+                return self.total_predicted / len(self.arrived)
+        return self.total_finished_output / self.finished if self.finished else 0.0
+
+
 @runtime_checkable
 class RequestPolicy(Protocol):
     """Which waiting request each free client takes.
 
     The loop calls, in this order of time:
 
-    * ``start(workload, clients)`` once, before anything happens: every client is free and
-      no request has arrived. A policy must not read a request before it arrives (its
-      prompt length and prediction are known from then on), unless the caller asked for a
-      clairvoyant run (``sizes="oracle"``).
+    * ``start(known, clients)`` once, before anything happens: every client is free and
+      no request has arrived. ``known`` is the run's :class:`KnownRequests`: a request's
+      prompt length and prediction (and, for a policy with ``sizes="oracle"``, its true
+      output length) appear in it when the request arrives; in a clairvoyant run all of
+      them are there from the start.
     * ``arrive(request)`` when a request arrives, in order of arrival time (ties by request
-      index), at the first decision point at or after its arrival.
+      index), at the first decision point at or after its arrival; ``known`` holds its
+      entries by then.
     * ``release(client)`` when the request on ``client`` has produced its last token; the
       client is free from then on.
     * ``ready()``, only while some client is free, at every decision point: how many
@@ -51,7 +222,7 @@ class RequestPolicy(Protocol):
       ``capacity``. The policy removes the requests it returns from what it offers.
     """
 
-    def start(self, workload: Workload, clients: int) -> None: ...
+    def start(self, known: KnownRequests, clients: int) -> None: ...
 
     def arrive(self, request: int) -> None: ...
 
@@ -88,8 +259,15 @@ class EngineView(Protocol):
         True right after a prefill stage: the next iteration decodes whatever the answer.
     unstarted
         Requests arrived and not prefilled yet (whether more will arrive is not shown).
-    workload, cost
-        The instance being run.
+    oldest_arrival
+        Arrival time of the longest-waiting arrived, unstarted request (inf when none).
+    waiting_seconds
+        Seconds waited so far, summed over the arrived, unstarted requests (the TTFT they
+        have accumulated).
+    known
+        The run's :class:`KnownRequests` (what has arrived).
+    cost
+        The cost model.
     """
 
     @property
@@ -123,7 +301,13 @@ class EngineView(Protocol):
     def unstarted(self) -> int: ...
 
     @property
-    def workload(self) -> Workload: ...
+    def oldest_arrival(self) -> float: ...
+
+    @property
+    def waiting_seconds(self) -> float: ...
+
+    @property
+    def known(self) -> KnownRequests: ...
 
     @property
     def cost(self) -> CostModel: ...
@@ -143,7 +327,8 @@ class IterationPolicy(Protocol):
 
     The loop calls:
 
-    * ``start(workload, cost, clients)`` once, before anything happens;
+    * ``start(known, cost, clients)`` once, before anything happens (``known`` as for a
+      request policy: it fills in as requests arrive);
     * ``decide(engine)`` only when there is a real choice: some client is free, the request
       policy reports ready requests, and some client is decoding. ``engine`` is an
       :class:`EngineView`. It must return :data:`PREFILL_NOW` (0) to prefill now, or an int
@@ -157,6 +342,6 @@ class IterationPolicy(Protocol):
     requests are ready, and decodes until the next event when nothing is ready.
     """
 
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None: ...
+    def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None: ...
 
     def decide(self, engine: EngineView) -> int: ...

@@ -24,7 +24,7 @@ from llmsched.online import (
     registry,
     request_policy_names,
 )
-from llmsched.online.iteration import Lagrangian, Threshold
+from llmsched.online.iteration import Lagrangian, SLOAware, Threshold
 
 # Every name registered before the registry took parameters, with the class and the
 # attributes it built then: each must still mean the same.
@@ -53,7 +53,12 @@ REQUEST_NAMES = {
     "longest-first": (LongestFirst, {"sizes": "predicted"}),
     "longest-first-oracle": (LongestFirst, {"sizes": "oracle"}),
 }
-ITERATION_NAMES = {"prefill-first": PrefillFirst, "lagrangian": Lagrangian, "threshold": Threshold}
+ITERATION_NAMES = {
+    "prefill-first": PrefillFirst,
+    "lagrangian": Lagrangian,
+    "threshold": Threshold,
+    "slo": SLOAware,
+}
 
 
 @pytest.fixture
@@ -117,7 +122,7 @@ def test_parameters_reach_the_run() -> None:
         (
             lambda: make_iteration_policy("lagrangian", k=3),
             TypeError,
-            "iteration policy 'lagrangian' has no parameter 'k'; it takes no parameters",
+            "iteration policy 'lagrangian' has no parameter 'k'; it takes ttft_weight, slo_ttft",
         ),
         (
             lambda: make_request_policy("hybrid-oracle", sizes="predicted"),

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from llmsched import LinearCostModel, Workload, simulate, validate, workloads
-from llmsched.online import LongestFirst, ShortestFirst, SortedPreemptive
+from llmsched.loop import simulate_policies
+from llmsched.online import LongestFirst, PrefillFirst, ShortestFirst, SortedPreemptive
 
 
 def test_algorithm1_idle_client_takes_the_longest_from_the_busiest() -> None:
@@ -28,15 +29,18 @@ def test_algorithm1_idle_client_takes_the_longest_from_the_busiest() -> None:
 
 def test_clients_without_a_queue_steal_lowest_index_first() -> None:
     """With more clients than requests, the clients given no queue are idle from the start
-    and steal in index order, whatever J is; none is listed one by one."""
+    and take work in index order, whatever J is; none is listed one by one."""
     w = Workload([10] * 4, [40, 30, 20, 10], arrival=[0.0, 0.0, 0.0, 0.0])
     cost = LinearCostModel(0.01, 1e-4, 0.01, 1e-4, 10)  # one prompt per prefill stage
     for clients in (6, 10**12):
-        policy = SortedPreemptive(initial="round-robin", sizes="oracle")
-        s = simulate(w, cost, clients, policy, "prefill-first")
-        assert validate(s) == []
-        assert sorted(s.request_client.tolist()) == [0, 1, 2, 3]
-        assert len(policy._queues) == 4  # one queue per client given a request, not per client
+        for clairvoyant in (False, True):
+            policy = SortedPreemptive(initial="round-robin", sizes="oracle")
+            s = simulate_policies(w, cost, clients, policy, PrefillFirst(), clairvoyant=clairvoyant)
+            assert validate(s) == []
+            assert sorted(s.request_client.tolist()) == [0, 1, 2, 3]
+            # Planned ahead, once; online, the four fit on free clients directly and no
+            # plan is needed. Either way nothing is left queued.
+            assert policy.plans == (1 if clairvoyant else 0) and not policy._queues
 
 
 def test_hybrid_on_gsm8k_is_deterministic_and_beats_the_baseline() -> None:

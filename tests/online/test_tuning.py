@@ -6,6 +6,7 @@ import pytest
 
 from llmsched import LinearCostModel, simulate, validate, workloads
 from llmsched.online import FCFS, TunedThreshold, make_request_policy, with_predictions
+from llmsched.policies import KnownRequests
 
 
 def test_tuned_threshold_tries_a_grid_and_keeps_the_best() -> None:
@@ -28,11 +29,14 @@ def test_the_request_policy_may_be_a_name_a_factory_or_an_object() -> None:
     trials = []
     for given in ("fcfs", FCFS, lambda: make_request_policy("fcfs"), FCFS()):
         policy = TunedThreshold(given, candidates=[2, 6])
-        policy.start(w, cost, 20)
+        policy.start(KnownRequests.everything(w), cost, 20)
+        policy.tune()
         trials.append(policy.trials)
     assert all(t == trials[0] for t in trials)
     with pytest.raises(TypeError, match="request_policy must be"):
-        TunedThreshold(42).start(w, cost, 20)  # type: ignore[arg-type]
+        bad = TunedThreshold(42)  # type: ignore[arg-type]
+        bad.start(KnownRequests.everything(w), cost, 20)
+        bad.tune()
 
 
 def test_tuning_never_plans_with_the_true_lengths() -> None:

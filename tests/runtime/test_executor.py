@@ -62,8 +62,10 @@ class _Recording:
         outer = self
 
         class Requests:
-            def start(self, workload, clients):
-                requests.start(workload, clients)
+            sizes = getattr(requests, "sizes", None)  # an oracle policy is told the lengths
+
+            def start(self, known, clients):
+                requests.start(known, clients)
 
             def arrive(self, request):
                 outer.log.append(("arrive", request))

@@ -20,9 +20,8 @@ from llmsched.cost import CostModel, LinearCostModel
 from llmsched.exegpt.xsim import XSimulator
 from llmsched.loop import simulate_policies
 from llmsched.online.baselines import FCFS
-from llmsched.policies import PREFILL_NOW, EngineView
+from llmsched.policies import PREFILL_NOW, EngineView, KnownRequests
 from llmsched.schedule import PREFILL, Schedule
-from llmsched.workload import Workload
 
 __all__ = [
     "RRAIterations",
@@ -52,7 +51,7 @@ class RRAIterations:
     def __init__(self, iterations: int):
         self.iterations = positive_int("iterations", iterations)
 
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+    def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None:
         pass
 
     def decide(self, engine: EngineView) -> int:

@@ -12,8 +12,8 @@ the iteration rules, the registry of policy names, and output-length predictors.
 """
 
 from llmsched.online.baselines import FCFS, FreeClients, PrefillFirst, StaticQueues
-from llmsched.online.iteration import Lagrangian, Threshold, threshold_k
-from llmsched.online.offline import OfflineQueues, check_sizes, decode_sizes, offline_queues
+from llmsched.online.iteration import Lagrangian, SLOAware, Threshold, threshold_k
+from llmsched.online.offline import OfflineQueues, RollingQueues, check_sizes, decode_sizes, offline_queues
 from llmsched.online.predictors import (
     BucketClassifier,
     ConstantMean,
@@ -50,6 +50,8 @@ __all__ = [
     "OfflineQueues",
     "Oracle",
     "PrefillFirst",
+    "RollingQueues",
+    "SLOAware",
     "ShortestFirst",
     "SortedPreemptive",
     "StaticQueues",

@@ -18,8 +18,7 @@ import numpy as np
 
 from llmsched._checks import positive_int
 from llmsched.cost import CostModel
-from llmsched.policies import PREFILL_NOW, EngineView
-from llmsched.workload import Workload
+from llmsched.policies import PREFILL_NOW, EngineView, KnownRequests
 
 __all__ = ["FCFS", "FreeClients", "PrefillFirst", "StaticQueues"]
 
@@ -90,8 +89,8 @@ class FCFS:
         self.max_batch = math.inf if max_batch is None else positive_int("max_batch", max_batch)
         self._limited = max_batch is not None
 
-    def start(self, workload: Workload, clients: int) -> None:
-        self._prompt = workload.prompt_tokens.tolist()
+    def start(self, known: KnownRequests, clients: int) -> None:
+        self._prompt = known.prompt_tokens
         self._queue: deque[int] = deque()
         self._free = FreeClients(clients)
         self._free_count = clients  # len(self._free), kept here: ready() is asked at every step
@@ -160,11 +159,11 @@ class StaticQueues:
             raise ValueError("StaticQueues: the queues must hold every request of the workload exactly once")
         return queues
 
-    def start(self, workload: Workload, clients: int) -> None:
-        n = len(workload)
+    def start(self, known: KnownRequests, clients: int) -> None:
+        n = len(known.prompt_tokens)
         queues = self._queues(n, clients)
-        self._arrival = workload.arrival.tolist()
-        self._prompt = workload.prompt_tokens.tolist()
+        self._arrival = known.arrival
+        self._prompt = known.prompt_tokens
         # Only clients with work get a queue: memory grows with requests, not clients.
         self._queues_of = {j: deque(q) for j, q in queues.items() if q}
         owner = [0] * n
@@ -248,7 +247,7 @@ class PrefillFirst:
 
     name = "prefill-first"
 
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+    def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None:
         pass
 
     def decide(self, engine: EngineView) -> int:

@@ -14,10 +14,59 @@ import math
 import numpy as np
 
 from llmsched.cost import CostModel
-from llmsched.policies import PREFILL_NOW, EngineView
+from llmsched.policies import PREFILL_NOW, EngineView, KnownRequests
 from llmsched.workload import Workload
 
-__all__ = ["Lagrangian", "Threshold", "closed_form_k", "stage_overhead", "threshold_k"]
+__all__ = [
+    "Lagrangian",
+    "SLOAware",
+    "Threshold",
+    "closed_form_k",
+    "known_k",
+    "slo_iterations",
+    "stage_overhead",
+    "threshold_k",
+]
+
+
+def _check_slo(slo_ttft: float | None, required: bool = False) -> float | None:
+    if slo_ttft is None and not required:
+        return None
+    if isinstance(slo_ttft, bool) or not isinstance(slo_ttft, (int, float, np.integer, np.floating)):
+        raise TypeError(f"slo_ttft must be a number of seconds > 0, got {slo_ttft!r}")
+    if not 0 < slo_ttft < math.inf:
+        raise ValueError(f"slo_ttft must be a finite number of seconds > 0, got {slo_ttft!r}")
+    return float(slo_ttft)
+
+
+def _check_weight(ttft_weight: float) -> float:
+    if isinstance(ttft_weight, bool) or not isinstance(ttft_weight, (int, float, np.integer, np.floating)):
+        raise TypeError(f"ttft_weight must be a number >= 0, got {ttft_weight!r}")
+    if not 0 <= ttft_weight < math.inf:
+        raise ValueError(f"ttft_weight must be a finite number >= 0, got {ttft_weight!r}")
+    return float(ttft_weight)
+
+
+def slo_iterations(engine: EngineView, slo_ttft: float, mean_prompt: float) -> int:
+    """Decode iterations the oldest waiting request can still afford before its prefill.
+
+    It meets ``slo_ttft`` if a prefill stage of the ready prompts (estimated at
+    ``mean_prompt`` each, at most a full stage) starts no later than
+    ``oldest_arrival + slo_ttft - prefill time``; each decode iteration run before then
+    takes ``engine.iteration_time``. 0 means prefill now (the target is missed by any
+    further wait, or already missed).
+    """
+    cost = engine.cost
+    tokens = min(cost.prefill_capacity, max(1.0, engine.ready * mean_prompt))
+    slack = engine.oldest_arrival + slo_ttft - float(cost.prefill_time(tokens)) - engine.now
+    tau = engine.iteration_time
+    if not slack > tau or tau <= 0:  # NaN-safe: no slack, or nothing left to wait for
+        return 0
+    return int(slack // tau)
+
+
+# "Decode on": no limit from the TTFT target.
+DECODE_FOREVER = 1 << 62
 
 
 def stage_overhead(cost: CostModel, tokens: float) -> float:
@@ -58,6 +107,17 @@ def threshold_k(cost: CostModel, clients: int, mean_output: float, mean_prompt: 
     return int(min(clients, max(1, round(k))))
 
 
+def known_k(known: KnownRequests, cost: CostModel, clients: int, sizes: str = "predicted") -> int:
+    """:func:`threshold_k` from what is known so far: the mean planned output
+    (:meth:`~llmsched.policies.KnownRequests.mean_planned_output`: predictions, revealed
+    lengths, or the outputs of finished requests) and the mean prompt; 1 (prefill as soon
+    as a request is ready) while nothing tells the mean output."""
+    mean_output = known.mean_planned_output(sizes)
+    if not len(known) or not mean_output > 0:
+        return 1
+    return threshold_k(cost, clients, mean_output, known.mean_prompt())
+
+
 def closed_form_k(workload: Workload, cost: CostModel, clients: int) -> int:
     """:func:`threshold_k` for ``workload``: its mean predicted output (or, without predictions,
     its mean output, as an operator would measure from past traffic) and mean prompt."""
@@ -78,36 +138,65 @@ class Lagrangian:
       lost since requests started waiting: each decode iteration of length tau run with f
       free clients out of J loses ``tau * f / J`` of engine time.
 
+    * What waiting costs the ready requests themselves (their TTFT) counts beside it,
+      weighted by ``ttft_weight``: each second that ``r`` ready requests wait adds
+      ``ttft_weight * r / J`` seconds to ``C_d`` (with weight 1 a request's waiting second
+      counts as much as a client's idle second). 0 is the paper's rule.
+
     If ``C_p > C_d`` the policy keeps decoding and answers with the number of iterations
-    after which ``C_d`` would reach ``C_p`` at the current free count (the loop asks
-    again earlier if a request finishes); otherwise it prefills. When every arrived request
-    that has not started is ready, waiting cannot batch more of them, so it prefills.
+    after which ``C_d`` would reach ``C_p`` at the current free and ready counts (the loop
+    asks again earlier if a request finishes or arrives); otherwise it prefills. When every
+    arrived request that has not started is ready, waiting cannot batch more of them, so
+    it prefills. With ``slo_ttft`` it also prefills once the oldest waiting request would
+    otherwise miss that TTFT target (:func:`slo_iterations`).
+
+    The mean prompt it estimates a stage with is the mean over the requests known so far.
+
+    Parameters
+    ----------
+    ttft_weight
+        Weight of the ready requests' waiting time (>= 0).
+    slo_ttft
+        TTFT target in seconds, or None.
     """
 
     name = "lagrangian"
 
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+    def __init__(self, ttft_weight: float = 0.0, slo_ttft: float | None = None):
+        self.ttft_weight = _check_weight(ttft_weight)
+        self.slo_ttft = _check_slo(slo_ttft)
+
+    def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None:
         self._cost = cost
         self._clients = clients
-        self._mean_prompt = float(workload.prompt_tokens.mean())
+        self._known = known
         self._waited = 0.0
         self._since: float | None = None
         self._free = 0
+        self._ready = 0
 
     def decide(self, engine: EngineView) -> int:
         if engine.just_prefilled or self._since is None:
             self._waited = 0.0
         else:
-            self._waited += (engine.now - self._since) * self._free / self._clients
-        self._since, self._free = engine.now, engine.free
+            lost = self._free + self.ttft_weight * self._ready
+            self._waited += (engine.now - self._since) * lost / self._clients
+        self._since, self._free, self._ready = engine.now, engine.free, engine.ready
         if engine.ready >= engine.unstarted:
             return self._prefill()
-        tokens = min(self._cost.prefill_capacity, engine.ready * self._mean_prompt)
+        mean_prompt = self._known.mean_prompt()
+        allowed = DECODE_FOREVER
+        if self.slo_ttft is not None:
+            allowed = slo_iterations(engine, self.slo_ttft, mean_prompt)
+            if allowed < 1:
+                return self._prefill()
+        tokens = min(self._cost.prefill_capacity, engine.ready * mean_prompt)
         c_p = stage_overhead(self._cost, tokens)
         if self._waited >= c_p:
             return self._prefill()
-        rate = engine.iteration_time * engine.free / self._clients
-        return max(1, math.ceil((c_p - self._waited) / rate)) if rate > 0 else 1
+        rate = engine.iteration_time * (engine.free + self.ttft_weight * engine.ready) / self._clients
+        wait = max(1, math.ceil((c_p - self._waited) / rate)) if rate > 0 else 1
+        return min(wait, allowed)
 
     def _prefill(self) -> int:
         self._since = None
@@ -121,28 +210,79 @@ class Threshold:
     ----------
     k
         The batch size; ``None`` derives it in closed form from the cost model and the mean
-        planned output (:func:`threshold_k`).
+        planned output and prompt of the requests known so far (:func:`known_k`, fixed once
+        more requests are known than there are clients).
+    slo_ttft
+        TTFT target in seconds, or None: with one, it also prefills once the oldest waiting
+        request would otherwise miss it (:func:`slo_iterations`).
     """
 
     name = "threshold"
 
-    def __init__(self, k: int | None = None):
+    def __init__(self, k: int | None = None, slo_ttft: float | None = None):
         if k is not None:
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
                 raise ValueError(f"k must be a positive integer or None, got {k!r}")
             k = int(k)
         self.k_given = k
         self.k = k
+        self.slo_ttft = _check_slo(slo_ttft)
 
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
-        if self.k_given is None:
-            self.k = closed_form_k(workload, cost, clients)
-        else:
-            self.k = min(self.k_given, clients)
+    def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None:
+        self._known = known
+        self._cost = cost
+        self._clients = clients
+        self._settled = self.k_given is not None
+        self.k = self.k_given if self.k_given is None else min(self.k_given, clients)
+
+    def _current_k(self) -> int:
+        if not self._settled:
+            known = self._known
+            self.k = known_k(known, self._cost, self._clients)
+            # Enough is known for the means to settle: stop re-deriving k.
+            told = known.predicted_output is not None or known.output_tokens is not None
+            self._settled = len(known) > self._clients and (told or known.finished > self._clients)
+        return self.k if self.k is not None else 1
 
     def decide(self, engine: EngineView) -> int:
-        k = self.k if self.k is not None else 1
+        k = self._current_k()
         if engine.ready >= k or engine.ready >= engine.unstarted:
             return PREFILL_NOW
         # Nothing changes until a request finishes: decode until the next event.
-        return max(1, engine.iterations_to_finish)
+        wait = max(1, engine.iterations_to_finish)
+        if self.slo_ttft is not None:
+            allowed = slo_iterations(engine, self.slo_ttft, self._known.mean_prompt())
+            if allowed < 1:
+                return PREFILL_NOW
+            wait = min(wait, allowed)
+        return wait
+
+
+class SLOAware:
+    """Decode as long as the oldest waiting request can still meet a TTFT target; then prefill.
+
+    Between prefills it batches as many requests as the target allows: it answers with
+    the decode iterations left before the oldest waiting request's prefill must start
+    (:func:`slo_iterations`) and prefills when none is left. Requests that arrive in the
+    meantime join the stage. It trades TTFT (every request may wait up to the target) for
+    fewer prefill stages; the Lagrangian and threshold rules take a ``slo_ttft`` too, as a
+    cap on their own waiting.
+
+    Parameters
+    ----------
+    slo_ttft
+        The TTFT target in seconds (> 0).
+    """
+
+    name = "slo"
+
+    def __init__(self, slo_ttft: float = 1.0):
+        self.slo_ttft = _check_slo(slo_ttft, required=True)
+
+    def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None:
+        self._known = known
+
+    def decide(self, engine: EngineView) -> int:
+        assert self.slo_ttft is not None
+        allowed = slo_iterations(engine, self.slo_ttft, self._known.mean_prompt())
+        return allowed if allowed >= 1 else PREFILL_NOW

@@ -24,8 +24,9 @@ Request policies:
 ================================  ==============================================================
 
 Iteration policies: ``prefill-first`` (:class:`~llmsched.online.baselines.PrefillFirst`),
-``lagrangian`` (:class:`~llmsched.online.iteration.Lagrangian`), ``threshold``
-(:class:`~llmsched.online.iteration.Threshold`, ``k``).
+``lagrangian`` (:class:`~llmsched.online.iteration.Lagrangian`, ``ttft_weight``, ``slo_ttft``),
+``threshold`` (:class:`~llmsched.online.iteration.Threshold`, ``k``, ``slo_ttft``), ``slo``
+(:class:`~llmsched.online.iteration.SLOAware`, ``slo_ttft``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmsched.online.baselines import FCFS, PrefillFirst, StaticQueues
-from llmsched.online.iteration import Lagrangian, Threshold
+from llmsched.online.iteration import Lagrangian, SLOAware, Threshold
 from llmsched.online.offline import OfflineQueues
 from llmsched.online.requests import HYBRID_OVERHEAD, LongestFirst, ShortestFirst, SortedPreemptive
 from llmsched.policies import IterationPolicy, RequestPolicy
@@ -153,6 +154,7 @@ _REQUEST.alias("longest-first-oracle", "longest-first", sizes="oracle")
 _ITERATION.register("prefill-first", PrefillFirst)
 _ITERATION.register("lagrangian", Lagrangian)
 _ITERATION.register("threshold", Threshold)
+_ITERATION.register("slo", SLOAware)
 
 
 def register_request_policy(name: str, factory: Callable[..., RequestPolicy]) -> None:

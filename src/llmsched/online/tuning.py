@@ -6,10 +6,9 @@ from collections.abc import Callable
 
 from llmsched.cost import CostModel
 from llmsched.loop import simulate_policies
-from llmsched.online.iteration import Threshold, closed_form_k
-from llmsched.online.offline import decode_sizes
+from llmsched.online.iteration import Threshold, known_k
 from llmsched.online.registry import make_request_policy
-from llmsched.policies import RequestPolicy
+from llmsched.policies import KnownRequests, RequestPolicy
 from llmsched.workload import Workload
 
 __all__ = ["TunedThreshold"]
@@ -18,9 +17,11 @@ __all__ = ["TunedThreshold"]
 class TunedThreshold(Threshold):
     """A threshold rule whose k is tuned by simulation on the planned (predicted) lengths.
 
-    At the start of a run it simulates the workload with its predicted outputs in place of
-    the true ones (the policy never sees the truth, so the workload must carry predictions)
-    for each candidate k and keeps the one with the shortest makespan.
+    At its first decision it simulates the requests known by then, as a batch at their
+    arrival times, with their predicted outputs in place of the true ones (the policy never
+    sees the truth, so the workload must carry predictions), for each candidate k, and
+    keeps the one with the shortest makespan. On the paper's closed batch every request is
+    known at the first decision. It does not tune again.
 
     Parameters
     ----------
@@ -54,10 +55,30 @@ class TunedThreshold(Threshold):
             return make_request_policy(policy())
         return make_request_policy(policy)
 
-    def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
-        # Tuning on the true lengths would be a clairvoyant run that nobody asked for.
-        planned = workload.replace(output_tokens=decode_sizes(workload, "predicted"))
-        base = closed_form_k(workload, cost, clients)
+    def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None:
+        super().start(known, cost, clients)
+        known.planned_output("predicted")  # ValueError now: tuning on the truth is not allowed
+        self._settled = False
+        self._tuned = False
+        self.trials = {}
+
+    def _current_k(self) -> int:
+        if not self._tuned:
+            self.tune()
+        return self.k if self.k is not None else 1
+
+    def tune(self) -> None:
+        """Tune k now, on the requests known so far (the first decision does it otherwise)."""
+        known, cost, clients = self._known, self._cost, self._clients
+        ids = sorted(known.arrived)
+        predicted = known.planned_output("predicted")
+        planned = Workload(
+            [known.prompt_tokens[i] for i in ids],
+            [predicted[i] for i in ids],
+            arrival=[known.arrival[i] for i in ids],
+            name=known.name,
+        )
+        base = known_k(known, cost, clients)
         grid = self.candidates or sorted(
             {max(1, min(clients, round(base * f))) for f in (0.25, 0.5, 0.7, 1.0, 1.4, 2.0, 3.0)}
         )
@@ -66,3 +87,4 @@ class TunedThreshold(Threshold):
             schedule = simulate_policies(planned, cost, clients, self._request_policy(), Threshold(k))
             self.trials[k] = schedule.makespan
         self.k = min(self.trials, key=lambda k: (self.trials[k], k))
+        self._tuned = True

@@ -14,6 +14,7 @@ import numpy as np
 
 from llmsched.cost import LevelCostModel
 from llmsched.mip.full.model import Plan
+from llmsched.policies import KnownRequests
 from llmsched.schedule import DECODE, PREFILL, Schedule
 from llmsched.workload import Workload
 
@@ -97,11 +98,11 @@ class _PlanRequests:
         self.free: list[int] = []  # heap of free clients
         self.arrived: set[int] = set()
 
-    def start(self, workload: Workload, clients: int) -> None:
+    def start(self, known: KnownRequests, clients: int) -> None:
         # Lowest free first never reaches a client >= n (fewer than n others are busy), and
         # a group of g requests finds g free among the first n whenever it finds them among
         # all J: so the first min(J, n) clients behave as all J, whatever J is.
-        self.free = list(range(min(clients, len(workload))))
+        self.free = list(range(min(clients, len(known.prompt_tokens))))
         self.arrived = set()
         self.taken = 0
 
