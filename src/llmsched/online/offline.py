@@ -206,8 +206,11 @@ class RollingQueues:
         self._dealt = 0  # requests dealt by round-robin so far
         self._free: set[int] = set()  # free clients with a queue (own work or waiting for it)
         self._own: set[int] = set()  # free clients whose own head has arrived
-        self._own_heap: list[tuple[float, int, int]] = []  # (arrival, head, client), lazy
-        self._donors: list[tuple[int, int]] = []  # (-remaining tokens, client), lazy
+        # (plan of the head, arrival, head, client), lazy
+        self._own_heap: list[tuple[int, float, int, int]] = []
+        self._donors: list[tuple[int, int, int]] = []  # (plan of the head, -remaining tokens, client), lazy
+        self._plan_of = [0] * n  # the plan that queued each request
+        self._left: dict[int, int] = {}  # plan -> its requests still queued
         self.result = None
         self.plans = 0
         if known.clairvoyant:
@@ -226,6 +229,10 @@ class RollingQueues:
         """Deal ``batch`` out to the clients and append each share to its client's queue."""
         self.plans += 1
         b = len(batch)
+        epoch = self.plans
+        self._left[epoch] = b
+        for request in batch:
+            self._plan_of[request] = epoch
         fresh: list[int] = []  # free clients with nothing queued, lowest first
         while len(self._idle) and len(fresh) < b:
             fresh.append(self._idle.pop_lowest())
@@ -273,9 +280,7 @@ class RollingQueues:
             if client in self._free or (was_empty and client in fresh):
                 self._free.add(client)
                 self._classify(client)
-            head = queue[0]
-            if self._arrived[head]:
-                heapq.heappush(self._donors, (-self._remain[client], client))
+            self._push_donor(client)
         for client in fresh:
             if not shares.get(client):
                 self._idle.release(client)
@@ -300,10 +305,11 @@ class RollingQueues:
             self._idle.release(client)
         elif self._arrived[head]:
             self._own.add(client)
-            heapq.heappush(self._own_heap, (self._arrival[head], head, client))
+            heapq.heappush(self._own_heap, (self._plan_of[head], self._arrival[head], head, client))
 
     def _pop_head(self, client: int) -> int:
         request = self._queues[client].popleft()
+        self._left[self._plan_of[request]] -= 1
         self._remain[client] -= self._prompt[request] + self._decode[request]
         size = self._size(request)
         self._load[client] -= size
@@ -314,15 +320,18 @@ class RollingQueues:
                 del self._load[client]
         if client in self._free:
             self._classify(client)
+        self._push_donor(client)
+        return request
+
+    def _push_donor(self, client: int) -> None:
         head = self._head(client)
         if head is not None and self._arrived[head]:
-            heapq.heappush(self._donors, (-self._remain[client], client))
-        return request
+            heapq.heappush(self._donors, (self._plan_of[head], -self._remain[client], client))
 
     def _top_own(self) -> int | None:
         heap = self._own_heap
         while heap:
-            _, request, client = heap[0]
+            _, _, request, client = heap[0]
             if client in self._own and self._head(client) == request:
                 return client
             heapq.heappop(heap)
@@ -331,9 +340,14 @@ class RollingQueues:
     def _top_donor(self) -> int | None:
         heap = self._donors
         while heap:
-            neg, client = heap[0]
+            epoch, neg, client = heap[0]
             head = self._head(client)
-            if head is not None and -neg == self._remain[client] and self._arrived[head]:
+            if (
+                head is not None
+                and -neg == self._remain[client]
+                and epoch == self._plan_of[head]
+                and self._arrived[head]
+            ):
                 return client
             heapq.heappop(heap)
         return None
@@ -348,7 +362,7 @@ class RollingQueues:
         elif self._head(owner) == request:  # planned ahead (clairvoyant): its client may wait
             if owner in self._free:
                 self._classify(owner)
-            heapq.heappush(self._donors, (-self._remain[owner], owner))
+            self._push_donor(owner)
 
     def release(self, client: int) -> None:
         size = self._running.pop(client, 0)
@@ -375,14 +389,37 @@ class RollingQueues:
     def take(self, capacity: int) -> list[tuple[int, int]]:
         pairs: list[tuple[int, int]] = []
         room = capacity
-        prompt = self._prompt
+        prompt, plan_of, queues = self._prompt, self._plan_of, self._queues
         while True:
             own = self._top_own()
-            if own is not None and prompt[self._queues[own][0]] <= room:
-                client = own
-                self._free.discard(client)
-                self._own.discard(client)
-                request = self._pop_head(client)
+            donor = self._top_donor() if self.steal else None
+            request = -1
+            # A free client takes its own head unless work of an earlier plan is still
+            # queued elsewhere: then, with stealing, that work goes first (plans are served
+            # in order; within one plan, own queues first, then the most loaded queue).
+            if own is not None and (donor is None or plan_of[queues[own][0]] <= plan_of[queues[donor][0]]):
+                if prompt[queues[own][0]] <= room:
+                    client = own
+                    self._free.discard(client)
+                    self._own.discard(client)
+                    request = self._pop_head(client)
+                elif donor is not None and len(self._idle) and prompt[queues[donor][0]] <= room:
+                    client = self._idle.pop_lowest()
+                    request = self._pop_head(donor)
+                else:
+                    break
+            elif donor is not None:
+                if prompt[queues[donor][0]] > room:
+                    break
+                if len(self._idle):
+                    client = self._idle.pop_lowest()
+                elif own is not None:  # a free client ahead of the oldest plan helps with it
+                    client = own
+                    self._free.discard(client)
+                    self._own.discard(client)
+                else:
+                    break
+                request = self._pop_head(donor)
             elif len(self._idle) and self._pool:
                 if prompt[self._pool[0]] > room:
                     break
@@ -390,11 +427,7 @@ class RollingQueues:
                 request = self._pool.popleft()
                 self._pool_load -= self._size(request)
             else:
-                donor = self._top_donor() if self.steal and len(self._idle) else None
-                if donor is None or prompt[self._queues[donor][0]] > room:
-                    break
-                client = self._idle.pop_lowest()
-                request = self._pop_head(donor)
+                break
             size = self._size(request)
             self._running[client] = size
             self._load[client] = self._load.get(client, 0) + size
