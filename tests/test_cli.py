@@ -98,6 +98,28 @@ SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4
         (["simulate", "--plot", "/nonexistent-folder/g.png"], "--plot '/nonexistent-folder/g.png': folder"),
         (["simulate", "--plot", "g.docx"], "--plot 'g.docx': unknown image format 'docx'"),
         (["simulate", "--bogus"], "unrecognized arguments: --bogus"),
+        (["simulate", "--rate-scale", "0"], "argument --rate-scale: must be a finite number > 0, got 0"),
+        (["simulate", "--rate-scale", "nan"], "argument --rate-scale: must be a finite number > 0, got nan"),
+        (
+            ["simulate", "--max-prompt", "0"],
+            r"argument --max-prompt: must be an integer in \[1, 2147483647\]",
+        ),
+        (["simulate", "--max-output", "1.5"], "argument --max-output: must be an integer in"),
+        (["simulate", "--arrivals", "poisson"], "argument --arrivals: unknown arrivals 'poisson'; expected"),
+        (
+            ["simulate", "--arrivals", "gamma:1"],
+            "argument --arrivals: bad arrivals 'gamma:1': gamma takes RATE,CV",
+        ),
+        (["simulate", "--arrivals", "poisson:0"], "argument --arrivals: .*rate must be a finite number > 0"),
+        (["simulate", "--replace-arrivals"], r"replace_arrivals=True \(--replace-arrivals\) needs arrivals="),
+        (["simulate", "--predictor", "psychic"], "unknown predictor 'psychic'"),
+        (
+            ["simulate", "--predictor", "mico", "--request-policy", "hybrid-oracle"],
+            "request policy 'hybrid-oracle' plans with the true output lengths, so --predictor mico would go "
+            "unused; choose 'hybrid'",
+        ),
+        (["simulate", "--slo-ttft", "-1"], "argument --slo-ttft: must be a finite number > 0, got -1"),
+        (["simulate", "--slo-tbt", "x"], "argument --slo-tbt: must be a finite number > 0, got 'x'"),
         (["reproduce", "gsm8k", "--seed", "x"], "argument --seed: must be an integer >= 0, got 'x'"),
         (["reproduce", "gsm8k", "--predictor", "psychic"], "unknown predictor 'psychic'"),
         (["reproduce", "mmlu"], "argument experiment: invalid choice: 'mmlu'"),
@@ -194,6 +216,126 @@ def test_help_exits_0(capsys) -> None:
 def test_spec_parsers() -> None:
     """Workload and cost specs parse into the right objects."""
     assert len(parse_workload("gsm8k-answers")) == 1319
+    with pytest.raises(ValueError, match="unknown workload 'azure:'"):
+        parse_workload("azure:")
     cost = parse_cost("levels:1000=0.155,5000=0.675;0.071")
     assert cost.prefill_capacity == 5000 and cost.decode_token_time == 0.071
     assert parse_cost("linear:0.025,0.00013,0.029,0.00021,4000").prefill_capacity == 4000
+
+
+AZURE = (
+    "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    "2023-11-16 18:17:03.9799600,4808,10\n"
+    "2023-11-16 18:17:04.0319600,6180,8\n"
+    "2023-11-16 18:17:05.5000000,110,27\n"
+    "2023-11-16 18:17:09.9799600,7433,14\n"
+)
+
+
+def test_simulate_azure_trace_with_options_reports_them(tmp_path, capsys) -> None:
+    """azure:PATH with --max-prompt, --max-output and --rate-scale: the JSON names the options
+    used and how many prompts and outputs were clipped; the clipped trace fits the paper's capacity."""
+    trace = tmp_path / "azure.csv"
+    trace.write_text(AZURE)
+    argv = ["simulate", "--workload", f"azure:{trace}", "--clients", "2", "--json"]
+    assert main([*argv, "--max-prompt", "5000", "--max-output", "12", "--rate-scale", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["workload_options"] == {
+        "rate_scale": 2.0,
+        "max_prompt": 5000,
+        "max_output": 12,
+        "arrivals": None,
+        "replace_arrivals": False,
+        "seed": 0,
+    }
+    assert (out["prompts_clipped"], out["outputs_clipped"], out["predictions_clipped"]) == (2, 2, 0)
+    assert out["requests"] == 4 and out["valid"] is True and out["predictor"] is None
+
+
+def test_a_prompt_above_the_capacity_names_the_flags_that_fix_it(tmp_path, capsys) -> None:
+    """Without --max-prompt the Azure prompts of 6,180 and 7,433 tokens do not fit the paper's
+    5,000-token stage: the error says to clip them or to give a larger capacity."""
+    trace = tmp_path / "azure.csv"
+    trace.write_text(AZURE)
+    assert main(["simulate", "--workload", f"azure:{trace}", "--clients", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "prompt of 7433 tokens, more than the prefill capacity of 5000 tokens" in err
+    assert "--max-prompt 5000" in err and "--cost linear:A_P,B_P,A_D,B_D,7433" in err
+    assert (
+        main(
+            [
+                "simulate",
+                "--workload",
+                f"azure:{trace}",
+                "--clients",
+                "2",
+                "--cost",
+                "linear:0.025,0.00013,0.029,0.00021,7433",
+            ]
+        )
+        == 0
+    )
+
+
+def test_simulate_draws_arrivals_for_a_length_only_trace(tmp_path, capsys) -> None:
+    """--arrivals gives a length-only Vidur trace arrival times (seeded); the text report says so;
+    over a trace that has times it is refused without --replace-arrivals."""
+    lengths = tmp_path / "lengths.csv"
+    lengths.write_text(
+        "num_prefill_tokens,num_decode_tokens\n" + "".join(f"{10 + i},{5 + i}\n" for i in range(40))
+    )
+    base = ["simulate", "--workload", f"vidur:{lengths}", "--clients", "4"]
+    assert main([*base, "--json"]) == 0
+    offline = json.loads(capsys.readouterr().out)
+    assert main([*base, "--json", "--arrivals", "gamma:0.5,2", "--seed", "3"]) == 0
+    online = json.loads(capsys.readouterr().out)
+    assert online["workload_options"]["arrivals"] == "gamma:0.5,2" and online["workload_options"]["seed"] == 3
+    assert online["makespan_s"] > offline["makespan_s"]
+    assert main([*base, "--arrivals", "poisson:2"]) == 0
+    assert "workload      arrivals poisson:2 (seed 0)" in capsys.readouterr().out
+    timed = tmp_path / "timed.csv"
+    timed.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,3\n1.5,20,4\n")
+    timed_run = ["simulate", "--workload", f"vidur:{timed}", "--clients", "2", "--arrivals", "poisson:2"]
+    assert main(timed_run) == 2
+    assert "has its own arrival times (up to 1.5 s)" in capsys.readouterr().err
+    assert main([*timed_run, "--replace-arrivals"]) == 0
+
+
+def test_simulate_plans_with_a_predictor(tmp_path, capsys) -> None:
+    """--predictor attaches cross-fitted predictions that a sizes-taking policy plans with; the
+    oracle predictor plans with the true lengths as the -oracle policy does."""
+    base = ["simulate", "--workload", "exegpt:T", "--requests", "60", "--clients", "8", "--json"]
+    results = {}
+    for extra in (
+        ["--request-policy", "hybrid", "--predictor", "mico"],
+        ["--request-policy", "hybrid", "--predictor", "oracle"],
+        ["--request-policy", "hybrid-oracle"],
+    ):
+        assert main([*base, *extra]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["valid"] is True
+        results[out["predictor"]] = out
+    assert results["mico"]["predictor"] == "mico"
+    assert results["oracle"]["makespan_s"] == results[None]["makespan_s"]
+    assert main([*base, "--request-policy", "hybrid"]) == 2
+    assert "no predicted_output" in capsys.readouterr().err
+
+
+def test_real_azure_trace_on_the_command_line(shared_azure_code, capsys) -> None:
+    """The 2023 code trace runs once clipped to the paper's capacity: 906 prompts clipped."""
+    argv = ["simulate", "--workload", f"azure:{shared_azure_code}", "--max-prompt", "5000", "--json"]
+    assert main([*argv, "--clients", "64", "--rate-scale", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["requests"] == 8819 and out["prompts_clipped"] == 906 and out["valid"] is True
+
+
+def test_every_simulate_flag_says_its_default(capsys) -> None:
+    """Each option of simulate --help ends its help with its default."""
+    assert main(["simulate", "--help"]) == 0
+    text = capsys.readouterr().out
+    options = re.split(r"\n  (?=-)", text.split("options:", 1)[1])[1:]
+    assert len(options) >= 17
+    for option in options:
+        if option.startswith("-h"):
+            continue
+        assert "(default: " in " ".join(option.split()), option

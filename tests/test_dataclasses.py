@@ -160,6 +160,13 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.validate.Violation": _violation,
     "llmsched.workload.Workload": lambda: workloads.gsm8k_like(5),
     "llmsched.workloads.LengthSpec": lambda: __import__("llmsched.workloads").workloads.EXEGPT_TASKS["S"][0],
+    "llmsched.workloads.ArrivalProcess": lambda: workloads.ArrivalProcess("gamma", 2.0, 3.0),
+    "llmsched.workloads.PrepareOptions": lambda: workloads.PrepareOptions(
+        rate_scale=2.0, max_prompt=5000, arrivals=workloads.ArrivalProcess("poisson", 1.0)
+    ),
+    "llmsched.workloads.PrepareReport": lambda: workloads.prepare_report(
+        Workload([10, 6000], [3, 4]), max_prompt=5000
+    )[1],
 }
 
 

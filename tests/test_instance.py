@@ -32,6 +32,18 @@ def test_bad_instances_are_refused(args, error, message) -> None:
         check_instance(*args)
 
 
+def test_a_prompt_above_the_capacity_is_refused_with_the_fixes() -> None:
+    """The error counts the prompts that are too long and names both fixes: clipping them
+    (max_prompt=, --max-prompt) or a cost model with a larger capacity (--cost linear:...)."""
+    with pytest.raises(ValueError) as info:
+        check_instance(Workload([50, 500, 120, 7], [1, 1, 1, 1]), SMALL_COST, 1)
+    message = str(info.value)
+    assert "request 1 has a prompt of 500 tokens, more than the prefill capacity of 100 tokens" in message
+    assert "(2 of the 4 prompts are longer than 100)" in message
+    assert "max_prompt=100" in message and "--max-prompt 100" in message
+    assert "prefill capacity of at least 500 (--cost linear:A_P,B_P,A_D,B_D,500)" in message
+
+
 def test_a_valid_instance_passes() -> None:
     """A workload whose longest prompt fills a stage exactly is valid."""
     check_instance(Workload([100, 3], [1, 2], arrival=[0.0, 7.5]), SMALL_COST, 1)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llmsched import Workload, workloads
 from llmsched._checks import MAX_REQUESTS, MAX_TOKENS
@@ -272,3 +275,365 @@ def test_paths_and_names_are_checked(tmp_path: Path, call, error, message) -> No
     workloads.to_csv(Workload([5], [6]), path)
     with pytest.raises(error, match=message):
         call(path)
+
+
+# ---------------------------------------------------------------- Azure traces
+
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
+def _azure(tmp_path: Path, rows: str, name: str = "azure.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(AZURE_HEADER + rows)
+    return path
+
+
+def test_azure_trace_arrivals_are_exact_seconds_since_the_first_request(tmp_path: Path) -> None:
+    """Seven fractional digits (100 ns) survive: each arrival is the exact tick difference in
+    seconds, the first request at 0; the token columns are the prompt and output lengths."""
+    path = _azure(
+        tmp_path,
+        "2023-11-16 18:17:03.9799600,4808,10\n"
+        "2023-11-16 18:17:04.0319601,3180,8\n"
+        "2023-11-16 19:14:19.9280169,549,173\n",
+    )
+    wl = workloads.from_azure_trace(path)
+    ticks = np.array([0, 520_001, 34_359_480_569], dtype=np.int64)  # in 100 ns
+    assert wl.arrival.dtype == np.float64
+    assert wl.arrival.tolist() == (ticks * 100 / 1e9).tolist()
+    assert wl.arrival[1] == 0.0520001
+    assert wl.prompt_tokens.tolist() == [4808, 3180, 549] and wl.output_tokens.tolist() == [10, 8, 173]
+    assert wl.name == str(path) and workloads.from_azure_trace(path, name="code").name == "code"
+
+
+def test_azure_trace_counts_from_the_earliest_request_and_reads_utc_offsets(tmp_path: Path) -> None:
+    """Rows out of time order keep their order, timed from the earliest; offsets are converted
+    to UTC (the 2024 traces carry +00:00)."""
+    path = _azure(
+        tmp_path,
+        "2024-05-10 00:00:02.5+00:00,10,3\n"
+        "2024-05-10 01:00:00+01:00,20,4\n"
+        "2024-05-10 00:00:01.25+00:00,30,5\n",
+    )
+    assert workloads.from_azure_trace(path).arrival.tolist() == [2.5, 0.0, 1.25]
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ("1700158623.9,10,3\n", r"TIMESTAMP holds numbers; expected ISO 8601 date-times"),
+        ("yesterday,10,3\n", r"TIMESTAMP must hold ISO 8601 date-times such as 2023-11-16 18:17:03.9799600"),
+        ("2023-11-16 18:17:03,10,3\n,20,4\n", r"TIMESTAMP\[1\] is empty; every request needs a time"),
+        ("2023-11-16 18:17:03,0,3\n", r"prompt_tokens\[0\] is 0.*, ContextTokens as prompt_tokens"),
+        ("2023-11-16 18:17:03,10,2.5\n", r"output_tokens\[0\] is 2.5.*GeneratedTokens as output_tokens"),
+    ],
+)
+def test_azure_trace_bad_values_name_the_file_and_column(tmp_path: Path, rows: str, message: str) -> None:
+    """A time that is not a date-time, a missing time, or a bad token count: a ValueError naming
+    the file and the trace's column."""
+    path = _azure(tmp_path, rows)
+    with pytest.raises(ValueError, match=message) as info:
+        workloads.from_azure_trace(path)
+    assert str(path) in str(info.value)
+
+
+def test_azure_trace_refuses_other_files(tmp_path: Path) -> None:
+    """A Vidur trace is not an Azure trace: the missing columns are named."""
+    vidur = tmp_path / "vidur.csv"
+    vidur.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,3\n")
+    with pytest.raises(
+        ValueError, match=r"not a Azure LLM inference trace file; missing column\(s\) \['TIMESTAMP'"
+    ):
+        workloads.from_azure_trace(vidur)
+
+
+def test_real_azure_code_trace(shared_azure_code: Path) -> None:
+    """The 2023 code trace: 8,819 requests over about 3,436 s, the first at 0, in time order;
+    906 prompts are longer than the paper's prefill capacity of 5,000 tokens."""
+    wl = workloads.from_azure_trace(shared_azure_code)
+    assert len(wl) == 8819
+    assert wl.arrival[0] == 0.0 and np.all(np.diff(wl.arrival) >= 0)
+    assert wl.arrival[-1] == pytest.approx(3435.948056, abs=1e-9)
+    assert wl.prompt_tokens.max() == 7437 and wl.output_tokens.max() == 1899
+    clipped, report = workloads.prepare_report(wl, max_prompt=5000, rate_scale=2.0)
+    assert report.prompts_clipped == 906 and clipped.prompt_tokens.max() == 5000
+    assert clipped.arrival[-1] == pytest.approx(3435.948056 / 2, abs=1e-9)
+
+
+# ---------------------------------------------------------------- Vidur length-only traces
+
+
+def test_vidur_length_only_traces_arrive_at_zero_or_at_drawn_times(tmp_path: Path) -> None:
+    """A Vidur trace without arrived_at is an offline batch, or gets times from ``arrivals=``."""
+    path = tmp_path / "lengths.csv"
+    path.write_text("num_prefill_tokens,num_decode_tokens\n10,3\n20,4\n30,5\n")
+    wl = workloads.from_vidur_trace(path)
+    assert wl.is_offline and wl.prompt_tokens.tolist() == [10, 20, 30]
+    timed = workloads.from_vidur_trace(path, arrivals="poisson:2", seed=7)
+    assert np.array_equal(timed.arrival, workloads.poisson_arrivals(3, 2.0, seed=7))
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['num_decode_tokens'\]"):
+        (tmp_path / "bad.csv").write_text("num_prefill_tokens\n10\n")
+        workloads.from_vidur_trace(tmp_path / "bad.csv")
+
+
+# ---------------------------------------------------------------- loader options
+
+LOADER_FILES = {
+    "csv": (
+        workloads.from_csv,
+        "prompt_tokens,output_tokens,predicted_output,arrival\n10,3,4,0\n900,700,800,2\n",
+    ),
+    "vidur": (
+        workloads.from_vidur_trace,
+        "arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,3\n2,900,700\n",
+    ),
+    "splitwise": (
+        workloads.from_splitwise_trace,
+        "request_id,arrival_timestamp,prompt_size,token_size\n0,0,10,3\n1,2,900,700\n",
+    ),
+    "azure": (
+        workloads.from_azure_trace,
+        AZURE_HEADER + "2023-11-16 18:17:03,10,3\n2023-11-16 18:17:05,900,700\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LOADER_FILES))
+def test_every_loader_takes_the_options_of_prepare(tmp_path: Path, kind: str) -> None:
+    """Each loader gives what prepare gives on what it read: faster arrivals, clipped lengths."""
+    loader, data = LOADER_FILES[kind]
+    path = tmp_path / f"{kind}.csv"
+    path.write_text(data)
+    plain = loader(path)
+    assert plain.arrival.tolist() == [0.0, 2.0]
+    options = {"rate_scale": 4.0, "max_prompt": 100, "max_output": 50}
+    loaded = loader(path, **options)
+    expected = workloads.prepare(plain, **options)
+    assert loaded.to_frame().equals(expected.to_frame())
+    assert loaded.arrival.tolist() == [0.0, 0.5]
+    assert loaded.prompt_tokens.tolist() == [10, 100] and loaded.output_tokens.tolist() == [3, 50]
+    assert loaded.name == plain.name == str(path)
+
+
+@pytest.mark.parametrize("kind", sorted(LOADER_FILES))
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"rate_scale": 0}, ValueError, "rate_scale must be a finite number > 0, got 0"),
+        ({"max_prompt": 0}, ValueError, "max_prompt must be at least 1, got 0"),
+        ({"arrivals": "poisson:-1"}, ValueError, "bad arrivals 'poisson:-1': rate must be"),
+        ({"max_promt": 10}, TypeError, "unknown option 'max_promt'; the options are rate_scale, max_prompt"),
+    ],
+)
+def test_loaders_check_options_before_reading(kind: str, options, error, message) -> None:
+    """A bad or unknown option is refused before the file is looked at (here it does not exist)."""
+    loader, _ = LOADER_FILES[kind]
+    with pytest.raises(error, match=message):
+        loader("/nonexistent/trace.csv", **options)
+
+
+# ---------------------------------------------------------------- prepare
+
+
+@st.composite
+def timed_workloads(draw: st.DrawFn) -> Workload:
+    n = draw(st.integers(1, 30))
+    tokens = st.lists(st.integers(1, 10_000), min_size=n, max_size=n)
+    times = st.lists(st.floats(0.0, 1e6, allow_nan=False), min_size=n, max_size=n)
+    predicted = draw(st.none() | tokens)
+    return Workload(draw(tokens), draw(tokens), predicted_output=predicted, arrival=draw(times), name="w")
+
+
+@given(timed_workloads(), st.floats(1e-3, 1e3, allow_nan=False))
+def test_rate_scale_divides_every_arrival_exactly(wl: Workload, scale: float) -> None:
+    """Replaying K times faster divides each arrival by K (bit for bit) and changes nothing else."""
+    fast = workloads.prepare(wl, rate_scale=scale)
+    assert np.array_equal(fast.arrival, wl.arrival / scale)
+    assert np.array_equal(fast.prompt_tokens, wl.prompt_tokens) and fast.name == wl.name
+
+
+@given(timed_workloads(), st.integers(1, 12_000), st.integers(1, 12_000))
+def test_clipping_never_raises_a_length_and_counts_what_it_clipped(
+    wl: Workload, max_prompt: int, max_output: int
+) -> None:
+    """Clipped lengths are min(length, cap); the report counts exactly the lengths above the cap,
+    predictions clipped with the outputs; the input workload is unchanged."""
+    before = wl.prompt_tokens.copy()
+    out, report = workloads.prepare_report(wl, max_prompt=max_prompt, max_output=max_output)
+    assert np.array_equal(out.prompt_tokens, np.minimum(wl.prompt_tokens, max_prompt))
+    assert np.array_equal(out.output_tokens, np.minimum(wl.output_tokens, max_output))
+    assert np.all(out.prompt_tokens <= wl.prompt_tokens) and np.all(out.output_tokens <= wl.output_tokens)
+    assert report.prompts_clipped == np.count_nonzero(wl.prompt_tokens > max_prompt)
+    assert report.outputs_clipped == np.count_nonzero(wl.output_tokens > max_output)
+    if wl.predicted_output is None:
+        assert out.predicted_output is None and report.predictions_clipped == 0
+    else:
+        assert out.predicted_output is not None
+        assert np.array_equal(out.predicted_output, np.minimum(wl.predicted_output, max_output))
+        assert report.predictions_clipped == np.count_nonzero(wl.predicted_output > max_output)
+    assert np.array_equal(out.arrival, wl.arrival) and np.array_equal(wl.prompt_tokens, before)
+
+
+def test_prepare_report_says_what_was_asked_and_done() -> None:
+    """The report's dict is JSON-ready: the options (the process as its spec) and the counts."""
+    wl = Workload([10, 600, 700], [5, 6, 900])
+    out, report = workloads.prepare_report(wl, max_prompt=500, max_output=800, arrivals="gamma:2,3", seed=4)
+    assert report.as_dict() == {
+        "rate_scale": 1.0,
+        "max_prompt": 500,
+        "max_output": 800,
+        "arrivals": "gamma:2,3",
+        "replace_arrivals": False,
+        "seed": 4,
+        "prompts_clipped": 2,
+        "outputs_clipped": 1,
+        "predictions_clipped": 0,
+    }
+    assert json.loads(json.dumps(report.as_dict())) == report.as_dict()
+    assert np.array_equal(out.arrival, workloads.gamma_arrivals(3, 2.0, 3.0, seed=4))
+    assert workloads.prepare_report(wl)[1].as_dict()["prompts_clipped"] == 0
+
+
+def test_drawn_arrivals_are_then_replayed_faster() -> None:
+    """Arrivals are drawn first, then divided by rate_scale."""
+    wl = workloads.gsm8k_like(50)
+    out = workloads.prepare(wl, arrivals=workloads.ArrivalProcess("poisson", 2.0), rate_scale=4.0, seed=1)
+    assert np.array_equal(out.arrival, workloads.poisson_arrivals(50, 2.0, seed=1) / 4.0)
+
+
+def test_replacing_a_traces_arrivals_must_be_asked_for() -> None:
+    """Arrivals drawn over a workload that has times are refused unless replace_arrivals=True;
+    replace_arrivals without arrivals is refused too."""
+    wl = Workload([1, 2], [3, 4], arrival=[0.0, 5.0], name="trace")
+    with pytest.raises(
+        ValueError, match=r"workload 'trace' has its own arrival times \(up to 5 s\).*replace_arrivals=True"
+    ):
+        workloads.prepare(wl, arrivals="poisson:1")
+    out = workloads.prepare(wl, arrivals="poisson:1", replace_arrivals=True, seed=3)
+    assert np.array_equal(out.arrival, workloads.poisson_arrivals(2, 1.0, seed=3))
+    with pytest.raises(ValueError, match=r"replace_arrivals=True \(--replace-arrivals\) needs arrivals="):
+        workloads.prepare(wl, replace_arrivals=True)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"rate_scale": -1.0}, ValueError, "rate_scale must be a finite number > 0, got -1.0"),
+        ({"rate_scale": float("nan")}, ValueError, "rate_scale must be a finite number > 0, got nan"),
+        ({"rate_scale": float("inf")}, ValueError, "rate_scale must be a finite number > 0, got inf"),
+        ({"rate_scale": "2"}, TypeError, "rate_scale must be a finite number > 0, got str '2'"),
+        ({"rate_scale": True}, TypeError, "rate_scale must be a finite number > 0, got bool True"),
+        ({"max_prompt": 2.5}, TypeError, "max_prompt must be an integer, got float 2.5"),
+        ({"max_output": 0}, ValueError, "max_output must be at least 1, got 0"),
+        ({"max_output": MAX_TOKENS + 1}, ValueError, "max_output must be at most"),
+        ({"arrivals": "uniform:3"}, ValueError, "unknown arrivals 'uniform:3'; expected poisson:RATE"),
+        (
+            {"arrivals": 3},
+            TypeError,
+            r"arrivals must be None, an ArrivalProcess or a spec poisson:RATE .*, got int",
+        ),
+        ({"replace_arrivals": "yes"}, TypeError, "replace_arrivals must be True or False, got str 'yes'"),
+        ({"seed": -1}, ValueError, r"seed must be an integer >= 0 \(a seed\), got -1"),
+        ({"rate_scale": 1e-310}, ValueError, "rate_scale=1e-310 stretches arrival times of up to 5 s"),
+    ],
+)
+def test_prepare_names_the_bad_option(options, error, message) -> None:
+    """Every bad option is refused with its name and what it may be."""
+    with pytest.raises(error, match=message):
+        workloads.prepare(Workload([1, 2], [3, 4], arrival=[0.0, 5.0]), **options)
+
+
+def test_prepare_refuses_what_is_not_a_workload() -> None:
+    """prepare takes a Workload, and only the documented keywords."""
+    with pytest.raises(TypeError, match=r"workload must be a llmsched\.Workload, got list"):
+        workloads.prepare([1, 2])
+    with pytest.raises(TypeError):
+        workloads.prepare(Workload([1], [1]), max_tokens=3)  # type: ignore[call-arg]
+
+
+# ---------------------------------------------------------------- arrival processes
+
+RATES = st.floats(1e-3, 1e4, allow_nan=False)
+CVS = st.floats(0.05, 20.0, allow_nan=False)
+
+
+@given(st.integers(0, 500), RATES, CVS, st.integers(0, 2**32))
+def test_drawn_arrivals_are_sorted_nonnegative_and_start_at_zero(
+    n: int, rate: float, cv: float, seed: int
+) -> None:
+    """Both generators give n float64 times, sorted, >= 0, the first at 0, the same for the same seed."""
+    for times, again in (
+        (workloads.poisson_arrivals(n, rate, seed), workloads.poisson_arrivals(n, rate, seed)),
+        (workloads.gamma_arrivals(n, rate, cv, seed), workloads.gamma_arrivals(n, rate, cv, seed)),
+    ):
+        assert times.dtype == np.float64 and times.shape == (n,)
+        assert np.all(np.isfinite(times)) and np.all(np.diff(times) >= 0)
+        assert n == 0 or times[0] == 0.0
+        assert np.array_equal(times, again)
+
+
+@pytest.mark.parametrize(("rate", "cv"), [(0.5, 1.0), (4.0, 1.0), (4.0, 0.25), (4.0, 3.0), (100.0, 2.0)])
+def test_drawn_gaps_have_the_requested_mean_and_variation(rate: float, cv: float) -> None:
+    """Over 200,000 gaps at a fixed seed, the mean gap is 1/rate (within 1.5%) and the coefficient
+    of variation is cv (within 3%); Poisson gaps have cv 1."""
+    n = 200_001
+    draws = [workloads.gamma_arrivals(n, rate, cv, seed=11)]
+    if cv == 1.0:
+        draws.append(workloads.poisson_arrivals(n, rate, seed=11))
+    for times in draws:
+        gaps = np.diff(times)
+        assert gaps.mean() == pytest.approx(1 / rate, rel=0.015)
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.03)
+
+
+def test_seeds_and_generators_drive_the_draws() -> None:
+    """Another seed gives other times; a numpy Generator is taken as a seed is."""
+    assert not np.array_equal(workloads.poisson_arrivals(10, 1.0, 0), workloads.poisson_arrivals(10, 1.0, 1))
+    assert np.array_equal(
+        workloads.gamma_arrivals(10, 1.0, 2.0, np.random.default_rng(5)),
+        workloads.gamma_arrivals(10, 1.0, 2.0, 5),
+    )
+    assert workloads.poisson_arrivals(1, 3.0).tolist() == [0.0]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: workloads.poisson_arrivals(-1, 1.0), ValueError, "n must be at least 0, got -1"),
+        (lambda: workloads.poisson_arrivals(MAX_REQUESTS + 1, 1.0), ValueError, "n must be at most"),
+        (lambda: workloads.poisson_arrivals(5, 0.0), ValueError, "rate must be a finite number > 0, got 0.0"),
+        (lambda: workloads.poisson_arrivals(5, 5e-324), ValueError, "scale cv\\^2/rate = inf"),
+        (lambda: workloads.poisson_arrivals(5, 1.0, seed=-2), ValueError, "seed must be an integer >= 0"),
+        (
+            lambda: workloads.gamma_arrivals(5, 1.0, 0.0),
+            ValueError,
+            "cv must be a finite number > 0, got 0.0",
+        ),
+        (
+            lambda: workloads.gamma_arrivals(5, 1.0, float("inf")),
+            ValueError,
+            "cv must be a finite number > 0",
+        ),
+        (lambda: workloads.gamma_arrivals(5, 1.0, 1e200), ValueError, "shape 1/cv\\^2 = 0.0"),
+        (lambda: workloads.poisson_arrivals(200, 1e-307), ValueError, "rate 1e-307 is too small"),
+        (lambda: workloads.ArrivalProcess("uniform", 1.0), ValueError, "kind must be one of"),
+        (lambda: workloads.ArrivalProcess("poisson", 1.0, 2.0), ValueError, "a poisson process has cv 1"),
+        (lambda: workloads.ArrivalProcess.parse(2.0), TypeError, "arrivals must be a spec string"),
+        (lambda: workloads.ArrivalProcess.parse("poisson:x"), ValueError, "RATE must be a number, got 'x'"),
+        (lambda: workloads.ArrivalProcess.parse("gamma:1"), ValueError, "gamma takes RATE,CV"),
+        (lambda: workloads.ArrivalProcess.parse("gamma:1,0"), ValueError, "cv must be a finite number > 0"),
+        (lambda: workloads.ArrivalProcess.parse("poisson 3"), ValueError, "unknown arrivals 'poisson 3'"),
+    ],
+)
+def test_arrival_processes_refuse_bad_parameters(call, error, message) -> None:
+    """Sizes, rates, cvs and seeds out of range, and malformed specs, are named with what is allowed."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+@given(RATES, CVS)
+def test_arrival_specs_round_trip(rate: float, cv: float) -> None:
+    """str(process) is a spec that parse reads back to an equal process."""
+    for process in (workloads.ArrivalProcess("poisson", rate), workloads.ArrivalProcess("gamma", rate, cv)):
+        assert workloads.ArrivalProcess.parse(str(process)) == process
+    assert str(workloads.ArrivalProcess.parse(" gamma: 2 , 0.5 ")) == "gamma:2,0.5"

@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 __all__ = ["main", "parse_cost", "parse_workload"]
 
 WORKLOAD_HELP = (
-    "gsm8k | gsm8k-answers | exegpt:TASK (S, T, G, C1, C2) | csv:PATH | vidur:PATH | splitwise:PATH"
+    "gsm8k | gsm8k-answers | exegpt:TASK (S, T, G, C1, C2) | csv:PATH | vidur:PATH | splitwise:PATH "
+    "| azure:PATH (an Azure LLM inference trace)"
 )
 COST_HELP = (
     "paper | linear:A_P,B_P,A_D,B_D[,CAPACITY] (seconds, seconds/token, seconds, seconds/client, "
@@ -44,6 +45,7 @@ def parse_workload(spec: str, seed: int = 0, requests: int = 1000) -> Any:
         "csv": workloads.from_csv,
         "vidur": workloads.from_vidur_trace,
         "splitwise": workloads.from_splitwise_trace,
+        "azure": workloads.from_azure_trace,
     }
     if kind in loaders and arg:
         return loaders[kind](arg)
@@ -141,6 +143,27 @@ def _float_arg(
     return parse
 
 
+def _positive_float_arg(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}") from None
+    if not 0 < value < float("inf"):  # NaN is refused too
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _arrivals_arg(text: str) -> Any:
+    """An argparse type: an arrival process spec (``poisson:RATE`` or ``gamma:RATE,CV``)."""
+    from llmsched.workloads import ArrivalProcess
+
+    try:
+        return ArrivalProcess.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _jobs_arg(text: str) -> int:
     """An argparse type: a joblib worker count (positive, or -1 for every core, -2 all but one...)."""
     try:
@@ -189,20 +212,85 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=float))
 
 
+def _check_predictor(predictor: str | None, request_policy: str) -> None:
+    """Refuse an unknown --predictor, or one the request policy would not use, before any work."""
+    if predictor is None:
+        return
+    from llmsched.online import make_predictor, make_request_policy
+
+    make_predictor(predictor)
+    if predictor != "oracle" and getattr(make_request_policy(request_policy), "sizes", None) == "oracle":
+        base = request_policy.removesuffix("-oracle")
+        hint = f"; choose {base!r} to plan with the predictions" if base != request_policy else ""
+        raise ValueError(
+            f"request policy {request_policy!r} plans with the true output lengths, so --predictor "
+            f"{predictor} would go unused{hint}"
+        )
+
+
+def _describe_preparation(report: Any) -> str:
+    """The text report's line on what --rate-scale, --arrivals and the clipping flags did."""
+    options = report.options
+    parts = []
+    if options.arrivals is not None:
+        parts.append(f"arrivals {options.arrivals} (seed {options.seed})")
+    if options.rate_scale != 1.0:
+        parts.append(f"replayed {options.rate_scale:g}x faster")
+    if options.max_prompt is not None:
+        parts.append(f"{report.prompts_clipped} prompts clipped to {options.max_prompt} tokens")
+    if options.max_output is not None:
+        parts.append(
+            f"{report.outputs_clipped} outputs and {report.predictions_clipped} predictions clipped to "
+            f"{options.max_output} tokens"
+        )
+    return ", ".join(parts)
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from llmsched.bounds import lower_bounds
     from llmsched.simulate import simulate
     from llmsched.validate import validate
+    from llmsched.workloads import PrepareOptions
 
     _check_plot_file(args.plot)
     cost = parse_cost(args.cost)
-    workload = parse_workload(args.workload, args.seed, args.requests)
+    options = PrepareOptions(
+        rate_scale=args.rate_scale,
+        max_prompt=args.max_prompt,
+        max_output=args.max_output,
+        arrivals=args.arrivals,
+        replace_arrivals=args.replace_arrivals,
+        seed=args.seed,
+    )
+    _check_predictor(args.predictor, args.request_policy)
+    workload, preparation = options.apply(parse_workload(args.workload, args.seed, args.requests))
+    if args.predictor is not None:
+        from llmsched.online import cross_fit, with_predictions
+
+        try:
+            predicted = cross_fit(args.predictor, workload, seed=args.seed)
+        except ValueError as exc:
+            raise ValueError(
+                f"--predictor {args.predictor}: cannot cross-fit on this workload ({exc})"
+            ) from None
+        workload = with_predictions(workload, predicted)
     schedule = simulate(workload, cost, args.clients, args.request_policy, args.iteration_policy)
     violations = validate(schedule)
     bounds = lower_bounds(workload, cost, args.clients)
-    summary = schedule.summary()
+    # Only the targets asked for are passed on, so a run without them needs no SLO support.
+    targets = {
+        key: value
+        for key, value in (("slo_ttft", args.slo_ttft), ("slo_tbt", args.slo_tbt))
+        if value is not None
+    }
+    summary = schedule.summary(**targets)
     result = {
         "workload": workload.name,
+        "workload_options": options.as_dict(),
+        "prompts_clipped": preparation.prompts_clipped,
+        "outputs_clipped": preparation.outputs_clipped,
+        "predictions_clipped": preparation.predictions_clipped,
+        "predictor": args.predictor,
         "request_policy": args.request_policy,
         "iteration_policy": args.iteration_policy,
         **summary,
@@ -223,6 +311,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         _print_json(result)
     else:
         print(f"{workload!r} on {args.clients} clients, {args.request_policy} / {args.iteration_policy}")
+        prepared = _describe_preparation(preparation)
+        if prepared:
+            print(f"  workload      {prepared}")
+        if args.predictor is not None:
+            print(f"  predictor     {args.predictor} (the request policy plans with its predictions)")
         print(
             f"  makespan      {schedule.makespan:10.3f} s   (strong lower bound {bounds.strong:.3f} s, "
             f"gap {result['gap_to_lb']:+.2%})"
@@ -403,9 +496,11 @@ RUNTIME_MAX_REQUESTS = 100_000
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from llmsched._checks import MAX_REQUESTS
+    from llmsched._checks import MAX_REQUESTS, MAX_TOKENS
     from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS
+    from llmsched.online.predictors import predictor_names
     from llmsched.online.registry import iteration_policy_names, request_policy_names
+    from llmsched.workloads import ARRIVALS_HELP
 
     seed = _int_arg(0)
     requests = _int_arg(1, MAX_REQUESTS)
@@ -414,15 +509,87 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="simulate a workload under a pair of policies")
-    sim.add_argument("--workload", default="gsm8k", help=WORKLOAD_HELP)
-    sim.add_argument("--seed", type=seed, default=0, help="seed of generated workloads")
-    sim.add_argument("--requests", type=requests, default=1000, help="requests of generated ExeGPT workloads")
-    sim.add_argument("--cost", default="paper", help=COST_HELP)
-    sim.add_argument("--clients", type=clients, default=200, help="number of clients (batch slots)")
-    sim.add_argument("--request-policy", default="fcfs", help=f"one of {request_policy_names()}")
-    sim.add_argument("--iteration-policy", default="prefill-first", help=f"one of {iteration_policy_names()}")
-    sim.add_argument("--plot", type=Path, help="write a Gantt chart to this file (PNG, SVG, PDF)")
-    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    sim.add_argument("--workload", default="gsm8k", help=f"{WORKLOAD_HELP} (default: %(default)s)")
+    sim.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed of generated workloads, of --arrivals and of --predictor's folds (default: %(default)s)",
+    )
+    sim.add_argument(
+        "--requests",
+        type=requests,
+        default=1000,
+        help="requests of generated ExeGPT workloads (default: %(default)s)",
+    )
+    sim.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: %(default)s)")
+    sim.add_argument(
+        "--clients", type=clients, default=200, help="number of clients (batch slots) (default: %(default)s)"
+    )
+    sim.add_argument(
+        "--request-policy",
+        default="fcfs",
+        help=f"one of {request_policy_names()} (default: %(default)s)",
+    )
+    sim.add_argument(
+        "--iteration-policy",
+        default="prefill-first",
+        help=f"one of {iteration_policy_names()} (default: %(default)s)",
+    )
+    sim.add_argument(
+        "--rate-scale",
+        type=_positive_float_arg,
+        default=1.0,
+        metavar="K",
+        help="replay the arrivals K times faster: every arrival time divided by K (default: %(default)g)",
+    )
+    sim.add_argument(
+        "--max-prompt",
+        type=_int_arg(1, MAX_TOKENS),
+        metavar="N",
+        help="clip prompts to at most N tokens; the count clipped is reported (default: no clipping)",
+    )
+    sim.add_argument(
+        "--max-output",
+        type=_int_arg(1, MAX_TOKENS),
+        metavar="N",
+        help="clip outputs and predicted outputs to at most N tokens (default: no clipping)",
+    )
+    sim.add_argument(
+        "--arrivals",
+        type=_arrivals_arg,
+        metavar="PROCESS",
+        help=f"draw arrival times: {ARRIVALS_HELP}; the first request at 0 (default: the workload's own)",
+    )
+    sim.add_argument(
+        "--replace-arrivals",
+        action="store_true",
+        help="let --arrivals replace arrival times the workload already has (default: refused)",
+    )
+    sim.add_argument(
+        "--predictor",
+        metavar="NAME",
+        help="plan with predicted output lengths: oracle (the true lengths) or a predictor cross-fitted "
+        f"on the workload ({', '.join(name for name in predictor_names() if name != 'oracle')}); "
+        "request policies that take sizes plan with them (default: none, a csv workload's own "
+        "predicted_output if it has one)",
+    )
+    sim.add_argument(
+        "--slo-ttft",
+        type=_positive_float_arg,
+        metavar="SECONDS",
+        help="time-to-first-token target of the goodput figures (default: none)",
+    )
+    sim.add_argument(
+        "--slo-tbt",
+        type=_positive_float_arg,
+        metavar="SECONDS",
+        help="time-between-tokens target of the goodput figures (default: none)",
+    )
+    sim.add_argument(
+        "--plot", type=Path, help="write a Gantt chart to this file (PNG, SVG, PDF) (default: none)"
+    )
+    sim.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     sim.set_defaults(func=_cmd_simulate)
 
     rep = sub.add_parser("reproduce", help="reproduce a published experiment")

@@ -79,9 +79,15 @@ def check_instance(workload: Workload, cost: CostModel, clients: int) -> None:
         )
     longest = int(workload.prompt_tokens.argmax())
     if workload.prompt_tokens[longest] > capacity:
+        too_long = int(np.count_nonzero(workload.prompt_tokens > capacity))
         raise ValueError(
             f"request {longest} has a prompt of {workload.prompt_tokens[longest]} tokens, more "
-            f"than the prefill capacity of {capacity} tokens: no prefill stage can hold it"
+            f"than the prefill capacity of {capacity} tokens: no prefill stage can hold it "
+            f"({too_long} of the {len(workload)} prompts are longer than {capacity}). Clip the "
+            f"prompts with max_prompt={capacity} (llmsched.workloads.prepare or a trace loader; "
+            f"--max-prompt {capacity} on the command line), or use a cost model with a prefill "
+            f"capacity of at least {workload.prompt_tokens[longest]} (--cost "
+            f"linear:A_P,B_P,A_D,B_D,{workload.prompt_tokens[longest]})"
         )
     times = (
         check_stage_time(cost, "decode_iteration_time(1)", cost.decode_iteration_time(1)),

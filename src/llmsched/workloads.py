@@ -1,14 +1,18 @@
-"""Workload generators and trace loaders.
+"""Workload generators, trace loaders and arrival processes.
 
 ``gsm8k`` builds the paper's experiment: the 1,319 GSM8K test prompts with their real
 LLaMA token counts, and output lengths shaped like the LLaMA-65B generations reported for
 them. ``exegpt_task`` draws the five tasks of ExeGPT's Table 3. The loaders read the
-project's own CSV format and the request traces of Vidur and SplitwiseSim.
+project's own CSV format, the request traces of Vidur and SplitwiseSim, and Microsoft's
+Azure LLM inference traces. :func:`prepare` replays a workload faster, clips its lengths,
+or gives it arrival times drawn from a Poisson or gamma process; every loader takes its
+options.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -21,6 +25,7 @@ from llmsched._checks import (
     MAX_REQUESTS,
     MAX_TOKENS,
     choice,
+    flag,
     instance,
     nonnegative_int,
     path_arg,
@@ -29,21 +34,32 @@ from llmsched._checks import (
     rng,
     text,
 )
+from llmsched._checks import seed as check_seed
 from llmsched.workload import Workload
 
 __all__ = [
+    "ARRIVALS_HELP",
     "EXEGPT_TASKS",
     "GSM8K_OUTPUT_MAX",
     "GSM8K_OUTPUT_MEAN",
     "GSM8K_OUTPUT_SD",
+    "PREPARE_OPTIONS",
+    "ArrivalProcess",
     "LengthSpec",
+    "PrepareOptions",
+    "PrepareReport",
     "exegpt_task",
+    "from_azure_trace",
     "from_csv",
     "from_splitwise_trace",
     "from_vidur_trace",
+    "gamma_arrivals",
     "gsm8k",
     "gsm8k_lengths",
     "gsm8k_like",
+    "poisson_arrivals",
+    "prepare",
+    "prepare_report",
     "to_csv",
     "truncated_normal_lengths",
 ]
@@ -217,7 +233,415 @@ def exegpt_task(task: str, n: int = 1000, seed: int | np.random.Generator | None
     return Workload(prompt, output, name=f"exegpt-{key}")
 
 
-def _read_table(path: str | PathLike[str], columns: tuple[str, ...], fmt: str) -> Any:
+# ---------------------------------------------------------------- arrival processes
+
+ARRIVALS_HELP = (
+    "poisson:RATE | gamma:RATE,CV (RATE: requests per second > 0; CV: coefficient of variation "
+    "of the gaps > 0)"
+)
+_ARRIVAL_FIELDS = {"poisson": ("RATE",), "gamma": ("RATE", "CV")}
+
+
+def _gap_parameters(rate: float, cv: float) -> tuple[float, float]:
+    """Shape and scale of gamma gaps with mean ``1/rate`` and coefficient of variation ``cv``.
+
+    Raises ValueError when either is not a finite number > 0 in double precision (a rate or
+    a cv so extreme that the gaps cannot be drawn).
+    """
+    with np.errstate(all="ignore"):
+        variance = np.float64(cv) * np.float64(cv)
+        shape, scale = float(1.0 / variance), float(variance / np.float64(rate))
+    if not (0.0 < shape < math.inf and 0.0 < scale < math.inf):
+        raise ValueError(
+            f"arrivals at rate {rate!r} with cv {cv!r} have gaps of shape 1/cv^2 = {shape!r} and "
+            f"scale cv^2/rate = {scale!r}; both must be finite and > 0 in double precision"
+        )
+    return shape, scale
+
+
+def _arrivals_from_gaps(gaps: np.ndarray, rate: float) -> np.ndarray:
+    """The first request at 0, each later one a gap after the one before."""
+    out = np.zeros(gaps.size + 1, dtype=np.float64)
+    with np.errstate(over="ignore"):  # an overflow is reported below, with the rate
+        np.cumsum(gaps, out=out[1:])
+    if not math.isfinite(out[-1]):
+        raise ValueError(f"rate {rate!r} is too small: the arrival times overflow double precision")
+    return out
+
+
+def poisson_arrivals(n: int, rate: float, seed: int | np.random.Generator | None = 0) -> np.ndarray:
+    """Arrival times (seconds) of ``n`` requests from a Poisson process of ``rate`` per second.
+
+    The first request arrives at 0, as in a trace whose times count from its first request;
+    request ``i`` arrives ``i`` exponential gaps of mean ``1/rate`` later. The same seed
+    gives the same times, bit for bit.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n`` float64 times, sorted, the first 0.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``n`` is not an integer in ``[0, MAX_REQUESTS]``, ``rate`` not a finite number
+        > 0 (or so small that the times overflow), or ``seed`` not a seed.
+    """
+    n = nonnegative_int("n", n, maximum=MAX_REQUESTS)
+    rate = real("rate", rate, low=0.0, low_open=True)
+    _, scale = _gap_parameters(rate, 1.0)
+    generator = _rng(seed)
+    if n == 0:
+        return np.zeros(0, dtype=np.float64)
+    return _arrivals_from_gaps(generator.exponential(scale, size=n - 1), rate)
+
+
+def gamma_arrivals(n: int, rate: float, cv: float, seed: int | np.random.Generator | None = 0) -> np.ndarray:
+    """Arrival times (seconds) of ``n`` requests whose gaps are gamma with mean ``1/rate`` and
+    coefficient of variation ``cv``.
+
+    The gaps have shape ``1/cv**2`` and scale ``cv**2/rate``: ``cv = 1`` is a Poisson process
+    (in distribution; the draws differ from :func:`poisson_arrivals`), ``cv > 1`` burstier
+    traffic, ``cv < 1`` more regular. The first request arrives at 0, as in
+    :func:`poisson_arrivals`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``n`` float64 times, sorted, the first 0.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`poisson_arrivals`, and if ``cv`` is not a finite number > 0.
+    """
+    n = nonnegative_int("n", n, maximum=MAX_REQUESTS)
+    rate = real("rate", rate, low=0.0, low_open=True)
+    cv = real("cv", cv, low=0.0, low_open=True)
+    shape, scale = _gap_parameters(rate, cv)
+    generator = _rng(seed)
+    if n == 0:
+        return np.zeros(0, dtype=np.float64)
+    return _arrivals_from_gaps(generator.gamma(shape, scale, size=n - 1), rate)
+
+
+def _spec_number(value: float) -> str:
+    shown = repr(value)
+    return shown.removesuffix(".0")
+
+
+@dataclass(frozen=True)
+class ArrivalProcess:
+    """A renewal process of request arrivals: independent gaps with mean ``1/rate`` seconds.
+
+    Parameters
+    ----------
+    kind
+        ``"poisson"``: exponential gaps (:func:`poisson_arrivals`; ``cv`` is 1).
+        ``"gamma"``: gamma gaps with coefficient of variation ``cv`` (:func:`gamma_arrivals`).
+    rate
+        Requests per second: a finite number > 0.
+    cv
+        Coefficient of variation of the gaps: a finite number > 0.
+
+    ``str(process)`` is its spec (``poisson:2`` or ``gamma:2,3``), which :meth:`parse` reads.
+    """
+
+    kind: str
+    rate: float
+    cv: float = 1.0
+
+    def __post_init__(self) -> None:
+        choice("kind", self.kind, _ARRIVAL_FIELDS)
+        rate = real("rate", self.rate, low=0.0, low_open=True)
+        cv = real("cv", self.cv, low=0.0, low_open=True)
+        if self.kind == "poisson" and cv != 1.0:
+            raise ValueError(f"a poisson process has cv 1, got cv={cv!r}; use kind='gamma' for another cv")
+        _gap_parameters(rate, cv)
+        object.__setattr__(self, "rate", rate)
+        object.__setattr__(self, "cv", cv)
+
+    @classmethod
+    def parse(cls, spec: str) -> ArrivalProcess:
+        """The process a spec names: ``poisson:RATE`` or ``gamma:RATE,CV`` (see ``ARRIVALS_HELP``).
+
+        Raises
+        ------
+        TypeError
+            If ``spec`` is not a str.
+        ValueError
+            An unknown process, the wrong number of fields, or a field that is not a number
+            in its range; the message names the spec and the field.
+        """
+        if not isinstance(spec, str):
+            raise TypeError(f"arrivals must be a spec string ({ARRIVALS_HELP}), got {type(spec).__name__}")
+        kind, sep, arg = spec.partition(":")
+        fields = _ARRIVAL_FIELDS.get(kind.strip())
+        if fields is None or not sep:
+            raise ValueError(f"unknown arrivals {spec!r}; expected {ARRIVALS_HELP}")
+        parts = [part.strip() for part in arg.split(",")]
+        if len(parts) != len(fields):
+            raise ValueError(
+                f"bad arrivals {spec!r}: {kind.strip()} takes {','.join(fields)}; expected {ARRIVALS_HELP}"
+            )
+        values = []
+        for field, part in zip(fields, parts, strict=True):
+            try:
+                values.append(float(part))
+            except ValueError:
+                raise ValueError(
+                    f"bad arrivals {spec!r}: {field} must be a number, got {part!r}; expected {ARRIVALS_HELP}"
+                ) from None
+        try:
+            return cls(kind.strip(), *values)
+        except ValueError as exc:
+            raise ValueError(f"bad arrivals {spec!r}: {exc}; expected {ARRIVALS_HELP}") from None
+
+    def __str__(self) -> str:
+        if self.kind == "poisson":
+            return f"poisson:{_spec_number(self.rate)}"
+        return f"gamma:{_spec_number(self.rate)},{_spec_number(self.cv)}"
+
+    def draw(self, n: int, seed: int | np.random.Generator | None = 0) -> np.ndarray:
+        """``n`` arrival times (seconds, sorted, the first 0); see :func:`poisson_arrivals`."""
+        if self.kind == "poisson":
+            return poisson_arrivals(n, self.rate, seed)
+        return gamma_arrivals(n, self.rate, self.cv, seed)
+
+
+# ---------------------------------------------------------------- preparing a workload
+
+# The keyword options of :func:`prepare`, which every loader takes too.
+PREPARE_OPTIONS = ("rate_scale", "max_prompt", "max_output", "arrivals", "replace_arrivals", "seed")
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """What :func:`prepare` does to a workload (see there), each option checked.
+
+    Raises
+    ------
+    TypeError, ValueError
+        An option of the wrong kind or out of range; the message names the option and
+        what it may be.
+    """
+
+    rate_scale: float = 1.0
+    max_prompt: int | None = None
+    max_output: int | None = None
+    arrivals: ArrivalProcess | None = None
+    replace_arrivals: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        set_field = functools.partial(object.__setattr__, self)
+        set_field("rate_scale", real("rate_scale", self.rate_scale, low=0.0, low_open=True))
+        for name in ("max_prompt", "max_output"):
+            value = getattr(self, name)
+            if value is not None:
+                set_field(name, positive_int(name, value, maximum=MAX_TOKENS))
+        if self.arrivals is not None:
+            instance("arrivals", self.arrivals, ArrivalProcess, "None or an ArrivalProcess")
+        set_field("replace_arrivals", flag("replace_arrivals", self.replace_arrivals))
+        if self.replace_arrivals and self.arrivals is None:
+            raise ValueError(
+                "replace_arrivals=True (--replace-arrivals) needs arrivals= (--arrivals): the process "
+                "whose times replace the workload's"
+            )
+        set_field("seed", check_seed("seed", self.seed))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as JSON-ready values (the arrival process as its spec)."""
+        out = {name: getattr(self, name) for name in PREPARE_OPTIONS}
+        out["arrivals"] = None if self.arrivals is None else str(self.arrivals)
+        return out
+
+    def apply(self, workload: Workload) -> tuple[Workload, PrepareReport]:
+        """``workload`` prepared with these options, and the report; see :func:`prepare_report`."""
+        instance("workload", workload, Workload, "a llmsched.Workload")
+        return _apply(workload, self)
+
+
+@dataclass(frozen=True)
+class PrepareReport:
+    """What :func:`prepare_report` did: its options, and how many lengths it clipped.
+
+    Attributes
+    ----------
+    options
+        The options applied.
+    prompts_clipped, outputs_clipped, predictions_clipped
+        Requests whose prompt, output or predicted output was above ``max_prompt`` or
+        ``max_output`` and was clipped to it.
+    """
+
+    options: PrepareOptions
+    prompts_clipped: int = 0
+    outputs_clipped: int = 0
+    predictions_clipped: int = 0
+
+    def __post_init__(self) -> None:
+        instance("options", self.options, PrepareOptions, "a PrepareOptions")
+        for name in ("prompts_clipped", "outputs_clipped", "predictions_clipped"):
+            object.__setattr__(self, name, nonnegative_int(name, getattr(self, name)))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options and the counts as one JSON-ready dict."""
+        return {
+            **self.options.as_dict(),
+            "prompts_clipped": self.prompts_clipped,
+            "outputs_clipped": self.outputs_clipped,
+            "predictions_clipped": self.predictions_clipped,
+        }
+
+
+def _options(
+    rate_scale: float = 1.0,
+    max_prompt: int | None = None,
+    max_output: int | None = None,
+    arrivals: str | ArrivalProcess | None = None,
+    replace_arrivals: bool = False,
+    seed: int = 0,
+) -> PrepareOptions:
+    if isinstance(arrivals, str):
+        arrivals = ArrivalProcess.parse(arrivals)
+    elif arrivals is not None:
+        instance("arrivals", arrivals, ArrivalProcess, f"None, an ArrivalProcess or a spec {ARRIVALS_HELP}")
+    return PrepareOptions(rate_scale, max_prompt, max_output, arrivals, replace_arrivals, seed)
+
+
+def _loader_options(options: dict[str, Any]) -> PrepareOptions:
+    """A loader's ``**options``, checked before it reads its file."""
+    unknown = sorted(set(options) - set(PREPARE_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"unknown option {unknown[0]!r}; the options are {', '.join(PREPARE_OPTIONS)} (see prepare)"
+        )
+    return _options(**options)
+
+
+def _clip(values: np.ndarray, cap: int | None) -> tuple[np.ndarray, int]:
+    if cap is None:
+        return values, 0
+    return np.minimum(values, cap), int(np.count_nonzero(values > cap))
+
+
+def _apply(workload: Workload, options: PrepareOptions) -> tuple[Workload, PrepareReport]:
+    arrival = workload.arrival
+    if options.arrivals is not None:
+        if not workload.is_offline and not options.replace_arrivals:
+            raise ValueError(
+                f"workload {workload.name!r} has its own arrival times (up to {arrival.max():.6g} s); "
+                f"to replace them with {options.arrivals} arrivals pass replace_arrivals=True "
+                "(--replace-arrivals), or leave arrivals=None to keep them"
+            )
+        arrival = options.arrivals.draw(len(workload), options.seed)
+    if options.rate_scale != 1.0:
+        with np.errstate(over="ignore"):
+            scaled = arrival / options.rate_scale
+        if scaled.size and not math.isfinite(scaled.max()):
+            raise ValueError(
+                f"rate_scale={options.rate_scale!r} stretches arrival times of up to "
+                f"{arrival.max():.6g} s beyond double precision; rate_scale must be larger"
+            )
+        arrival = scaled
+    prompt, prompts_clipped = _clip(workload.prompt_tokens, options.max_prompt)
+    output, outputs_clipped = _clip(workload.output_tokens, options.max_output)
+    predicted, predictions_clipped = (None, 0)
+    if workload.predicted_output is not None:
+        predicted, predictions_clipped = _clip(workload.predicted_output, options.max_output)
+    prepared = workload.replace(
+        prompt_tokens=prompt, output_tokens=output, predicted_output=predicted, arrival=arrival
+    )
+    return prepared, PrepareReport(options, prompts_clipped, outputs_clipped, predictions_clipped)
+
+
+def prepare_report(
+    workload: Workload,
+    *,
+    rate_scale: float = 1.0,
+    max_prompt: int | None = None,
+    max_output: int | None = None,
+    arrivals: str | ArrivalProcess | None = None,
+    replace_arrivals: bool = False,
+    seed: int = 0,
+) -> tuple[Workload, PrepareReport]:
+    """:func:`prepare` ``workload`` and report what was done (how many lengths were clipped).
+
+    Returns
+    -------
+    workload, report
+        The prepared workload, and a :class:`PrepareReport` of the options and the counts.
+
+    Raises as :func:`prepare` does.
+    """
+    instance("workload", workload, Workload, "a llmsched.Workload")
+    return _options(rate_scale, max_prompt, max_output, arrivals, replace_arrivals, seed).apply(workload)
+
+
+def prepare(
+    workload: Workload,
+    *,
+    rate_scale: float = 1.0,
+    max_prompt: int | None = None,
+    max_output: int | None = None,
+    arrivals: str | ArrivalProcess | None = None,
+    replace_arrivals: bool = False,
+    seed: int = 0,
+) -> Workload:
+    """``workload`` replayed faster, with its lengths clipped or its arrivals drawn.
+
+    The steps run in this order: arrivals drawn, arrivals scaled, lengths clipped. Every
+    loader takes these options and calls this; :func:`prepare_report` also says how many
+    lengths were clipped.
+
+    Parameters
+    ----------
+    workload
+        The workload (it is not changed; a new one is returned, under the same name).
+    rate_scale
+        Replay ``rate_scale`` times faster: every arrival time is divided by it (a finite
+        number > 0; 1 keeps the times).
+    max_prompt, max_output
+        Clip prompts, and outputs and predicted outputs, to at most this many tokens (an
+        integer >= 1, or None to keep them). Vidur caps a request's prompt plus output at
+        one ``max_tokens``; here each length has its own cap, since a prefill stage's
+        capacity bounds the prompt alone.
+    arrivals
+        Draw new arrival times from an arrival process: ``"poisson:RATE"``,
+        ``"gamma:RATE,CV"`` (see ``ARRIVALS_HELP``) or an :class:`ArrivalProcess`. The first
+        request arrives at 0 and the requests arrive in their order in the workload. For a
+        workload that has no arrival times (all 0), such as a length-only trace.
+    replace_arrivals
+        Let ``arrivals`` replace arrival times the workload already has (refused without
+        it, so that a trace's real times are never lost by accident).
+    seed
+        Seed of the arrival draws (an integer >= 0): the same seed gives the same times.
+
+    Raises
+    ------
+    TypeError, ValueError
+        An option of the wrong kind or out of range (the message names it and what it may
+        be), checked before any work; ``arrivals`` for a workload with arrival times
+        without ``replace_arrivals=True``; a ``rate_scale`` so small that the times overflow.
+    """
+    return prepare_report(
+        workload,
+        rate_scale=rate_scale,
+        max_prompt=max_prompt,
+        max_output=max_output,
+        arrivals=arrivals,
+        replace_arrivals=replace_arrivals,
+        seed=seed,
+    )[0]
+
+
+# ---------------------------------------------------------------- loaders
+
+
+def _read_table(
+    path: str | PathLike[str], columns: tuple[str, ...], fmt: str, optional: tuple[str, ...] = ()
+) -> Any:
     """The CSV at ``path`` as a DataFrame with at least ``columns`` and one row.
 
     Every way a file can fail to be such a table (missing, a folder, not UTF-8, not CSV,
@@ -226,7 +650,8 @@ def _read_table(path: str | PathLike[str], columns: tuple[str, ...], fmt: str) -
     import pandas as pd
 
     path_arg("path", path)
-    expected = f"a {fmt} file: UTF-8 CSV with a header naming {', '.join(columns)} and one row per request"
+    naming = ", ".join(columns) + "".join(f" (and optionally {col})" for col in optional)
+    expected = f"a {fmt} file: UTF-8 CSV with a header naming {naming} and one row per request"
     if not os.path.exists(path):
         raise ValueError(f"path {str(path)!r} does not exist; expected {expected}")
     if os.path.isdir(path):
@@ -261,18 +686,32 @@ def _workload_from(path: str | PathLike[str], fmt: str, columns: dict[str, str],
 
 
 def _load_trace(
-    path: str | PathLike[str], name: str | None, fmt: str, arrival: str, prompt: str, output: str
+    path: str | PathLike[str],
+    name: str | None,
+    options: dict[str, Any],
+    fmt: str,
+    arrival: str,
+    prompt: str,
+    output: str,
+    arrival_optional: bool = False,
 ) -> Workload:
-    frame = _read_table(path, (arrival, prompt, output), fmt)
-    return _workload_from(
+    path_arg("path", path)
+    label = _name(name, path)
+    checked = _loader_options(options)
+    required, optional = (
+        ((prompt, output), (arrival,)) if arrival_optional else ((arrival, prompt, output), ())
+    )
+    frame = _read_table(path, required, fmt, optional)
+    workload = _workload_from(
         path,
         fmt,
         {"prompt_tokens": prompt, "output_tokens": output, "arrival": arrival},
         prompt_tokens=frame[prompt].to_numpy(),
         output_tokens=frame[output].to_numpy(),
-        arrival=frame[arrival].to_numpy(),
-        name=_name(name, path),
+        arrival=frame[arrival].to_numpy() if arrival in frame.columns else None,
+        name=label,
     )
+    return _apply(workload, checked)[0]
 
 
 def _name(name: Any, path: str | PathLike[str]) -> str:
@@ -281,28 +720,41 @@ def _name(name: Any, path: str | PathLike[str]) -> str:
     return text("name", name) or str(path)
 
 
-def from_csv(path: str | PathLike[str], name: str | None = None) -> Workload:
+def from_csv(path: str | PathLike[str], name: str | None = None, **options: Any) -> Workload:
     """Read the project's CSV: ``prompt_tokens,output_tokens[,predicted_output][,arrival]``.
+
+    Parameters
+    ----------
+    path
+        The file.
+    name
+        The workload's name (default: the path).
+    **options
+        The options of :func:`prepare` (``rate_scale``, ``max_prompt``, ``max_output``,
+        ``arrivals``, ``replace_arrivals``, ``seed``), applied to what was read.
 
     Raises
     ------
     ValueError
         If the file is missing, not UTF-8 CSV, has no rows or lacks a column, or a value is
-        not a valid token count or arrival time; the message names the file.
+        not a valid token count or arrival time; the message names the file. A bad option,
+        as :func:`prepare` says, before the file is read.
     TypeError
-        If ``path`` is not a path or ``name`` not a str.
+        If ``path`` is not a path, ``name`` not a str, or an option unknown.
     """
     path_arg("path", path)
     label = _name(name, path)
+    checked = _loader_options(options)
     frame = _read_table(path, ("prompt_tokens", "output_tokens"), "llmsched workload")
     fields = ("prompt_tokens", "output_tokens", "predicted_output", "arrival")
-    return _workload_from(
+    workload = _workload_from(
         path,
         "llmsched workload",
         {},
         **{field: frame[field].to_numpy() for field in fields if field in frame.columns},
         name=label,
     )
+    return _apply(workload, checked)[0]
 
 
 def to_csv(workload: Workload, path: str | PathLike[str]) -> None:
@@ -323,19 +775,95 @@ def to_csv(workload: Workload, path: str | PathLike[str]) -> None:
         raise ValueError(f"path {str(path)!r} cannot be written: {exc.strerror or exc}") from None
 
 
-def from_vidur_trace(path: str | PathLike[str], name: str | None = None) -> Workload:
-    """Read a Vidur request trace (columns ``arrived_at,num_prefill_tokens,num_decode_tokens``).
+def from_vidur_trace(path: str | PathLike[str], name: str | None = None, **options: Any) -> Workload:
+    """Read a Vidur request trace: ``num_prefill_tokens,num_decode_tokens`` and, when it has
+    arrival times, ``arrived_at`` (seconds).
 
-    Bad files and values raise as in :func:`from_csv`.
+    Vidur ships both kinds: traces with arrival times, and length-only traces (such as its
+    arXiv-summarization and chat length statistics). The requests of a length-only trace
+    all arrive at 0, unless ``arrivals=`` draws times for them (see :func:`prepare`).
+
+    ``**options`` are those of :func:`prepare`. Bad files, values and options raise as in
+    :func:`from_csv`.
     """
-    path_arg("path", path)
-    return _load_trace(path, name, "Vidur trace", "arrived_at", "num_prefill_tokens", "num_decode_tokens")
+    return _load_trace(
+        path,
+        name,
+        options,
+        "Vidur trace",
+        "arrived_at",
+        "num_prefill_tokens",
+        "num_decode_tokens",
+        arrival_optional=True,
+    )
 
 
-def from_splitwise_trace(path: str | PathLike[str], name: str | None = None) -> Workload:
+def from_splitwise_trace(path: str | PathLike[str], name: str | None = None, **options: Any) -> Workload:
     """Read a SplitwiseSim trace (columns ``arrival_timestamp, prompt_size, token_size``, among others).
 
-    Bad files and values raise as in :func:`from_csv`.
+    ``**options`` are those of :func:`prepare`. Bad files, values and options raise as in
+    :func:`from_csv`.
+    """
+    return _load_trace(
+        path, name, options, "SplitwiseSim trace", "arrival_timestamp", "prompt_size", "token_size"
+    )
+
+
+_AZURE_COLUMNS = {
+    "arrival": "TIMESTAMP",
+    "prompt_tokens": "ContextTokens",
+    "output_tokens": "GeneratedTokens",
+}
+_AZURE_TIME = "ISO 8601 date-times such as 2023-11-16 18:17:03.9799600"
+
+
+def _seconds_since_first(path: str | PathLike[str], column: str, values: Any) -> np.ndarray:
+    """Date-time strings as float64 seconds since the earliest, from their exact integer ticks."""
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(values):
+        raise ValueError(f"{path}: {column} holds numbers; expected {_AZURE_TIME}")
+    try:
+        stamps = pd.to_datetime(values, format="ISO8601", utc=True)
+    except (ValueError, TypeError, OverflowError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(f"{path}: {column} must hold {_AZURE_TIME} ({message})") from None
+    empty = np.flatnonzero(stamps.isna().to_numpy())
+    if empty.size:
+        raise ValueError(f"{path}: {column}[{empty[0]}] is empty; every request needs a time ({_AZURE_TIME})")
+    # Ticks (pandas keeps 100 ns digits at nanosecond resolution) differ exactly as integers;
+    # one division makes seconds, so an hour-long trace keeps well under a microsecond.
+    ticks = stamps.dt.tz_localize(None).to_numpy()
+    seconds: np.ndarray = (ticks - ticks.min()) / np.timedelta64(1, "s")
+    return seconds.astype(np.float64)
+
+
+def from_azure_trace(path: str | PathLike[str], name: str | None = None, **options: Any) -> Workload:
+    """Read an Azure LLM inference trace (columns ``TIMESTAMP,ContextTokens,GeneratedTokens``).
+
+    Microsoft publishes these traces of its Azure LLM inference services in the
+    AzurePublicDataset (2023: a code and a conversation service, an hour each; 2024: a week
+    each). ``TIMESTAMP`` is the invocation time, e.g. ``2023-11-16 18:17:03.9799600`` (ISO 8601;
+    a time with a UTC offset is converted to UTC, one without is taken as UTC); a request's
+    arrival is the seconds since the earliest request, so the first arrives at 0.
+    ``ContextTokens`` is the prompt length and ``GeneratedTokens`` the output length.
+
+    ``**options`` are those of :func:`prepare`; real traces hold prompts longer than the
+    paper's prefill capacity of 5,000 tokens, which ``max_prompt`` clips. Bad files, values
+    and options raise as in :func:`from_csv`.
     """
     path_arg("path", path)
-    return _load_trace(path, name, "SplitwiseSim trace", "arrival_timestamp", "prompt_size", "token_size")
+    label = _name(name, path)
+    checked = _loader_options(options)
+    fmt = "Azure LLM inference trace"
+    frame = _read_table(path, tuple(_AZURE_COLUMNS.values()), fmt)
+    workload = _workload_from(
+        path,
+        fmt,
+        _AZURE_COLUMNS,
+        prompt_tokens=frame["ContextTokens"].to_numpy(),
+        output_tokens=frame["GeneratedTokens"].to_numpy(),
+        arrival=_seconds_since_first(path, "TIMESTAMP", frame["TIMESTAMP"]),
+        name=label,
+    )
+    return _apply(workload, checked)[0]
