@@ -1,8 +1,9 @@
 """Time of one policy decision with 200 clients, for every request and iteration policy.
 
-    python benchmarks/decision_latency.py [--seed 0]
+    python benchmarks/decision_latency.py [--seed 0] [--stream]
 
-Runs gsm8k(seed) (oracle predictions attached) through the simulator with each policy and
+Runs gsm8k(seed) (oracle predictions attached), or with ``--stream`` the hour-long stream of
+19,366 arrivals (paper coefficients, capacity 16,384), through the simulator with each policy and
 times every call the simulator makes to it: ``decide`` for iteration policies; ``ready`` plus
 ``take`` (one prefill decision) for request policies. ``start`` (which may solve the offline
 assignment) is reported apart. Target: median <= 50 us per decision.
@@ -15,6 +16,7 @@ import time
 
 import numpy as np
 
+from instances import PAPER_16K, hour_stream
 from llmsched import LinearCostModel, simulate, workloads
 from llmsched.online import (
     iteration_policy_names,
@@ -33,6 +35,7 @@ class _Timed:
         self.samples: list[float] = []
         self.start_s = 0.0
         self.name = getattr(inner, "name", type(inner).__name__)
+        self.sizes = getattr(inner, "sizes", None)  # an oracle policy is told the true lengths
         for method in methods:
             setattr(self, method, self._timed(getattr(inner, method)))
 
@@ -60,10 +63,12 @@ class _Timed:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stream", action="store_true", help="the hour-long stream instead of GSM8K")
     args = parser.parse_args()
-    w = workloads.gsm8k(args.seed)
+    w = hour_stream(seed=args.seed) if args.stream else workloads.gsm8k(args.seed)
     w = with_predictions(w, w.output_tokens)
-    cost = LinearCostModel.paper()
+    cost = PAPER_16K if args.stream else LinearCostModel.paper()
+    print(f"{w!r}, 200 clients")
     print(f"{'policy':32} {'kind':9} {'calls':>6} {'median us':>10} {'p99 us':>8} {'start s':>8}")
     for name in request_policy_names():
         if name == "static":

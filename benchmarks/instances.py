@@ -6,6 +6,9 @@ the tests, run from the repository root, import ``from benchmarks.instances impo
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 
 from llmsched import LinearCostModel, Workload
@@ -34,3 +37,47 @@ def tiny_instance(
     outputs = rng.integers(1, max_output + 1, size=n)
     workload = Workload(prompt_tokens=prompts, output_tokens=outputs, name=f"tiny({seed})")
     return workload, LinearCostModel.paper().to_levels(clients), clients
+
+
+# The Azure LLM inference trace of 2023 (code service), where the repository sits beside a
+# ``shared`` folder holding it; the benchmarks fall back to GSM8K-shaped lengths without it.
+AZURE_CODE = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "data"
+    / "azure-llm-2023"
+    / ("AzureLLMInferenceTrace_code.csv")
+)
+PAPER_16K = replace(LinearCostModel.paper(), prefill_capacity=16_384)
+
+
+def azure_code() -> Workload | None:
+    """The Azure code trace (8,819 requests over 3,436 s), or None when it is absent."""
+    if not AZURE_CODE.is_file():
+        return None
+    from llmsched.workloads import from_azure_trace
+
+    return from_azure_trace(AZURE_CODE, name="azure-code")
+
+
+def hour_stream(n: int = 19_366, seconds: float = 3600.0, seed: int = 0) -> Workload:
+    """``n`` requests arriving as a Poisson stream over about ``seconds`` (the size of the
+    Azure conversation trace of 2023: 19,366 requests in an hour).
+
+    Lengths are drawn (with replacement) from the Azure code trace when it is present, else
+    from :func:`~llmsched.workloads.gsm8k_like`.
+    """
+    from llmsched.workloads import gsm8k_like, poisson_arrivals
+
+    rng = np.random.default_rng(seed)
+    trace = azure_code()
+    if trace is not None:
+        pick = rng.integers(0, len(trace), n)
+        prompt, output = trace.prompt_tokens[pick], trace.output_tokens[pick]
+        name = "azure-code-lengths-hour"
+    else:
+        lengths = gsm8k_like(n, seed=seed)
+        prompt, output = lengths.prompt_tokens, lengths.output_tokens
+        name = "gsm8k-like-hour"
+    arrival = poisson_arrivals(n, n / seconds, seed=rng)
+    return Workload(prompt, output, arrival=arrival, name=name)
