@@ -30,8 +30,9 @@ CORE = {
     "policies",
     "_checks",
     "instance",
+    "metrics",
 }
-FRONT = {"cli", "reproduce", "study", "plot", "__main__"}
+FRONT = {"cli", "reproduce", "study", "sweep", "plot", "__main__"}
 PACKAGES = {"mip": 3, "online": 4, "exegpt": 5, "runtime": 6}
 
 # The one import against the layers that stays: Schedule.plot loads the plotting front end

@@ -225,3 +225,154 @@ def test_run_lookup_matches_the_expanded_runs(lengths, data) -> None:
     keys = np.array(data.draw(st.lists(st.integers(0, total), max_size=50)), dtype=np.int64)
     covering = np.append(np.repeat(np.arange(run_len.size), run_len), run_len.size - 1)
     assert _run_holding(np.cumsum(run_len) - run_len, run_len, keys).tolist() == covering[keys].tolist()
+
+
+# ------------------------------------------------------------ serving metrics
+def _per_token_gaps(schedule: Schedule) -> list[np.ndarray]:
+    """Each request's gaps between consecutive tokens, one entry per token, from the
+    materialised iteration ends: its prefill's end, then the end of each decode iteration."""
+    ends = schedule.iteration_end
+    return [
+        np.diff(np.concatenate([[schedule.prefill_end[i]], ends[lo:hi]]))
+        for i, (lo, hi) in enumerate(
+            zip(schedule.request_decode_start.tolist(), schedule.request_decode_end.tolist(), strict=True)
+        )
+    ]
+
+
+def test_serving_metrics_by_hand(schedule) -> None:
+    """The fixture's token times: request 0 at 5 and 10 (prefill ended at 4; the second
+    prefill stage, 5-9, pauses it), request 1 at 5, request 2 at 10, 10.75 and 11.5 (prefill
+    ended at 9). Gaps: [1, 5], [1], [1, 0.75, 0.75]."""
+    assert schedule.tbt_mean.tolist() == [3.0, 1.0, pytest.approx(2.5 / 3)]
+    assert schedule.tbt_max.tolist() == [5.0, 1.0, 1.0]
+    assert schedule.e2e.tolist() == schedule.latency.tolist() == [10.0, 5.0, 11.5]
+    assert schedule.normalized_latency.tolist() == [5.0, 5.0, pytest.approx(11.5 / 3)]
+    values, counts = schedule.tbt_distribution()
+    assert sorted(np.repeat(values, counts).tolist()) == [0.75, 0.75, 1.0, 1.0, 1.0, 5.0]
+    summary = schedule.summary(slo_ttft=5, slo_tbt=2.0)
+    assert summary["tbt_p50_s"] == 1.0 and summary["tbt_p90_s"] == 3.0
+    assert summary["tbt_p99_s"] == pytest.approx(4.8)
+    assert summary["tbt_mean_s"] == pytest.approx(9.5 / 6)  # over gaps, not over requests
+    assert summary["e2e_p50_s"] == summary["latency_p50_s"] == 10.0
+    assert summary["normalized_latency_p50_s"] == 5.0
+    assert summary["requests_per_s"] == pytest.approx(3 / 11.5)
+    # TTFTs 4, 4, 9 against 5 s; mean gaps 3, 1, 0.83 against 2 s: only request 1 meets both.
+    assert schedule.meets_slo(5, 2.0).tolist() == [False, True, False]
+    assert summary["goodput_rps"] == pytest.approx(1 / 11.5)
+    assert summary["slo_attainment"] == pytest.approx(1 / 3)
+    assert (summary["slo_ttft_s"], summary["slo_tbt_s"]) == (5.0, 2.0)
+
+
+def test_summary_without_targets_counts_every_request(schedule) -> None:
+    """Without targets every request counts as good; the targets echo as None; the keys
+    summary() had before are all still there."""
+    summary = schedule.summary()
+    assert summary["goodput_rps"] == summary["requests_per_s"] and summary["slo_attainment"] == 1.0
+    assert summary["slo_ttft_s"] is None and summary["slo_tbt_s"] is None
+    assert schedule.summary(slo_ttft=np.inf)["slo_attainment"] == 1.0
+    assert schedule.summary(slo_tbt=1.0)["slo_attainment"] == pytest.approx(2 / 3)
+    before = ["requests", "clients", "makespan_s", "utilization", "tokens_per_s", "prefill_stages"]
+    before += ["decode_iterations", "prefill_time_s", "decode_time_s"]
+    before += [f"{m}_{s}_s" for m in ("ttft", "latency") for s in ("mean", "p50", "p90", "p99")]
+    assert list(summary)[: len(before)] == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"slo_ttft": 0}, ValueError, r"slo_ttft must be a number > 0 \(inf allowed\), got 0"),
+        ({"slo_ttft": -1.0}, ValueError, "slo_ttft must be a number > 0"),
+        ({"slo_tbt": float("nan")}, ValueError, "slo_tbt must be a number > 0"),
+        ({"slo_tbt": -np.inf}, ValueError, "slo_tbt must be a number > 0"),
+        ({"slo_tbt": "0.1"}, TypeError, "slo_tbt must be a number > 0"),
+        ({"slo_ttft": True}, TypeError, "slo_ttft must be a number > 0"),
+    ],
+)
+def test_bad_latency_targets_are_refused(schedule, kwargs, error, message) -> None:
+    """summary, request_frame and meets_slo refuse a target that is not a positive number."""
+    for method in (schedule.summary, schedule.request_frame, schedule.meets_slo):
+        with pytest.raises(error, match=message):
+            method(**kwargs)
+
+
+def test_request_frame_has_the_serving_columns(schedule) -> None:
+    """request_frame adds TBT mean and max, e2e, normalized latency and whether each request
+    meets the targets."""
+    frame = schedule.request_frame(slo_ttft=5.0)
+    assert list(frame.columns)[-5:] == ["tbt_mean", "tbt_max", "e2e", "normalized_latency", "meets_slo"]
+    assert frame["meets_slo"].tolist() == [True, True, False]
+    assert frame["meets_slo"].dtype == bool
+    assert frame["tbt_max"].tolist() == [5.0, 1.0, 1.0]
+    assert schedule.request_frame()["meets_slo"].all()
+
+
+def _check_serving_metrics(schedule: Schedule, exact: bool) -> None:
+    """Every TBT metric against the per-token computation. With ``exact`` (times that add
+    without rounding) the gaps, and so the percentiles, must be the very same floats."""
+    per_token = _per_token_gaps(schedule)
+    gaps = np.concatenate(per_token)
+    assert gaps.size == schedule.workload.total_output_tokens
+    values, counts = schedule.tbt_distribution()
+    assert (counts > 0).all() and counts.sum() == gaps.size
+    assert values.size <= len(schedule.workload) + 2 * schedule.num_runs
+    tol = {"rtol": 0, "atol": 0} if exact else {"rtol": 1e-9, "atol": 1e-9}
+    np.testing.assert_allclose(np.sort(np.repeat(values, counts)), np.sort(gaps), **tol)
+    summary = schedule.summary()
+    expected = np.percentile(gaps, [50, 90, 99])
+    got = [summary["tbt_p50_s"], summary["tbt_p90_s"], summary["tbt_p99_s"]]
+    if exact:
+        assert got == expected.tolist()
+    else:
+        np.testing.assert_allclose(got, expected, **tol)
+    assert summary["tbt_mean_s"] == pytest.approx(gaps.mean(), rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(schedule.tbt_max, [g.max() for g in per_token], **tol)
+    np.testing.assert_allclose(schedule.tbt_mean, [g.mean() for g in per_token], rtol=1e-9, atol=1e-12)
+    output = schedule.workload.output_tokens
+    np.testing.assert_allclose(schedule.normalized_latency, schedule.latency / output, rtol=1e-15)
+    assert summary["normalized_latency_p99_s"] == pytest.approx(
+        float(np.percentile(schedule.latency / output, 99)), rel=1e-12
+    )
+
+
+@given(instances(), st.sampled_from(["fcfs", "static", "hybrid-oracle"]), st.booleans())
+def test_tbt_metrics_match_the_per_token_computation(instance, request_policy, measured) -> None:
+    """Gaps with counts, their percentiles and mean, and each request's mean and largest gap
+    equal the token-by-token computation, on simulated schedules and on their per-iteration
+    twins (one run per iteration, as a measured schedule stores them)."""
+    workload, cost, clients = instance
+    schedule = simulate(workload, cost, clients, request_policy)
+    if measured:
+        schedule = per_iteration_twin(schedule)
+    _check_serving_metrics(schedule, exact=False)
+
+
+@st.composite
+def dyadic_instances(draw: st.DrawFn) -> tuple[Workload, LinearCostModel, int]:
+    """Instances whose every time is a multiple of 1/256 s: sums and products of them are
+    exact in floating point, so gaps computed two ways are the same floats."""
+    cost = LinearCostModel(
+        draw(st.integers(1, 64)) / 64,
+        draw(st.integers(0, 16)) / 256,
+        draw(st.integers(1, 32)) / 64,
+        draw(st.integers(0, 16)) / 256,
+        prefill_capacity=100,
+    )
+    n = draw(st.integers(1, 25))
+    prompt = draw(st.lists(st.integers(1, 100), min_size=n, max_size=n))
+    output = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    arrival = draw(st.lists(st.integers(0, 20).map(lambda k: k / 4), min_size=n, max_size=n))
+    return Workload(prompt, output, arrival=arrival), cost, draw(st.integers(1, n + 3))
+
+
+@given(
+    dyadic_instances(),
+    st.sampled_from(["fcfs", "shortest-first-oracle"]),
+    st.sampled_from(["prefill-first", "lagrangian"]),
+)
+def test_tbt_percentiles_are_numpys_exactly_when_times_are_exact(instance, requests, iterations) -> None:
+    """Where no time is rounded, the TBT percentiles are bit for bit numpy's over one entry
+    per token, and so is each request's largest gap."""
+    workload, cost, clients = instance
+    schedule = simulate(workload, cost, clients, requests, iterations)
+    _check_serving_metrics(schedule, exact=True)

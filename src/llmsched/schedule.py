@@ -19,6 +19,14 @@ Layout (all numpy arrays, read-only):
   ``request_decode_start`` / ``request_decode_end``, the half-open range of global decode
   iterations in which the request decoded (one token each).
 
+Serving metrics: a request's first token comes at the end of its prefill stage, then one
+token at the end of each decode iteration it takes part in. Its *time between tokens* (TBT)
+gaps are the differences of consecutive token times, ``output_tokens`` of them, the first
+from the prefill's end to the end of its first decode iteration; a prefill stage that pauses
+decoding falls inside a gap. Within one decode run every gap is the run's iteration time, so
+the gaps of a whole run are kept as distinct values with counts
+(:meth:`Schedule.tbt_distribution`), never one entry per token.
+
 ``llmsched.validate`` checks a schedule against the system model; nothing here assumes it
 is valid, but the metrics only mean something for a valid schedule.
 """
@@ -31,7 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llmsched._checks import real
 from llmsched.cost import CostModel
+from llmsched.metrics import range_max, weighted_mean, weighted_percentile
 from llmsched.workload import Workload
 
 if TYPE_CHECKING:
@@ -62,6 +72,30 @@ def _frozen(name: str, values: Any, dtype: Any) -> np.ndarray:
 def _read_only(arr: np.ndarray) -> np.ndarray:
     arr.setflags(write=False)
     return arr
+
+
+# Percentiles reported by Schedule.summary.
+_QUANTILES = (50, 90, 99)
+
+
+def _percentiles(values: np.ndarray) -> list[float]:
+    """numpy's p50, p90 and p99 of ``values`` (zeros for no values)."""
+    if not values.size:
+        return [0.0] * len(_QUANTILES)
+    return [float(p) for p in np.percentile(values, _QUANTILES)]
+
+
+def _slo(name: str, value: Any) -> float | None:
+    """A latency target in seconds: None (every request meets it), or a number > 0 (inf allowed)."""
+    if value is None:
+        return None
+    return real(name, value, low=0.0, low_open=True, finite=False)
+
+
+def _sum_of_min(sorted_values: np.ndarray, prefix: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``sum(min(t, x) for x in sorted_values)`` for each ``t``, from the prefix sums of the values."""
+    below = np.searchsorted(sorted_values, t, side="left")
+    return prefix[below] + t * (sorted_values.size - below)
 
 
 def _run_holding(run_first: np.ndarray, run_len: np.ndarray, iterations: np.ndarray) -> np.ndarray:
@@ -354,6 +388,139 @@ class Schedule:
         """End-to-end latency of each request: its finish minus its arrival."""
         return _read_only(self.finish - self.workload.arrival)
 
+    @cached_property
+    def e2e(self) -> np.ndarray:
+        """End-to-end latency of each request (the same array as :attr:`latency`)."""
+        return self.latency
+
+    @cached_property
+    def normalized_latency(self) -> np.ndarray:
+        """End-to-end latency of each request over its output tokens (seconds per token)."""
+        return _read_only(self.latency / self.workload.output_tokens)
+
+    # ---------------------------------------------------- time between tokens
+    @cached_property
+    def _decoding(self) -> np.ndarray:
+        """Requests whose decode range is a non-empty range of the schedule's iterations
+        (every request of a valid schedule); the others have no gaps and NaN TBT metrics."""
+        lo, hi = self.request_decode_start, self.request_decode_end
+        return _read_only((lo >= 0) & (lo < hi) & (hi <= self.num_iterations))
+
+    @cached_property
+    def _first_gap(self) -> np.ndarray:
+        """Each request's first gap: from its prefill's end to the end of its first decode
+        iteration (NaN for a request that decodes nothing)."""
+        gap = self.iteration_end_at(self.request_decode_start) - self.prefill_end
+        return _read_only(np.where(self._decoding, gap, np.nan))
+
+    @cached_property
+    def _boundary_gap(self) -> np.ndarray:
+        """For each run, the gap of a request decoding across its start: from the end of the
+        previous run's last iteration to the end of this run's first (-inf for run 0)."""
+        gap = np.full(self.num_runs, -np.inf)
+        gap[1:] = self.run_start[1:] + self.run_iteration_time[1:] - self.run_end[:-1]
+        return _read_only(gap)
+
+    @cached_property
+    def _run_gap_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """For each run: how many gaps of its iteration time it holds (pairs of consecutive
+        iterations of the run in which one request decodes), and how many gaps span its start
+        (requests decoding in its first iteration and in the iteration before it)."""
+        decoding = self._decoding
+        opens = np.sort(self.request_decode_start[decoding])
+        closes = np.sort(self.request_decode_end[decoding])
+        # Prefix sums may wrap around in int64 for absurd sizes; the differences taken below
+        # are exact all the same (arithmetic modulo 2**64 of a result that fits).
+        open_prefix = np.concatenate([[0], np.cumsum(opens)])
+        close_prefix = np.concatenate([[0], np.cumsum(closes)])
+        first = self.run_first_iteration
+        stop = first + self.run_iterations
+
+        def tokens_before(t: np.ndarray) -> np.ndarray:
+            # Tokens decoded in iterations < t: sum over requests of min(t, end) - min(t, start).
+            return _sum_of_min(closes, close_prefix, t) - _sum_of_min(opens, open_prefix, t)
+
+        tokens = tokens_before(stop) - tokens_before(first)
+        # Requests decoding in the run: starting before its end and ending after its start.
+        present = np.searchsorted(opens, stop, side="left") - np.searchsorted(closes, first, side="right")
+        spanning = np.searchsorted(opens, first, side="left") - np.searchsorted(closes, first, side="right")
+        return _read_only(tokens - present), _read_only(spanning)
+
+    def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every time-between-tokens gap of every request, as values with counts.
+
+        The list in which ``values[k]`` appears ``counts[k]`` times is the list of all gaps
+        (one per output token); its size is O(requests + runs), not O(tokens). Use
+        :func:`llmsched.metrics.weighted_percentile` for its percentiles.
+
+        Returns
+        -------
+        values, counts
+            Float gaps in seconds (each request's first gap, the gaps spanning run starts, and
+            each run's iteration time) and their int64 counts, all > 0; read-only.
+        """
+        within, spanning = self._run_gap_counts
+        values = np.concatenate(
+            [self._first_gap[self._decoding], self._boundary_gap[1:], self.run_iteration_time]
+        )
+        counts = np.concatenate([np.ones(int(self._decoding.sum()), dtype=np.int64), spanning[1:], within])
+        keep = counts > 0
+        return _read_only(values[keep]), _read_only(counts[keep])
+
+    @cached_property
+    def tbt_mean(self) -> np.ndarray:
+        """Mean time between tokens of each request (TPOT): (finish - prefill end) / tokens.
+
+        NaN for a request that decodes nothing.
+        """
+        tokens = self.request_decode_end - self.request_decode_start
+        decoding = self._decoding
+        mean = (self.finish - self.prefill_end) / np.where(decoding, tokens, 1)
+        return _read_only(np.where(decoding, mean, np.nan))
+
+    @cached_property
+    def tbt_max(self) -> np.ndarray:
+        """Largest time between tokens of each request (NaN for one that decodes nothing)."""
+        decoding = self._decoding
+        lo = np.where(decoding, self.request_decode_start, 0)
+        hi = np.where(decoding, self.request_decode_end, 1)
+        best = self._first_gap.copy()
+        if not self.num_runs:
+            return _read_only(best)
+        tau, length, first = self.run_iteration_time, self.run_iterations, self.run_first_iteration
+        boundary = self._boundary_gap
+        run_lo, _, _ = self._locate(lo)
+        run_hi, _, _ = self._locate(hi - 1)
+        # The first run holds gaps of its iteration time when the request has two iterations there.
+        in_first = np.minimum(hi, first[run_lo] + length[run_lo]) - lo
+        best = np.where(in_first >= 2, np.maximum(best, tau[run_lo]), best)
+        # The last run (when another): the gap across its start, and its own when two iterations.
+        later = run_hi > run_lo
+        best = np.where(later, np.maximum(best, boundary[run_hi]), best)
+        best = np.where(later & (hi - first[run_hi] >= 2), np.maximum(best, tau[run_hi]), best)
+        # Runs in between: all their gaps are the request's.
+        inner = np.maximum(boundary, np.where(length >= 2, tau, -np.inf))
+        best = np.maximum(best, range_max(inner, run_lo + 1, run_hi))
+        return _read_only(np.where(decoding, best, np.nan))
+
+    def meets_slo(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> np.ndarray:
+        """Whether each request meets the latency targets: TTFT <= ``slo_ttft`` and mean time
+        between tokens (:attr:`tbt_mean`) <= ``slo_tbt``, in seconds; a target left None is
+        met by every request.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        ttft_target, tbt_target = _slo("slo_ttft", slo_ttft), _slo("slo_tbt", slo_tbt)
+        meets = np.ones(len(self.workload), dtype=bool)
+        if ttft_target is not None:
+            meets &= self.ttft <= ttft_target
+        if tbt_target is not None:
+            meets &= self.tbt_mean <= tbt_target
+        return meets
+
     # ---------------------------------------------------------------- metrics
     @cached_property
     def busy_time(self) -> float:
@@ -400,10 +567,37 @@ class Schedule:
         mask = self.stage_kind == DECODE
         return float((self.stage_end[mask] - self.stage_start[mask]).sum())
 
-    def summary(self) -> dict[str, float | int]:
-        """Headline figures: makespan, utilization, throughput, TTFT and latency percentiles."""
-        out: dict[str, float | int] = {
-            "requests": len(self.workload),
+    def summary(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> dict[str, Any]:
+        """Headline figures of the run.
+
+        Parameters
+        ----------
+        slo_ttft, slo_tbt
+            Latency targets in seconds for goodput (see :meth:`meets_slo`); None: no target.
+
+        Returns
+        -------
+        dict
+            ``requests``, ``clients``, ``makespan_s``, ``utilization``, ``tokens_per_s``,
+            ``prefill_stages``, ``decode_iterations``, ``prefill_time_s``, ``decode_time_s``;
+            mean, p50, p90 and p99 (numpy's linear percentiles) of ``ttft``, ``latency`` and
+            ``e2e`` (the same figures) over requests, and of ``tbt`` over every gap between
+            tokens of every request (not over per-request means; ``tbt_mean_s`` is the
+            token-weighted mean gap); p50, p90, p99 of ``normalized_latency``;
+            ``requests_per_s`` (requests over makespan); ``goodput_rps`` (requests meeting
+            both targets over makespan), ``slo_attainment`` (their share) and the targets
+            ``slo_ttft_s``, ``slo_tbt_s`` (None when not given).
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        meets = self.meets_slo(slo_ttft, slo_tbt)
+        n = len(self.workload)
+        span = self.makespan
+        out: dict[str, Any] = {
+            "requests": n,
             "clients": self.clients,
             "makespan_s": self.makespan,
             "utilization": self.utilization,
@@ -413,19 +607,39 @@ class Schedule:
             "prefill_time_s": self.prefill_time_total,
             "decode_time_s": self.decode_time_total,
         }
-        for name, values in (("ttft", self.ttft), ("latency", self.latency)):
-            p50, p90, p99 = np.percentile(values, [50, 90, 99]) if values.size else (0, 0, 0)
+        for name, values in (("ttft", self.ttft), ("latency", self.latency), ("e2e", self.e2e)):
+            p50, p90, p99 = _percentiles(values)
             out[f"{name}_mean_s"] = float(values.mean()) if values.size else 0.0
-            out[f"{name}_p50_s"] = float(p50)
-            out[f"{name}_p90_s"] = float(p90)
-            out[f"{name}_p99_s"] = float(p99)
+            out[f"{name}_p50_s"] = p50
+            out[f"{name}_p90_s"] = p90
+            out[f"{name}_p99_s"] = p99
+        gaps, counts = self.tbt_distribution()
+        if counts.size:
+            out["tbt_mean_s"] = weighted_mean(gaps, counts)
+            tbt = weighted_percentile(gaps, counts, _QUANTILES)
+            out["tbt_p50_s"], out["tbt_p90_s"], out["tbt_p99_s"] = (float(p) for p in tbt)
+        else:
+            out.update({"tbt_mean_s": 0.0, "tbt_p50_s": 0.0, "tbt_p90_s": 0.0, "tbt_p99_s": 0.0})
+        p50, p90, p99 = _percentiles(self.normalized_latency)
+        out["normalized_latency_p50_s"] = p50
+        out["normalized_latency_p90_s"] = p90
+        out["normalized_latency_p99_s"] = p99
+        good = int(np.count_nonzero(meets))
+        out["requests_per_s"] = n / span if span > 0 else 0.0
+        out["goodput_rps"] = good / span if span > 0 else 0.0
+        out["slo_attainment"] = good / n if n else 0.0
+        out["slo_ttft_s"] = None if slo_ttft is None else _slo("slo_ttft", slo_ttft)
+        out["slo_tbt_s"] = None if slo_tbt is None else _slo("slo_tbt", slo_tbt)
         return out
 
     # ------------------------------------------------------------ dataframes
-    def request_frame(self) -> pd.DataFrame:
-        """One row per request: client, prefill stage, prefill end, finish, TTFT and latency."""
+    def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
+        """One row per request: the workload's columns, then ``client``, ``prefill_stage``,
+        ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``, ``tbt_max``, ``e2e``,
+        ``normalized_latency`` and ``meets_slo`` (against the targets, see :meth:`meets_slo`)."""
         import pandas as pd
 
+        meets = self.meets_slo(slo_ttft, slo_tbt)
         frame = self.workload.to_frame()
         frame["client"] = self.request_client
         frame["prefill_stage"] = self.request_prefill_stage
@@ -433,6 +647,11 @@ class Schedule:
         frame["finish"] = self.finish
         frame["ttft"] = self.ttft
         frame["latency"] = self.latency
+        frame["tbt_mean"] = self.tbt_mean
+        frame["tbt_max"] = self.tbt_max
+        frame["e2e"] = self.e2e
+        frame["normalized_latency"] = self.normalized_latency
+        frame["meets_slo"] = meets
         return pd.DataFrame(frame)
 
     def stage_frame(self) -> pd.DataFrame:
