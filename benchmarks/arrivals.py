@@ -24,7 +24,6 @@ import json
 import time
 
 from instances import PAPER_16K, azure_code, hour_stream
-
 from llmsched import simulate, validate
 from llmsched.online import cross_fit, make_iteration_policy, make_request_policy, with_predictions
 
@@ -61,7 +60,8 @@ def main() -> None:
     if base is None:
         print("the Azure code trace is absent: running the synthetic hour-long stream instead")
         base = hour_stream()
-    print(f"{base!r}; 200 clients; paper coefficients, capacity 16,384; SLO {args.slo_ttft} s / {args.slo_tbt} s")
+    print(f"{base!r}; 200 clients; paper coefficients, capacity 16,384")
+    print(f"SLO targets: TTFT {args.slo_ttft} s, mean TBT {args.slo_tbt} s")
     rows = []
     failures = []
     for rate in rates:

@@ -339,3 +339,28 @@ def test_every_simulate_flag_says_its_default(capsys) -> None:
         if option.startswith("-h"):
             continue
         assert "(default: " in " ".join(option.split()), option
+
+
+def test_simulate_reports_serving_metrics_and_what_the_policies_knew(capsys) -> None:
+    """--json carries the serving metrics beside today's keys, the SLO targets and their
+    goodput, and whether the run was clairvoyant; a clairvoyant run says so."""
+    args = ["simulate", "--workload", "exegpt:S", "--requests", "60", "--clients", "8", "--json"]
+    assert main([*args, "--arrivals", "poisson:4", "--slo-ttft", "5", "--slo-tbt", "0.2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in (
+        "tbt_p50_s",
+        "tbt_p99_s",
+        "e2e_p50_s",
+        "e2e_p99_s",
+        "goodput_rps",
+        "ttft_p99_s",
+        "latency_p99_s",
+    ):
+        assert key in out and out[key] >= 0
+    assert out["slo_ttft_s"] == 5 and out["slo_tbt_s"] == 0.2
+    assert out["goodput_rps"] <= out["requests_per_s"]
+    assert out["clairvoyant"] is False and out["oracle_lengths"] is False
+    assert main([*args, "--request-policy", "hybrid-oracle", "--clairvoyant"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["clairvoyant"] is True and out["oracle_lengths"] is True
+    assert out["slo_ttft_s"] is None and out["goodput_rps"] == out["requests_per_s"]

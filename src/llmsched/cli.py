@@ -274,16 +274,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 f"--predictor {args.predictor}: cannot cross-fit on this workload ({exc})"
             ) from None
         workload = with_predictions(workload, predicted)
-    schedule = simulate(workload, cost, args.clients, args.request_policy, args.iteration_policy)
+    schedule = simulate(
+        workload, cost, args.clients, args.request_policy, args.iteration_policy, clairvoyant=args.clairvoyant
+    )
     violations = validate(schedule)
     bounds = lower_bounds(workload, cost, args.clients)
-    # Only the targets asked for are passed on, so a run without them needs no SLO support.
-    targets = {
-        key: value
-        for key, value in (("slo_ttft", args.slo_ttft), ("slo_tbt", args.slo_tbt))
-        if value is not None
-    }
-    summary = schedule.summary(**targets)
+    summary = schedule.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt)
     result = {
         "workload": workload.name,
         "workload_options": options.as_dict(),
@@ -293,6 +289,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         "predictor": args.predictor,
         "request_policy": args.request_policy,
         "iteration_policy": args.iteration_policy,
+        "clairvoyant": schedule.info["clairvoyant"],
+        "oracle_lengths": schedule.info["oracle_lengths"],
         **summary,
         "lower_bound_s": bounds.strong,
         "lower_bounds": bounds.as_dict(),
@@ -323,7 +321,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(f"  utilization   {schedule.utilization:10.2%}")
         print(f"  throughput    {schedule.tokens_per_s:10.1f} output tokens/s")
         print(f"  TTFT p50/p99  {summary['ttft_p50_s']:.3f} / {summary['ttft_p99_s']:.3f} s")
-        print(f"  latency p50/p99 {summary['latency_p50_s']:.3f} / {summary['latency_p99_s']:.3f} s")
+        print(f"  TBT p50/p99   {summary['tbt_p50_s']:.3f} / {summary['tbt_p99_s']:.3f} s")
+        print(f"  e2e p50/p99   {summary['e2e_p50_s']:.3f} / {summary['e2e_p99_s']:.3f} s")
+        goodput = f"  goodput       {summary['goodput_rps']:10.3f} requests/s"
+        if args.slo_ttft is not None or args.slo_tbt is not None:
+            goodput += f" ({summary['slo_attainment']:.1%} meet the targets)"
+        print(goodput)
+        if args.clairvoyant:
+            print("  clairvoyant   every request was revealed to the policies before the run started")
         print(f"  valid         {not violations}")
         for v in violations[:10]:
             print(f"    {v}")
@@ -585,6 +590,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_float_arg,
         metavar="SECONDS",
         help="time-between-tokens target of the goodput figures (default: none)",
+    )
+    sim.add_argument(
+        "--clairvoyant",
+        action="store_true",
+        help="reveal every request to the policies before the run starts, a study of planning ahead "
+        "(default: off; policies learn of a request when it arrives)",
     )
     sim.add_argument(
         "--plot", type=Path, help="write a Gantt chart to this file (PNG, SVG, PDF) (default: none)"

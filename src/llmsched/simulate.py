@@ -26,6 +26,7 @@ def simulate(
     clients: int,
     request_policy: str | RequestPolicy = "fcfs",
     iteration_policy: str | IterationPolicy = "prefill-first",
+    clairvoyant: bool = False,
 ) -> Schedule:
     """Run ``workload`` on ``clients`` clients under the two policies and return the schedule.
 
@@ -44,6 +45,12 @@ def simulate(
     iteration_policy
         A registered name (``"prefill-first"``, ``"lagrangian"``, ``"threshold"``) or an
         iteration-policy object.
+    clairvoyant
+        Reveal every request to the policies before the run starts (a study of planning
+        ahead, as the paper's offline schedule does). By default the run is
+        non-anticipative: a policy learns of a request (its prompt length and prediction)
+        when it arrives. The schedule's ``info`` says which (``clairvoyant``), and whether
+        the policies were told the true output lengths (``oracle_lengths``).
 
     Returns
     -------
@@ -59,4 +66,4 @@ def simulate(
     """
     requests = make_request_policy(request_policy)
     iterations = make_iteration_policy(iteration_policy)
-    return simulate_policies(workload, cost, clients, requests, iterations)
+    return simulate_policies(workload, cost, clients, requests, iterations, clairvoyant)
