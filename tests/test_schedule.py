@@ -335,13 +335,20 @@ def _check_serving_metrics(schedule: Schedule, exact: bool) -> None:
     )
 
 
-@given(instances(), st.sampled_from(["fcfs", "static", "hybrid-oracle"]), st.booleans())
-def test_tbt_metrics_match_the_per_token_computation(instance, request_policy, measured) -> None:
+@given(
+    instances(),
+    st.sampled_from(["fcfs", "static", "shortest-first-oracle"]),
+    st.sampled_from(["prefill-first", "lagrangian"]),
+    st.booleans(),
+)
+def test_tbt_metrics_match_the_per_token_computation(
+    instance, request_policy, iteration_policy, measured
+) -> None:
     """Gaps with counts, their percentiles and mean, and each request's mean and largest gap
     equal the token-by-token computation, on simulated schedules and on their per-iteration
     twins (one run per iteration, as a measured schedule stores them)."""
     workload, cost, clients = instance
-    schedule = simulate(workload, cost, clients, request_policy)
+    schedule = simulate(workload, cost, clients, request_policy, iteration_policy)
     if measured:
         schedule = per_iteration_twin(schedule)
     _check_serving_metrics(schedule, exact=False)

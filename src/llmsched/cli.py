@@ -382,6 +382,119 @@ def _cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rates_arg(text: str) -> list[float]:
+    """An argparse type: comma-separated arrival-rate multipliers, each a finite number > 0."""
+    rates = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated numbers > 0 (as 0.5,0.75,1), got {part.strip()!r} in {text!r}"
+            ) from None
+        if not 0 < value < float("inf"):  # NaN is never inside
+            raise argparse.ArgumentTypeError(f"each rate must be a finite number > 0, got {part.strip()!r}")
+        rates.append(value)
+    return rates
+
+
+def _dask_workers(jobs: int) -> int:
+    """Local Dask workers for a joblib worker count (-1: every core, -2: all but one, ...)."""
+    from joblib import cpu_count
+
+    return jobs if jobs > 0 else max(1, cpu_count() + 1 + jobs)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    import contextlib
+    import math
+    import time
+
+    from llmsched.sweep import parse_policy, plot_sweep, poisson_arrivals, sweep
+
+    _check_plot_file(args.plot)
+    if args.dask_address is not None and args.backend != "dask":
+        raise ValueError("--dask-address needs --backend dask")
+    policies = [parse_policy(spec) for spec in (args.policy or ["fcfs/prefill-first"])]
+    cost = parse_cost(args.cost)
+    workload = parse_workload(args.workload, args.seed, args.requests)
+    if args.arrival_rate is not None:
+        workload = poisson_arrivals(workload, args.arrival_rate, seed=args.seed)
+    start = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        if args.backend == "dask":
+            try:
+                from distributed import Client, LocalCluster
+            except ImportError:
+                raise ValueError(
+                    "--backend dask needs dask's distributed scheduler: pip install 'llmsched[dask]'"
+                ) from None
+            if args.dask_address is not None:
+                stack.enter_context(Client(args.dask_address))
+            else:
+                cluster = LocalCluster(
+                    n_workers=_dask_workers(args.jobs),
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                )
+                stack.enter_context(cluster)
+                stack.enter_context(Client(cluster))
+        frame = sweep(
+            workload,
+            cost,
+            args.clients,
+            policies,
+            args.rates,
+            slo_ttft=args.slo_ttft,
+            slo_tbt=args.slo_tbt,
+            n_jobs=args.jobs,
+            backend=args.backend,
+            progress=not args.no_progress,
+        )
+    wall = time.perf_counter() - start
+    if args.plot:
+        plot_sweep(
+            frame, metric=args.metric, title=f"{workload.name} on {args.clients} clients: {args.metric}"
+        ).savefig(args.plot)
+    if args.json:
+        rows = [
+            {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+            for row in frame.to_dict(orient="records")
+        ]
+        report: dict[str, Any] = {
+            "workload": workload.name,
+            "requests": len(workload),
+            "clients": args.clients,
+            "cost": args.cost,
+            "arrival_rate": args.arrival_rate,
+            "policies": ["/".join(pair) for pair in policies],
+            "rates": args.rates,
+            "slo_ttft_s": args.slo_ttft,
+            "slo_tbt_s": args.slo_tbt,
+            "backend": args.backend,
+            "wall_s": wall,
+            "rows": rows,
+        }
+        if args.plot:
+            report["plot"] = str(args.plot)
+        _print_json(report)
+        return 0
+    print(
+        f"{workload!r} on {args.clients} clients, cost {args.cost}: {len(frame)} cases in {wall:.1f} s "
+        f"({args.backend})"
+    )
+    table = frame.assign(policy=frame["request_policy"] + "/" + frame["iteration_policy"])
+    columns = ["rate_scale", "policy", "offered_rps", "tokens_per_s", "ttft_p50_s", "ttft_p99_s"]
+    columns += ["tbt_p50_s", "tbt_p99_s", "e2e_p99_s"]
+    if args.slo_ttft is not None or args.slo_tbt is not None:
+        columns += ["goodput_rps", "slo_attainment"]
+    print(table[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if args.plot:
+        print(f"figure written to {args.plot}")
+    return 0
+
+
 def _latency_bound(text: str) -> float:
     try:
         value = float(text)
@@ -626,6 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     study.set_defaults(func=_cmd_study)
 
+    _add_sweep_parser(sub, seed, requests, clients)
+
     exe = sub.add_parser(
         "exegpt", help="ExeGPT: the best RRA/WAA configuration under a latency bound (XSimulator + B&B)"
     )
@@ -678,6 +793,92 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--json", action="store_true", help="print one JSON object")
     val.set_defaults(func=_cmd_runtime)
     return parser
+
+
+def _add_sweep_parser(
+    sub: Any, seed: Callable[[str], int], requests: Callable[[str], int], clients: Callable[[str], int]
+) -> None:
+    from llmsched.sweep import PLOT_METRICS
+
+    sw = sub.add_parser(
+        "sweep",
+        help="latency against load: policies at several arrival rates (TTFT, TBT, e2e, goodput)",
+        description="Run each policy pair at each arrival-rate multiplier (arrivals divided by it) "
+        "and report serving metrics per (rate, policy).",
+    )
+    sw.add_argument("--workload", default="gsm8k", help=f"{WORKLOAD_HELP} (default: gsm8k)")
+    sw.add_argument(
+        "--seed", type=seed, default=0, help="seed of generated workloads and arrivals (default: 0)"
+    )
+    sw.add_argument(
+        "--requests",
+        type=requests,
+        default=1000,
+        help="requests of generated ExeGPT workloads (default: 1000)",
+    )
+    sw.add_argument(
+        "--arrival-rate",
+        type=_float_arg(0.0, float("inf"), low_open=True, high_open=True),
+        metavar="R",
+        help="replace the workload's arrivals by Poisson arrivals at R requests/s before scaling "
+        "(default: the workload's own; one without any, such as gsm8k, needs this)",
+    )
+    sw.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: paper)")
+    sw.add_argument("--clients", type=clients, default=200, help="number of clients (default: 200)")
+    sw.add_argument(
+        "--policy",
+        action="append",
+        metavar="REQUEST/ITERATION",
+        help="a policy pair such as hybrid/lagrangian; repeat for several (default: fcfs/prefill-first)",
+    )
+    sw.add_argument(
+        "--rates",
+        type=_rates_arg,
+        default=[0.5, 0.75, 1.0],
+        metavar="K1,K2,...",
+        help="arrival-rate multipliers; 1 is the trace's own rate (default: 0.5,0.75,1)",
+    )
+    positive_seconds = _float_arg(0.0, float("inf"), low_open=True)
+    sw.add_argument(
+        "--slo-ttft",
+        type=positive_seconds,
+        metavar="S",
+        help="TTFT target in seconds for goodput (default: none)",
+    )
+    sw.add_argument(
+        "--slo-tbt",
+        type=positive_seconds,
+        metavar="S",
+        help="target for each request's mean time between tokens, seconds (default: none)",
+    )
+    sw.add_argument(
+        "--jobs",
+        type=_jobs_arg,
+        default=-1,
+        help="joblib workers, or local Dask workers (default: -1, every core)",
+    )
+    sw.add_argument(
+        "--backend", choices=["loky", "dask"], default="loky", help="where cases run (default: loky)"
+    )
+    sw.add_argument(
+        "--dask-address",
+        metavar="ADDR",
+        help="scheduler of a running Dask cluster (default: start a local one of --jobs workers)",
+    )
+    sw.add_argument(
+        "--metric",
+        choices=PLOT_METRICS,
+        default="ttft_p99_s",
+        metavar="METRIC",
+        help="what --plot draws against the load: a summary column such as ttft_p99_s, tbt_p99_s, "
+        "e2e_p50_s, goodput_rps (default: ttft_p99_s)",
+    )
+    sw.add_argument(
+        "--plot", type=Path, metavar="FILE", help="write the latency-load figure to this file (default: none)"
+    )
+    sw.add_argument("--json", action="store_true", help="print one JSON object with rows (default: off)")
+    sw.add_argument("--no-progress", action="store_true", help="hide the progress bar (default: shown)")
+    sw.set_defaults(func=_cmd_sweep)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
