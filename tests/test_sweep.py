@@ -15,16 +15,17 @@ from matplotlib.figure import Figure
 
 from llmsched import LinearCostModel, Workload, simulate, workloads
 from llmsched.cli import main
-from llmsched.sweep import COLUMNS, parse_policy, plot_sweep, poisson_arrivals, run_case, sweep
+from llmsched.sweep import COLUMNS, parse_policy, plot_sweep, run_case, sweep
+from llmsched.workloads import prepare
 
 COST = LinearCostModel.paper()
-POLICIES = ["fcfs/prefill-first", ("shortest-first-oracle", "lagrangian")]
+POLICIES = ["fcfs/prefill-first", ("hybrid-oracle", "lagrangian")]
 RATES = [0.5, 1.0, 2.0]
 
 
 @pytest.fixture(scope="module")
 def workload() -> Workload:
-    return poisson_arrivals(workloads.gsm8k_like(60, seed=3), 2.0, seed=1)
+    return prepare(workloads.gsm8k_like(60, seed=3), arrivals="poisson:2", seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +38,11 @@ def test_one_row_per_rate_and_policy_in_order(frame, workload) -> None:
     summary of the schedule simulated on arrivals divided by the multiplier."""
     assert list(frame.columns) == list(COLUMNS)
     assert frame["rate_scale"].tolist() == [0.5, 0.5, 1.0, 1.0, 2.0, 2.0]
-    assert frame["request_policy"].tolist() == ["fcfs", "shortest-first-oracle"] * 3
+    assert frame["request_policy"].tolist() == ["fcfs", "hybrid-oracle"] * 3
     assert frame["iteration_policy"].tolist() == ["prefill-first", "lagrangian"] * 3
     row = frame.iloc[5]
     schedule = simulate(
-        workload.replace(arrival=workload.arrival / 2.0), COST, 8, "shortest-first-oracle", "lagrangian"
+        workload.replace(arrival=workload.arrival / 2.0), COST, 8, "hybrid-oracle", "lagrangian"
     )
     summary = schedule.summary(slo_ttft=1.0, slo_tbt=0.05)
     for key in ("makespan_s", "ttft_p99_s", "tbt_p99_s", "e2e_p50_s", "goodput_rps", "slo_attainment"):
@@ -173,7 +174,7 @@ def test_an_offline_batch_has_no_rate_to_scale() -> None:
     """A workload whose requests all arrive at once cannot be swept over rates (every row
     would be the same); at its own rate alone it runs, with no offered rate."""
     batch = workloads.gsm8k_like(20, seed=0)
-    with pytest.raises(ValueError, match=r"all arrive at once.*poisson_arrivals"):
+    with pytest.raises(ValueError, match=r"all arrive at once.*poisson:RATE"):
         sweep(batch, COST, 4, POLICIES, RATES, progress=False)
     frame = sweep(batch, COST, 4, POLICIES, [1], progress=False)
     assert len(frame) == 2 and frame["offered_rps"].isna().all()
@@ -206,19 +207,6 @@ def test_parse_policy_accepts_pairs_and_specs() -> None:
     )
 
 
-def test_poisson_arrivals_are_seeded_and_start_at_zero() -> None:
-    """Arrivals start at 0, never go back, have the asked mean rate, and repeat with the seed."""
-    base = workloads.gsm8k_like(4000, seed=0)
-    timed = poisson_arrivals(base, 5.0, seed=7)
-    arrival = timed.arrival
-    assert arrival[0] == 0.0 and np.all(np.diff(arrival) >= 0)
-    assert (len(base) - 1) / arrival[-1] == pytest.approx(5.0, rel=0.05)
-    assert np.array_equal(poisson_arrivals(base, 5.0, seed=7).arrival, arrival)
-    assert np.array_equal(timed.prompt_tokens, base.prompt_tokens)
-    with pytest.raises(ValueError, match="rate must be a finite number > 0"):
-        poisson_arrivals(base, 0.0)
-
-
 # ------------------------------------------------------------------ the figure
 @pytest.fixture
 def svg_backend():
@@ -238,7 +226,7 @@ def test_plot_sweep_draws_one_line_per_policy_without_pyplot(frame, svg_backend,
     assert matplotlib.get_backend() == svg_backend
     (ax,) = fig.axes
     lines = {line.get_label(): line for line in ax.get_lines()}
-    assert set(lines) == {"fcfs/prefill-first", "shortest-first-oracle/lagrangian", "TTFT target"}
+    assert set(lines) == {"fcfs/prefill-first", "hybrid-oracle/lagrangian", "TTFT target"}
     fcfs = lines["fcfs/prefill-first"]
     assert list(fcfs.get_xdata()) == RATES
     assert list(fcfs.get_ydata()) == frame[frame["request_policy"] == "fcfs"]["ttft_p99_s"].tolist()
@@ -283,7 +271,7 @@ def test_plot_sweep_wants_a_sweep_frame() -> None:
 
 # ------------------------------------------------------------------ the command
 SWEEP = ["sweep", "--workload", "exegpt:S", "--requests", "60", "--clients", "8", "--arrival-rate", "3"]
-SWEEP += ["--policy", "fcfs/prefill-first", "--policy", "shortest-first-oracle/lagrangian"]
+SWEEP += ["--policy", "fcfs/prefill-first", "--policy", "hybrid-oracle/lagrangian"]
 SWEEP += ["--rates", "0.5,1,2"]
 
 
@@ -295,7 +283,7 @@ def test_sweep_command_json_and_plot(capsys, tmp_path) -> None:
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert captured.err == ""
-    assert report["policies"] == ["fcfs/prefill-first", "shortest-first-oracle/lagrangian"]
+    assert report["policies"] == ["fcfs/prefill-first", "hybrid-oracle/lagrangian"]
     assert report["rates"] == [0.5, 1.0, 2.0] and report["arrival_rate"] == 3.0
     assert len(report["rows"]) == 6 and list(report["rows"][0]) == list(COLUMNS)
     assert [row["rate_scale"] for row in report["rows"]] == [0.5, 0.5, 1.0, 1.0, 2.0, 2.0]
@@ -307,7 +295,7 @@ def test_sweep_command_text(capsys) -> None:
     """The text report is a table of the rows, with goodput when targets are given."""
     assert main([*SWEEP, "--jobs", "1", "--no-progress", "--slo-ttft", "2"]) == 0
     text = capsys.readouterr().out
-    assert "6 cases" in text and "shortest-first-oracle/lagrangian" in text and "goodput_rps" in text
+    assert "6 cases" in text and "hybrid-oracle/lagrangian" in text and "goodput_rps" in text
 
 
 def test_sweep_command_on_a_local_dask_cluster(capsys) -> None:

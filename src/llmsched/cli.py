@@ -410,7 +410,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     import math
     import time
 
-    from llmsched.sweep import parse_policy, plot_sweep, poisson_arrivals, sweep
+    from llmsched.sweep import parse_policy, plot_sweep, sweep
+    from llmsched.workloads import prepare
 
     _check_plot_file(args.plot)
     if args.dask_address is not None and args.backend != "dask":
@@ -419,7 +420,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     cost = parse_cost(args.cost)
     workload = parse_workload(args.workload, args.seed, args.requests)
     if args.arrival_rate is not None:
-        workload = poisson_arrivals(workload, args.arrival_rate, seed=args.seed)
+        workload = prepare(workload, arrivals=f"poisson:{args.arrival_rate!r}", seed=args.seed)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if args.backend == "dask":

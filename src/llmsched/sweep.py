@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llmsched._checks import flag, instance, positive_int, real, real_array, text
-from llmsched._checks import seed as seed_arg
 from llmsched.cost import CostModel
 from llmsched.workload import Workload
 
@@ -33,7 +32,6 @@ __all__ = [
     "offered_rps",
     "parse_policy",
     "plot_sweep",
-    "poisson_arrivals",
     "run_case",
     "sweep",
 ]
@@ -151,21 +149,6 @@ def offered_rps(arrival: np.ndarray) -> float:
     return (arrival.size - 1) / span if span > 0 else float("nan")
 
 
-def poisson_arrivals(workload: Workload, rate: float, seed: int = 0) -> Workload:
-    """``workload`` with Poisson arrivals at ``rate`` requests per second, the first at 0.
-
-    For workloads without arrival times (an offline batch, such as GSM8K), so that a sweep
-    has a load to scale: gaps between arrivals are exponential with mean ``1 / rate``,
-    drawn from ``numpy.random.default_rng(seed)``; requests arrive in their order.
-    """
-    instance("workload", workload, Workload, "a Workload")
-    rate = real("rate", rate, low=0.0, low_open=True)
-    generator = np.random.default_rng(seed_arg("seed", seed))
-    gaps = generator.exponential(1.0 / rate, size=len(workload))
-    gaps[0] = 0.0
-    return workload.replace(arrival=np.cumsum(gaps))
-
-
 def run_case(
     workload: Workload,
     cost: CostModel,
@@ -247,8 +230,8 @@ def sweep(
     Parameters
     ----------
     workload
-        The requests with their arrival times (see :func:`poisson_arrivals` for a workload
-        without any).
+        The requests with their arrival times (for a workload without any, see
+        :func:`llmsched.workloads.prepare` with ``arrivals="poisson:RATE"``).
     cost, clients
         Cost model and number of clients.
     policies
@@ -306,7 +289,8 @@ def sweep(
     if arrival.size and arrival.max() == arrival.min() and any(k != 1 for k in scales):
         raise ValueError(
             "the workload's requests all arrive at once, so scaling their arrival rate changes "
-            "nothing; give it arrival times (llmsched.sweep.poisson_arrivals, or --arrival-rate "
+            "nothing; give it arrival times (llmsched.workloads.prepare(workload, arrivals='poisson:RATE'), "
+            "or --arrival-rate "
             "on the command line) or sweep rates=[1] only"
         )
 
