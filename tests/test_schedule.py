@@ -337,7 +337,7 @@ def _check_serving_metrics(schedule: Schedule, exact: bool) -> None:
 
 @given(
     instances(),
-    st.sampled_from(["fcfs", "static", "shortest-first-oracle"]),
+    st.sampled_from(["fcfs", "static", "shortest-first-oracle", "hybrid-oracle", "offline-oracle"]),
     st.sampled_from(["prefill-first", "lagrangian"]),
     st.booleans(),
 )
