@@ -346,3 +346,17 @@ def test_sweep_command_checks_before_the_work(capsys, monkeypatch) -> None:
     monkeypatch.undo()
     assert main(["sweep", "--workload", "gsm8k", "--clients", "8", "--no-progress", "--jobs", "1"]) == 2
     assert "--arrival-rate" in capsys.readouterr().err
+
+
+def test_sweep_command_attaches_predictions_and_clips(capsys) -> None:
+    """--predictor gives the policies that plan with predictions something to plan with, as
+    simulate's does; a policy that plans with the truth refuses a predictor it would not use."""
+    argv = ["sweep", "--workload", "exegpt:S", "--requests", "40", "--arrival-rate", "2", "--clients", "6"]
+    argv += ["--policy", "hybrid/lagrangian", "--rates", "1,2", "--jobs", "1", "--json", "--no-progress"]
+    assert main([*argv, "--predictor", "mico", "--max-prompt", "300"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["predictor"] == "mico" and report["max_prompt"] == 300 and len(report["rows"]) == 2
+    assert main(argv) == 2  # hybrid without predictions
+    assert "no predicted_output" in capsys.readouterr().err
+    assert main([*argv[:-8], "--policy", "hybrid-oracle/lagrangian", "--predictor", "mico", "--json"]) == 2
+    assert "would go unused" in capsys.readouterr().err

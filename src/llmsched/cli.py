@@ -228,6 +228,19 @@ def _check_predictor(predictor: str | None, request_policy: str) -> None:
         )
 
 
+def _with_predictor(workload: Any, predictor: str | None, seed: int) -> Any:
+    """``workload`` with ``predictor``'s cross-fitted predictions attached (unchanged for None)."""
+    if predictor is None:
+        return workload
+    from llmsched.online import cross_fit, with_predictions
+
+    try:
+        predicted = cross_fit(predictor, workload, seed=seed)
+    except ValueError as exc:
+        raise ValueError(f"--predictor {predictor}: cannot cross-fit on this workload ({exc})") from None
+    return with_predictions(workload, predicted)
+
+
 def _describe_preparation(report: Any) -> str:
     """The text report's line on what --rate-scale, --arrivals and the clipping flags did."""
     options = report.options
@@ -264,16 +277,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     )
     _check_predictor(args.predictor, args.request_policy)
     workload, preparation = options.apply(parse_workload(args.workload, args.seed, args.requests))
-    if args.predictor is not None:
-        from llmsched.online import cross_fit, with_predictions
-
-        try:
-            predicted = cross_fit(args.predictor, workload, seed=args.seed)
-        except ValueError as exc:
-            raise ValueError(
-                f"--predictor {args.predictor}: cannot cross-fit on this workload ({exc})"
-            ) from None
-        workload = with_predictions(workload, predicted)
+    workload = _with_predictor(workload, args.predictor, args.seed)
     schedule = simulate(
         workload, cost, args.clients, args.request_policy, args.iteration_policy, clairvoyant=args.clairvoyant
     )
@@ -417,10 +421,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.dask_address is not None and args.backend != "dask":
         raise ValueError("--dask-address needs --backend dask")
     policies = [parse_policy(spec) for spec in (args.policy or ["fcfs/prefill-first"])]
+    for request, _ in policies:
+        _check_predictor(args.predictor, request)
     cost = parse_cost(args.cost)
     workload = parse_workload(args.workload, args.seed, args.requests)
-    if args.arrival_rate is not None:
-        workload = prepare(workload, arrivals=f"poisson:{args.arrival_rate!r}", seed=args.seed)
+    arrivals = None if args.arrival_rate is None else f"poisson:{args.arrival_rate!r}"
+    workload = prepare(
+        workload,
+        max_prompt=args.max_prompt,
+        max_output=args.max_output,
+        arrivals=arrivals,
+        replace_arrivals=arrivals is not None,
+        seed=args.seed,
+    )
+    workload = _with_predictor(workload, args.predictor, args.seed)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         if args.backend == "dask":
@@ -456,7 +470,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - start
     if args.plot:
         plot_sweep(
-            frame, metric=args.metric, title=f"{workload.name} on {args.clients} clients: {args.metric}"
+            frame,
+            metric=args.metric,
+            title=f"{Path(workload.name).name} on {args.clients} clients: {args.metric}",
         ).savefig(args.plot)
     if args.json:
         rows = [
@@ -469,6 +485,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             "clients": args.clients,
             "cost": args.cost,
             "arrival_rate": args.arrival_rate,
+            "max_prompt": args.max_prompt,
+            "max_output": args.max_output,
+            "predictor": args.predictor,
             "policies": ["/".join(pair) for pair in policies],
             "rates": args.rates,
             "slo_ttft_s": args.slo_ttft,
@@ -799,6 +818,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_sweep_parser(
     sub: Any, seed: Callable[[str], int], requests: Callable[[str], int], clients: Callable[[str], int]
 ) -> None:
+    from llmsched._checks import MAX_TOKENS
     from llmsched.sweep import PLOT_METRICS
 
     sw = sub.add_parser(
@@ -823,6 +843,24 @@ def _add_sweep_parser(
         metavar="R",
         help="replace the workload's arrivals by Poisson arrivals at R requests/s before scaling "
         "(default: the workload's own; one without any, such as gsm8k, needs this)",
+    )
+    sw.add_argument(
+        "--max-prompt",
+        type=_int_arg(1, MAX_TOKENS),
+        metavar="N",
+        help="clip prompts to at most N tokens (default: no clipping)",
+    )
+    sw.add_argument(
+        "--max-output",
+        type=_int_arg(1, MAX_TOKENS),
+        metavar="N",
+        help="clip outputs and predicted outputs to at most N tokens (default: no clipping)",
+    )
+    sw.add_argument(
+        "--predictor",
+        metavar="NAME",
+        help="attach cross-fitted predictions (oracle, or a predictor name), as simulate does "
+        "(default: none)",
     )
     sw.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: paper)")
     sw.add_argument("--clients", type=clients, default=200, help="number of clients (default: 200)")

@@ -176,7 +176,11 @@ class KnownRequests:
                 )
             return self.output_tokens
         if self.predicted_output is None:
-            raise ValueError("the workload has no predicted_output; attach predictions or use sizes='oracle'")
+            raise ValueError(
+                "the workload has no predicted_output: attach predictions (llmsched.online."
+                "with_predictions, or --predictor NAME on the command line) or plan with the true "
+                "lengths (sizes='oracle', the -oracle policy names)"
+            )
         return self.predicted_output
 
     def mean_prompt(self) -> float:

@@ -64,7 +64,11 @@ def decode_sizes(workload: Workload, sizes: str = "predicted") -> np.ndarray:
     if check_sizes(sizes) == "oracle":
         return workload.output_tokens
     if workload.predicted_output is None:
-        raise ValueError("the workload has no predicted_output; attach predictions or use sizes='oracle'")
+        raise ValueError(
+            "the workload has no predicted_output: attach predictions (llmsched.online.with_predictions, or "
+            "--predictor NAME on the command line) or plan with the true lengths (sizes='oracle', the "
+            "-oracle policy names)"
+        )
     return workload.predicted_output
 
 
