@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
+from joblib import parallel_config, register_parallel_backend
+from joblib._parallel_backends import ThreadingBackend
 
 from llmsched._checks import MAX_REQUESTS
 from llmsched.study import run_study
@@ -48,3 +51,19 @@ def test_study_rows_summary_and_bad_input(tmp_path) -> None:
         run_study(cases=0)
     with pytest.raises(ValueError, match="unknown predictor"):
         run_study(cases=2, predictor="psychic")
+
+
+class _NoGenerators(ThreadingBackend):
+    """A joblib backend that, like Ray's, cannot hand results back as a generator."""
+
+    supports_return_generator = False
+
+
+def test_the_study_runs_on_a_backend_without_generators() -> None:
+    """Cases go through joblib as a plain list, so every backend can run them (Ray's cannot
+    return a generator); the rows are those of the serial run."""
+    register_parallel_backend("no-generators", _NoGenerators)
+    serial = run_study(cases=2, requests=30, clients=6, n_jobs=1, progress=False)
+    with parallel_config(backend="no-generators"):
+        threaded = run_study(cases=2, requests=30, clients=6, n_jobs=2, progress=True)
+    pd.testing.assert_frame_equal(serial, threaded)

@@ -83,7 +83,7 @@ def run_study(
     ValueError
         Non-positive sizes or an unknown predictor, before any case runs.
     """
-    from joblib import Parallel, delayed
+    from joblib import delayed
 
     positive_int("cases", cases, maximum=MAX_CASES)
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
@@ -94,12 +94,21 @@ def run_study(
         from llmsched.online import make_predictor
 
         make_predictor(predictor)
+    from llmsched.sweep import progress_parallel
+
     jobs = (delayed(run_case)(case, requests, clients, predictor) for case in range(cases))
-    results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+    # A plain list back (not a generator, which Ray's joblib backend cannot give), with the
+    # bar moved as batches finish.
+    bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        results = tqdm(results, total=cases, desc=f"cases ({predictor})", unit="case")
+        bar = tqdm(total=cases, desc=f"cases ({predictor})", unit="case")
+    try:
+        results = progress_parallel(n_jobs, bar)(jobs)
+    finally:
+        if bar is not None:
+            bar.close()
     return pd.DataFrame([row for rows in results for row in rows])
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "offered_rps",
     "parse_policy",
     "plot_sweep",
+    "progress_parallel",
     "run_case",
     "sweep",
 ]
@@ -193,7 +194,7 @@ def run_case(
     }
 
 
-def _parallel(n_jobs: int, bar: Any) -> Any:
+def progress_parallel(n_jobs: int, bar: Any) -> Any:
     """A ``joblib.Parallel`` that moves ``bar`` (a tqdm bar, or None) as cases finish.
 
     joblib calls ``print_progress`` in this process after every finished batch, whatever the
@@ -306,7 +307,7 @@ def sweep(
         bar = tqdm(total=len(jobs), desc="sweep", unit="case")
     try:
         with parallel_config(backend=backend) if backend is not None else nullcontext():
-            rows = _parallel(n_jobs, bar)(jobs)
+            rows = progress_parallel(n_jobs, bar)(jobs)
     finally:
         if bar is not None:
             bar.close()
