@@ -21,6 +21,7 @@ EXCHANGE_WORK = 10_000_000  # this much work (see pcmax_heuristics.improve), per
 ARCFLOW_NODES = 2_000  # branch-and-bound nodes of one arc-flow decision in SCIP
 ARCFLOW_ARCS = 100_000  # the largest arc-flow graph given to SCIP (its presolve and root LP
 # grow with it before any node is counted)
+ARCFLOW_LP_ITERATIONS = 20_000  # simplex iterations of each LP of an arc-flow decision (root included)
 ARCFLOW_DECISIONS = 8  # arc-flow decisions (each a better incumbent or the proof)
 CPSAT_DETERMINISTIC_TIME = 1.0  # CP-SAT's own deterministic time
 RANDOM_SEED = 0  # every randomised step and solver starts from this seed
