@@ -364,3 +364,14 @@ def test_simulate_reports_serving_metrics_and_what_the_policies_knew(capsys) -> 
     out = json.loads(capsys.readouterr().out)
     assert out["clairvoyant"] is True and out["oracle_lengths"] is True
     assert out["slo_ttft_s"] is None and out["goodput_rps"] == out["requests_per_s"]
+
+
+def test_the_slo_rule_serves_simulates_ttft_target(capsys) -> None:
+    """--slo-ttft is the goodput target and, for the slo rule, the target it serves."""
+    args = ["simulate", "--workload", "exegpt:S", "--requests", "60", "--clients", "8", "--json"]
+    args += ["--arrivals", "poisson:4", "--iteration-policy", "slo"]
+    p99 = {}
+    for target in ("0.05", "5"):
+        assert main([*args, "--slo-ttft", target]) == 0
+        p99[target] = json.loads(capsys.readouterr().out)["ttft_p99_s"]
+    assert p99["0.05"] < p99["5"]

@@ -458,3 +458,34 @@ def test_static_queues_run_through_the_loop_as_given() -> None:
     assert s.request_client.tolist() == [0, 1, 1, 1, 1, 0]
     order = np.argsort(s.stage_start[s.request_prefill_stage[[1, 2, 3, 4]]])
     assert order.tolist() == [0, 1, 2, 3]
+
+
+class _Peek:
+    """An iteration policy that records what it is told of the lengths."""
+
+    def __init__(self, sizes: str | None = None) -> None:
+        self.sizes = sizes
+        self.seen: list[tuple[bool, int]] = []
+
+    def start(self, known, cost, clients) -> None:
+        self.known = known
+
+    def decide(self, engine) -> int:
+        self.seen.append((self.known.output_tokens is not None, engine.iterations_to_finish))
+        return PREFILL_NOW
+
+
+@pytest.mark.parametrize("request_policy", ["hybrid-oracle", "fcfs"])
+def test_true_lengths_reach_only_the_policy_that_plans_with_them(request_policy: str) -> None:
+    """A run whose request policy plans with the true lengths shows them to that policy
+    only: the iteration policy beside it sees neither the lengths nor how soon a request
+    finishes, unless it plans with them itself."""
+    w = Workload([10] * 12, [5, 40, 7, 30, 9, 3, 50, 8, 6, 20, 11, 4], arrival=np.arange(12) * 0.02)
+    cost = LinearCostModel.paper()
+    for sizes, told in ((None, False), ("oracle", True)):
+        peek = _Peek(sizes)
+        s = simulate_policies(w, cost, 3, make_request_policy(request_policy), peek)
+        assert validate(s) == [] and peek.seen
+        assert all(lengths is told for lengths, _ in peek.seen)
+        assert all((finish >= 1) if told else (finish == -1) for _, finish in peek.seen)
+        assert s.info["oracle_lengths"] is (told or request_policy == "hybrid-oracle")

@@ -25,6 +25,7 @@ def test_the_module_holds_the_contracts_only() -> None:
             "KnownRequests",
             "RequestPolicy",
             "oracle_lengths",
+            "planned_ahead",
         ]
     )
     defined = {
@@ -34,7 +35,14 @@ def test_the_module_holds_the_contracts_only() -> None:
         and getattr(value, "__module__", None) == policies.__name__
         and not name.startswith("_")
     }
-    assert defined == {"EngineView", "IterationPolicy", "KnownRequests", "RequestPolicy", "oracle_lengths"}
+    assert defined == {
+        "EngineView",
+        "IterationPolicy",
+        "KnownRequests",
+        "RequestPolicy",
+        "oracle_lengths",
+        "planned_ahead",
+    }
 
 
 def test_the_answers() -> None:

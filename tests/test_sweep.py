@@ -360,3 +360,20 @@ def test_sweep_command_attaches_predictions_and_clips(capsys) -> None:
     assert "no predicted_output" in capsys.readouterr().err
     assert main([*argv[:-8], "--policy", "hybrid-oracle/lagrangian", "--predictor", "mico", "--json"]) == 2
     assert "would go unused" in capsys.readouterr().err
+
+
+def test_missing_predictions_are_refused_before_any_case(workload, monkeypatch) -> None:
+    """A policy that plans with predictions on a workload without any is refused up front,
+    not when its case comes up."""
+    calls = []
+    monkeypatch.setattr("llmsched.sweep.run_case", lambda *args: calls.append(args))
+    with pytest.raises(ValueError, match="no predicted_output"):
+        sweep(workload, COST, 8, ["fcfs/prefill-first", "hybrid/lagrangian"], [1.0], progress=False)
+    assert not calls
+
+
+def test_the_slo_rule_serves_the_sweeps_ttft_target(workload) -> None:
+    """With a TTFT target, the slo rule runs with it (and differs from its default of 1 s)."""
+    tight = run_case(workload, COST, 8, "fcfs", "slo", 1.0, slo_ttft=0.05)
+    default = run_case(workload, COST, 8, "fcfs", "slo", 1.0)
+    assert tight["ttft_p99_s"] < default["ttft_p99_s"]

@@ -446,7 +446,12 @@ def timed_workloads(draw: st.DrawFn) -> Workload:
 
 @given(timed_workloads(), st.floats(1e-3, 1e3, allow_nan=False))
 def test_rate_scale_divides_every_arrival_exactly(wl: Workload, scale: float) -> None:
-    """Replaying K times faster divides each arrival by K (bit for bit) and changes nothing else."""
+    """Replaying K times faster divides each arrival by K (bit for bit) and changes nothing else;
+    a workload whose requests all arrive at 0 has no rate to scale, and says so."""
+    if wl.is_offline:
+        with pytest.raises(ValueError, match=r"changes nothing.*arrives at 0.*poisson:RATE"):
+            workloads.prepare(wl, rate_scale=scale)
+        return
     fast = workloads.prepare(wl, rate_scale=scale)
     assert np.array_equal(fast.arrival, wl.arrival / scale)
     assert np.array_equal(fast.prompt_tokens, wl.prompt_tokens) and fast.name == wl.name

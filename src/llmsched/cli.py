@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -278,8 +279,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     _check_predictor(args.predictor, args.request_policy)
     workload, preparation = options.apply(parse_workload(args.workload, args.seed, args.requests))
     workload = _with_predictor(workload, args.predictor, args.seed)
+    iteration: Any = args.iteration_policy
+    if iteration == "slo" and args.slo_ttft is not None and math.isfinite(args.slo_ttft):
+        from llmsched.online import make_iteration_policy
+
+        iteration = make_iteration_policy("slo", slo_ttft=args.slo_ttft)  # the rule serves the target
     schedule = simulate(
-        workload, cost, args.clients, args.request_policy, args.iteration_policy, clairvoyant=args.clairvoyant
+        workload, cost, args.clients, args.request_policy, iteration, clairvoyant=args.clairvoyant
     )
     violations = validate(schedule)
     bounds = lower_bounds(workload, cost, args.clients)
@@ -716,7 +722,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--slo-ttft",
         type=_positive_float_arg,
         metavar="SECONDS",
-        help="time-to-first-token target of the goodput figures (default: none)",
+        help="time-to-first-token target of the goodput figures, and the slo rule's target (default: none)",
     )
     sim.add_argument(
         "--slo-tbt",

@@ -42,6 +42,7 @@ from llmsched.policies import (
     KnownRequests,
     RequestPolicy,
     oracle_lengths,
+    planned_ahead,
 )
 from llmsched.schedule import DECODE, PREFILL, Schedule
 from llmsched.workload import Workload
@@ -488,17 +489,27 @@ def run_loop(
 
     if not isinstance(clairvoyant, (bool, np.bool_)):
         raise TypeError(f"clairvoyant must be True or False, got {clairvoyant!r}")
-    oracle = bool(clairvoyant) or oracle_lengths(requests) or oracle_lengths(iterations)
+    clairvoyant = bool(clairvoyant)
+    # Each policy knows what it may: true lengths only for one that plans with them.
+    lengths_r = clairvoyant or oracle_lengths(requests)
+    lengths_i = clairvoyant or oracle_lengths(iterations)
     predicted = workload.predicted_output
-    known = KnownRequests(n, predicted is not None, oracle, bool(clairvoyant), workload.name)
+    known = KnownRequests(n, predicted is not None, lengths_r, clairvoyant, workload.name)
+    known_i = (
+        known
+        if lengths_i == lengths_r
+        else KnownRequests(n, predicted is not None, lengths_i, clairvoyant, workload.name)
+    )
+    knowns = (known,) if known_i is known else (known, known_i)
     planned = predicted.tolist() if predicted is not None else [0] * n
-    reveal = known.reveal
+    reveal, reveal_i = known.reveal, (None if known_i is known else known_i.reveal)
     if clairvoyant:
         for request in order:
-            reveal(request, prompt[request], planned[request], output[request], arrival[request])
+            for each in knowns:
+                each.reveal(request, prompt[request], planned[request], output[request], arrival[request])
 
     requests.start(known, clients)
-    iterations.start(known, cost, clients)
+    iterations.start(known_i, cost, clients)
     executor.start(workload, cost, clients)
 
     waiting, taken_before = _WAITING, _TAKEN
@@ -512,7 +523,7 @@ def run_loop(
     kinds, starts, ends = record.kind, record.start, record.end
     firsts, stage_iterations = record.first, record.iterations
     run_start, run_iterations, run_time = record.run_start, record.run_iterations, record.run_time
-    view = LoopView(known, cost, clients, running, decode_start)
+    view = LoopView(known_i, cost, clients, running, decode_start)
     heappush, heappop = heapq.heappush, heapq.heappop
     # Bound once: the loop calls them tens of thousands of times.
     arrive, ready_now, take, release = requests.arrive, requests.ready, requests.take, requests.release
@@ -537,6 +548,10 @@ def run_loop(
                 state[request] = waiting
                 if not clairvoyant:
                     reveal(request, prompt[request], planned[request], output[request], arrival[request])
+                    if reveal_i is not None:
+                        reveal_i(
+                            request, prompt[request], planned[request], output[request], arrival[request]
+                        )
                 arrive(request)
                 waiting_arrival_sum += due_in_order[next_arrival]
                 next_arrival += 1
@@ -551,7 +566,9 @@ def run_loop(
             view.free = free
             view.ready = ready
             view.iteration_time = tau[active]
-            view.iterations_to_finish = heap[0][0] - g
+            # How soon a request finishes follows from true lengths: shown only to a policy
+            # that plans with them.
+            view.iterations_to_finish = heap[0][0] - g if lengths_i else -1
             view.stage_iterations = 0 if just_prefilled else stage_iterations[-1]
             view.just_prefilled = just_prefilled
             view.unstarted = unstarted = next_arrival - started  # arrived: the future is not shown
@@ -654,7 +671,8 @@ def run_loop(
         while heap and heap[0][0] == g:
             _, client, request = heappop(heap)
             del running[client]
-            known.finish(output[request])
+            for each in knowns:
+                each.finish(output[request])
             release(client)
             free += 1
             finished += 1
@@ -662,8 +680,8 @@ def run_loop(
     info = {
         "request_policy": _name(requests),
         "iteration_policy": _name(iterations),
-        "clairvoyant": bool(clairvoyant),
-        "oracle_lengths": oracle,
+        "clairvoyant": clairvoyant or planned_ahead(requests) or planned_ahead(iterations),
+        "oracle_lengths": lengths_r or lengths_i,
         **executor.info(),
     }
     return record.schedule(
@@ -692,9 +710,11 @@ class _ReplayRequests:
     """Takes a schedule's prefill stages in order, each once its requests have arrived and
     its clients are free."""
 
-    def __init__(self, groups: list[list[tuple[int, int]]], name: str, sizes: str):
+    def __init__(self, groups: list[list[tuple[int, int]]], name: str, sizes: str, ahead: bool):
         self.name = name
-        self.sizes = sizes  # what the replayed decisions were made with (for the run's info)
+        # What the replayed decisions were made with, for the run's info.
+        self.sizes = sizes
+        self.planned_ahead = ahead
         self._groups = groups
         self._group_of = {request: k for k, group in enumerate(groups) for request, _ in group}
         self._clients = [{client for _, client in group} for group in groups]
@@ -787,5 +807,6 @@ def replay_policies(schedule: Schedule) -> tuple[RequestPolicy, IterationPolicy]
         for s in prefills.tolist()
     ]
     sizes = "oracle" if schedule.info.get("oracle_lengths") else "predicted"
-    requests = _ReplayRequests(groups, str(schedule.info.get("request_policy", "replay")), sizes)
+    ahead = bool(schedule.info.get("clairvoyant"))
+    requests = _ReplayRequests(groups, str(schedule.info.get("request_policy", "replay")), sizes, ahead)
     return requests, PlannedIterations(requests, after, str(schedule.info.get("iteration_policy", "replay")))

@@ -32,6 +32,7 @@ __all__ = [
     "KnownRequests",
     "RequestPolicy",
     "oracle_lengths",
+    "planned_ahead",
 ]
 
 # ``IterationPolicy.decide``'s answer "prefill now".
@@ -56,8 +57,10 @@ class KnownRequests:
     The loop creates it and fills in a request's entries when the request arrives (all of
     them before the run starts in a clairvoyant run). Until then a request's entries read
     0 (``arrival``: inf). Indices are the workload's request indices; the lists are as long
-    as the workload, which tells nothing about the requests themselves. Policies keep
-    references to the lists and must treat them as read-only.
+    as the workload, and a policy must not plan with that length (it counts requests that
+    have not arrived). Policies keep references to the lists and treat them as read-only.
+    Each policy of a run gets its own view: the true lengths appear only in the view of a
+    policy that plans with them.
 
     Attributes
     ----------
@@ -189,15 +192,22 @@ class KnownRequests:
 
     def mean_planned_output(self, sizes: str = "predicted") -> float:
         """Mean output length a policy can plan with: over the known requests, their true
-        lengths where the run reveals them (``sizes="oracle"``) or their predictions;
-        without either, the mean output of the requests finished so far (as an operator
-        measures it from past traffic); 0 when nothing tells it yet."""
+        lengths for ``sizes="oracle"`` (where revealed), their predictions otherwise; without
+        those, the mean output of the requests finished so far (as an operator measures it
+        from past traffic); 0 when nothing tells it yet."""
         if self.arrived:
-            if self.output_tokens is not None and (sizes == "oracle" or self.predicted_output is None):
+            if sizes == "oracle" and self.output_tokens is not None:
                 return self.total_output / len(self.arrived)
-            if self.predicted_output is not None and sizes != "oracle":
+            if sizes != "oracle" and self.predicted_output is not None:
                 return self.total_predicted / len(self.arrived)
         return self.total_finished_output / self.finished if self.finished else 0.0
+
+
+def planned_ahead(policy: object) -> bool:
+    """Whether ``policy``'s decisions were made ahead, knowing every request (its
+    ``planned_ahead`` attribute: a replay of a clairvoyant schedule, a plan of the full MIP).
+    A run with such a policy is marked clairvoyant."""
+    return bool(getattr(policy, "planned_ahead", False))
 
 
 @runtime_checkable
@@ -256,7 +266,9 @@ class EngineView(Protocol):
     iteration_time
         The cost model's time of one decode iteration with ``active`` clients.
     iterations_to_finish
-        Decode iterations until the next request finishes.
+        Decode iterations until the next request finishes, for a policy told the true
+        output lengths (``sizes="oracle"``, or a clairvoyant run); -1 otherwise (it follows
+        from the lengths, which running alone reveals).
     stage_iterations
         Iterations the current decode stage has run so far (0 right after a prefill).
     just_prefilled

@@ -11,6 +11,7 @@ cluster the caller has connected to (``backend="dask"`` with a ``distributed.Cli
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -162,6 +163,8 @@ def run_case(
 ) -> dict[str, Any]:
     """One case of a sweep: arrivals divided by ``rate_scale``, simulated, validated, summarised.
 
+    The ``slo`` iteration rule runs with ``slo_ttft`` as its target when one is given.
+
     Returns
     -------
     dict
@@ -172,11 +175,16 @@ def run_case(
     RuntimeError
         If the schedule fails validation (a bug, never expected).
     """
+    from llmsched.online.registry import make_iteration_policy
     from llmsched.simulate import simulate
     from llmsched.validate import validate
 
     scaled = workload.replace(arrival=workload.arrival / rate_scale)
-    schedule = simulate(scaled, cost, clients, request_policy, iteration_policy)
+    # The SLO-aware rule serves the run's TTFT target.
+    iteration: Any = iteration_policy
+    if iteration_policy == "slo" and slo_ttft is not None and math.isfinite(slo_ttft):
+        iteration = make_iteration_policy("slo", slo_ttft=slo_ttft)
+    schedule = simulate(scaled, cost, clients, request_policy, iteration)
     violations = validate(schedule)
     if violations:
         shown = "; ".join(str(v) for v in violations[:3])
@@ -294,6 +302,16 @@ def sweep(
             "or --arrival-rate "
             "on the command line) or sweep rates=[1] only"
         )
+    if workload.predicted_output is None:
+        from llmsched.online.registry import make_request_policy
+
+        for request, _ in pairs:
+            if getattr(make_request_policy(request), "sizes", None) == "predicted":
+                raise ValueError(
+                    f"request policy {request!r} plans with predicted lengths and the workload has "
+                    "no predicted_output: attach predictions (llmsched.online.with_predictions, or "
+                    "--predictor NAME on the command line) or use its -oracle variant"
+                )
 
     cases = [(k, request, iteration) for k in scales for request, iteration in pairs]
     jobs = [

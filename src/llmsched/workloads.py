@@ -537,6 +537,12 @@ def _apply(workload: Workload, options: PrepareOptions) -> tuple[Workload, Prepa
             )
         arrival = options.arrivals.draw(len(workload), options.seed)
     if options.rate_scale != 1.0:
+        if arrival.size and arrival.max() == 0.0:
+            raise ValueError(
+                f"rate_scale={options.rate_scale!r} changes nothing: every request of workload "
+                f"{workload.name!r} arrives at 0; draw arrival times with arrivals='poisson:RATE' "
+                "(--arrivals) and scale those, or leave rate_scale at 1"
+            )
         with np.errstate(over="ignore"):
             scaled = arrival / options.rate_scale
         if scaled.size and not math.isfinite(scaled.max()):

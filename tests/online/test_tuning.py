@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from llmsched import LinearCostModel, simulate, validate, workloads
@@ -51,3 +52,15 @@ def test_bad_candidates_are_refused() -> None:
     """Candidates must be positive integers."""
     with pytest.raises(ValueError, match="candidates"):
         TunedThreshold(candidates=[0])
+
+
+def test_tuning_with_the_runs_own_request_policy_object_leaves_it_alone() -> None:
+    """The request-policy object the run uses may be the one tuned with: the trials run on
+    copies, so the run's own state survives the tuning at its first decision."""
+    w = workloads.gsm8k_like(80, seed=4)
+    w = with_predictions(w, w.output_tokens)
+    shared = FCFS()
+    s = simulate(w, LinearCostModel.paper(), 6, shared, TunedThreshold(shared, candidates=[1, 3]))
+    assert validate(s) == []
+    fresh = simulate(w, LinearCostModel.paper(), 6, FCFS(), TunedThreshold(FCFS(), candidates=[1, 3]))
+    assert np.array_equal(s.stage_end, fresh.stage_end)

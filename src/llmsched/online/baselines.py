@@ -128,7 +128,10 @@ class StaticQueues:
         Client ``j``'s requests in the order it runs them: ``queues[j]`` of a sequence of
         one queue per client, or of a mapping from client to queue (clients it leaves out
         get no request; memory then grows with the clients that have work, not with J).
-        If omitted, requests are dealt round-robin: request ``i`` goes to client ``i mod J``.
+        Queues given here are a plan made before the run over every request, so the run is
+        marked clairvoyant (``planned_ahead``). If omitted, requests are dealt round-robin
+        as they arrive: the k-th request to arrive goes to client ``k mod J`` (request ``i``
+        to client ``i mod J`` when all arrive at once).
 
     A prefill stage takes, among the free clients whose next request has arrived, the
     heads in order of arrival (ties by request index) while they fit in the stage.
@@ -138,11 +141,12 @@ class StaticQueues:
 
     def __init__(self, queues: Sequence[Sequence[int]] | Mapping[int, Sequence[int]] | None = None):
         self._given: Sequence[list[int]] | Mapping[int, list[int]] | None = _check_queues(queues)
+        self.planned_ahead = self._given is not None
 
     def _queues(self, n: int, clients: int) -> dict[int, list[int]]:
         given = self._given
         if given is None:
-            return {j: list(range(j, n, clients)) for j in range(min(clients, n))}
+            return {}  # dealt as the requests arrive
         if isinstance(given, Mapping):
             queues = dict(given)
             outside = [j for j in queues if not 0 <= j < clients]
@@ -171,6 +175,8 @@ class StaticQueues:
             for request in q:
                 owner[request] = j
         self._owner = owner
+        self._clients = clients
+        self._dealt = 0  # requests dealt round-robin so far
         self._arrived = [False] * n
         self._busy: set[int] = set()
         # Heap of (arrival, request, client) for free clients whose head has arrived.
@@ -184,6 +190,11 @@ class StaticQueues:
 
     def arrive(self, request: int) -> None:
         self._arrived[request] = True
+        if self._given is None:
+            client = self._dealt % self._clients
+            self._dealt += 1
+            self._owner[request] = client
+            self._queues_of.setdefault(client, deque()).append(request)
         client = self._owner[request]
         if client not in self._busy and self._queues_of[client][0] == request:
             self._offer(client)
@@ -202,7 +213,10 @@ class StaticQueues:
         while ready and prompt[ready[0][1]] <= room:
             _, request, client = heapq.heappop(ready)
             room -= prompt[request]
-            self._queues_of[client].popleft()
+            queue = self._queues_of[client]
+            queue.popleft()
+            if not queue:
+                del self._queues_of[client]  # memory grows with the clients holding work
             self._busy.add(client)
             pairs.append((request, client))
         return pairs

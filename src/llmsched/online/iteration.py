@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from llmsched.cost import CostModel
-from llmsched.policies import PREFILL_NOW, EngineView, KnownRequests
+from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, KnownRequests
 from llmsched.workload import Workload
 
 __all__ = [
@@ -240,7 +240,7 @@ class Threshold:
             known = self._known
             self.k = known_k(known, self._cost, self._clients)
             # Enough is known for the means to settle: stop re-deriving k.
-            told = known.predicted_output is not None or known.output_tokens is not None
+            told = known.predicted_output is not None
             self._settled = len(known) > self._clients and (told or known.finished > self._clients)
         return self.k if self.k is not None else 1
 
@@ -248,8 +248,8 @@ class Threshold:
         k = self._current_k()
         if engine.ready >= k or engine.ready >= engine.unstarted:
             return PREFILL_NOW
-        # Nothing changes until a request finishes: decode until the next event.
-        wait = max(1, engine.iterations_to_finish)
+        # Nothing changes until a request finishes (or arrives): decode until the next event.
+        wait = DECODE_UNTIL_EVENT
         if self.slo_ttft is not None:
             allowed = slo_iterations(engine, self.slo_ttft, self._known.mean_prompt())
             if allowed < 1:

@@ -137,11 +137,12 @@ class RollingQueues:
     free clients with nothing queued, and either such a client exists (it would otherwise
     sit idle), or no queue holds work, or the pool's planned work reaches ``replan`` times
     the work still queued. While the pool fits, free clients with nothing queued take its
-    requests directly, oldest first. The first plan over a pool that every client meets
-    free and empty (the closed batch of the paper: every request present at time 0) is the
+    requests directly, oldest first. The run's first plan, when every client meets its pool
+    free and empty (the closed batch of the paper: every request present at time 0), is the
     balanced assignment of Eqs. 26-30 solved to optimality by
-    :func:`~llmsched.mip.solve_pcmax`; later plans deal the pool longest first onto the
-    least-loaded client (LPT with the clients' loads).
+    :func:`~llmsched.mip.solve_pcmax`; every other plan deals its pool longest first onto
+    the least-loaded client (LPT with the clients' loads), so a run solves at most one
+    assignment exactly.
 
     With ``steal`` (Algorithm 1's preemptive part), a free client with nothing queued
     takes the head of the queue of the client with the most tokens queued. In a
@@ -214,7 +215,6 @@ class RollingQueues:
         self._own_heap: list[tuple[int, float, int, int]] = []
         self._donors: list[tuple[int, int, int]] = []  # (plan of the head, -remaining tokens, client), lazy
         self._plan_of = [0] * n  # the plan that queued each request
-        self._left: dict[int, int] = {}  # plan -> its requests still queued
         self.result = None
         self.plans = 0
         if known.clairvoyant:
@@ -234,7 +234,6 @@ class RollingQueues:
         self.plans += 1
         b = len(batch)
         epoch = self.plans
-        self._left[epoch] = b
         for request in batch:
             self._plan_of[request] = epoch
         fresh: list[int] = []  # free clients with nothing queued, lowest first
@@ -248,8 +247,9 @@ class RollingQueues:
             for k, request in enumerate(batch):
                 shares[targets[(start + k) % len(targets)]].append(request)
             self._dealt += b
-        elif not holders and b > len(fresh):
-            # Every client meets this pool free and empty: the exact balanced assignment.
+        elif epoch == 1 and not holders and b > len(fresh):
+            # The first pool, met by every client free and empty (the paper's closed batch):
+            # the exact balanced assignment. Later plans are online decisions and stay cheap.
             sizes = np.array([self._size(i) for i in batch], dtype=np.int64)
             assignment, self.result = balanced_assignment(sizes, len(fresh), self.time_limit)
             shares = {c: [] for c in fresh}
@@ -313,7 +313,6 @@ class RollingQueues:
 
     def _pop_head(self, client: int) -> int:
         request = self._queues[client].popleft()
-        self._left[self._plan_of[request]] -= 1
         self._remain[client] -= self._prompt[request] + self._decode[request]
         size = self._size(request)
         self._load[client] -= size
@@ -329,7 +328,7 @@ class RollingQueues:
 
     def _push_donor(self, client: int) -> None:
         head = self._head(client)
-        if head is not None and self._arrived[head]:
+        if self.steal and head is not None and self._arrived[head]:
             heapq.heappush(self._donors, (self._plan_of[head], -self._remain[client], client))
 
     def _top_own(self) -> int | None:

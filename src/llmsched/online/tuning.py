@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 from llmsched.cost import CostModel
@@ -53,7 +54,8 @@ class TunedThreshold(Threshold):
         # A class has the protocol's methods too: it is a factory, not a policy object.
         if callable(policy) and (isinstance(policy, type) or not isinstance(policy, RequestPolicy)):
             return make_request_policy(policy())
-        return make_request_policy(policy)
+        # An object may be the very one the run is using: the trials run on copies.
+        return copy.deepcopy(make_request_policy(policy))
 
     def start(self, known: KnownRequests, cost: CostModel, clients: int) -> None:
         super().start(known, cost, clients)

@@ -91,6 +91,9 @@ class _PlanRequests:
     """Request policy that prefills the plan's bins in order, each request on the lowest free client."""
 
     name = "mip-plan"
+    # The MIP plans with every request and its true length before anything runs.
+    planned_ahead = True
+    sizes = "oracle"
 
     def __init__(self, order: list[list[int]]):
         self.order = order
