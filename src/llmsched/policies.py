@@ -234,6 +234,10 @@ class RequestPolicy(Protocol):
       ``(request, client)`` pairs of ints, each request arrived and not taken before, each
       client free, no request and no client twice, with prompt tokens summing to at most
       ``capacity``. The policy removes the requests it returns from what it offers.
+
+    A policy whose decisions were made before the run over every request (a replay, a
+    plan given by the caller) says so with a true ``planned_ahead`` attribute, and the
+    schedule is marked clairvoyant.
     """
 
     def start(self, known: KnownRequests, clients: int) -> None: ...

@@ -2,9 +2,10 @@
 the iteration rules, the registry of policy names, and output-length predictors.
 
 * :mod:`~llmsched.online.baselines`: FCFS, static queues, prefill-first, the free-client pool;
-* :mod:`~llmsched.online.offline`: balanced per-client queues from the P||Cmax assignment;
+* :mod:`~llmsched.online.offline`: balanced per-client queues from the P||Cmax assignment,
+  planned on a rolling horizon over the requests that have arrived;
 * :mod:`~llmsched.online.requests`: Algorithm 1 (sorting and preemptive), sorted shared queues;
-* :mod:`~llmsched.online.iteration`: the Lagrangian and threshold rules;
+* :mod:`~llmsched.online.iteration`: the Lagrangian, threshold and SLO-aware rules;
 * :mod:`~llmsched.online.tuning`: a threshold rule tuned by simulation;
 * :mod:`~llmsched.online.registry`: policy names, their parameters and aliases;
 * :mod:`~llmsched.online.predictors`: output-length predictors;

@@ -12,7 +12,8 @@ Request policies:
 ``fcfs``                          :class:`~llmsched.online.baselines.FCFS` (``max_batch``)
 ``static``                        :class:`~llmsched.online.baselines.StaticQueues` (``queues``)
 ``offline``                       :class:`~llmsched.online.offline.OfflineQueues` (``sizes``,
-                                  ``time_limit``); ``offline-oracle``: ``sizes="oracle"``
+                                  ``time_limit``; rolling-horizon balanced queues, no
+                                  stealing); ``offline-oracle``: ``sizes="oracle"``
 ``sorted-preemptive``             :class:`~llmsched.online.requests.SortedPreemptive` (``initial``,
                                   ``sizes``, ``time_limit``, ``overhead``); ``-oracle``,
                                   ``-rr`` (``initial="round-robin"``) and ``-rr-oracle`` aliases
