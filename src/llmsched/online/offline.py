@@ -217,13 +217,10 @@ class RollingQueues:
         self._plan_of = [0] * n  # the plan that queued each request
         self.result = None
         self.plans = 0
+        self._idle = FreeClients(clients)  # free clients with nothing queued, lowest first
         if known.clairvoyant:
             # The paper's offline schedule: every request planned before anything runs.
-            everyone = sorted(range(n), key=lambda i: (self._arrival[i], i))
-            self._idle = FreeClients(clients)
-            self._plan(everyone)
-        else:
-            self._idle = FreeClients(clients)
+            self._plan(sorted(range(n), key=lambda i: (self._arrival[i], i)))
 
     # -- planning --------------------------------------------------------------------------
     def _size(self, request: int) -> int:
@@ -240,6 +237,7 @@ class RollingQueues:
         while len(self._idle) and len(fresh) < b:
             fresh.append(self._idle.pop_lowest())
         holders = sorted(self._load)  # clients with work queued or running
+        fresh_set = set(fresh)
         if self.initial == "round-robin":
             targets = sorted(fresh + holders)
             start = self._dealt
@@ -281,7 +279,7 @@ class RollingQueues:
             self._remain[client] = self._remain.get(client, 0) + weight
             self._load[client] = self._load.get(client, 0) + load
             self._queued_load += load
-            if client in self._free or (was_empty and client in fresh):
+            if client in self._free or (was_empty and client in fresh_set):
                 self._free.add(client)
                 self._classify(client)
             self._push_donor(client)
