@@ -79,7 +79,7 @@ def admits(now: float, due: float) -> bool:
 
 
 def iteration_times(cost: CostModel, most_active: int) -> list[float]:
-    """``cost.decode_iteration_time(a)`` for ``a = 0 .. most_active``, each checked.
+    """``cost.decode_iteration_time(a)`` for ``a`` from 0 to ``most_active``, each checked.
 
     Raises
     ------
