@@ -175,6 +175,8 @@ class LinearCostModel:
         prefill_capacity
             Capacity of the fitted model (not identifiable from times).
 
+        Notes
+        -----
         Negative fitted coefficients (noise on a flat line) are clipped to zero and the
         other coefficient refitted, so the result is always a valid model.
 

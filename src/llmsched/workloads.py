@@ -334,6 +334,8 @@ def _spec_number(value: float) -> str:
 class ArrivalProcess:
     """A renewal process of request arrivals: independent gaps with mean ``1/rate`` seconds.
 
+    ``str(process)`` is its spec (``poisson:2`` or ``gamma:2,3``), which :meth:`parse` reads.
+
     Parameters
     ----------
     kind
@@ -343,8 +345,6 @@ class ArrivalProcess:
         Requests per second: a finite number > 0.
     cv
         Coefficient of variation of the gaps: a finite number > 0.
-
-    ``str(process)`` is its spec (``poisson:2`` or ``gamma:2,3``), which :meth:`parse` reads.
     """
 
     kind: str
@@ -574,12 +574,12 @@ def prepare_report(
 ) -> tuple[Workload, PrepareReport]:
     """:func:`prepare` ``workload`` and report what was done (how many lengths were clipped).
 
+    Raises as :func:`prepare` does.
+
     Returns
     -------
     workload, report
         The prepared workload, and a :class:`PrepareReport` of the options and the counts.
-
-    Raises as :func:`prepare` does.
     """
     instance("workload", workload, Workload, "a llmsched.Workload")
     return _options(rate_scale, max_prompt, max_output, arrivals, replace_arrivals, seed).apply(workload)

@@ -133,6 +133,8 @@ class StaticQueues:
         as they arrive: the k-th request to arrive goes to client ``k mod J`` (request ``i``
         to client ``i mod J`` when all arrive at once).
 
+    Notes
+    -----
     A prefill stage takes, among the free clients whose next request has arrived, the
     heads in order of arrival (ties by request index) while they fit in the stage.
     """

@@ -52,6 +52,8 @@ class SortedPreemptive(RollingQueues):
     replan
         See :class:`~llmsched.online.offline.RollingQueues`.
 
+    Notes
+    -----
     Each operation costs O(log J) amortised, apart from plans: heaps with lazy deletion
     hold the ready clients and the clients ordered by remaining tokens.
     """
