@@ -8,27 +8,38 @@ requests, never with the number of iterations.
 
 Rules (``Violation.rule``):
 
-``structure``        arrays of consistent sizes and indices in range; decode runs of at
-                     least one iteration that together cover the decode stages' iterations,
-                     none crossing from one decode stage into the next (checked first; the
-                     other rules run only on a well-formed schedule)
-``prefill_once``     each request is prefilled exactly once, in a prefill stage, onto one
-                     existing client
-``capacity``         a prefill stage holds at most ``cost.prefill_capacity`` prompt tokens
-``stage_time``       prefill stages last ``cost.prefill_time(tokens)``; decode iterations
-                     last ``cost.decode_iteration_time(active)`` (a run's iteration time,
-                     wherever in the run requests start or stop decoding); a decode stage's
-                     runs follow one another without gap from its start to its end
-``alternation``      stages alternate prefill, decode, prefill, ... starting with a prefill,
-                     and never overlap
-``decode_continuity`` a request decodes from the first iteration after its prefill stage in
-                     every iteration until it is done
-``no_idle_work``     no prefill stage without a request, no decode iteration without one
-``one_per_client``   a client holds one request at a time, from its prefill to its last token
-``arrival``          no request is prefilled in a stage that starts before it arrives
-``tokens``           every request decodes exactly its output tokens
-``makespan``         the reported makespan is the end of the last stage, which is when the
-                     last request finishes
+``structure``
+    arrays of consistent sizes and indices in range; decode runs of at
+    least one iteration that together cover the decode stages' iterations,
+    none crossing from one decode stage into the next (checked first; the
+    other rules run only on a well-formed schedule)
+``prefill_once``
+    each request is prefilled exactly once, in a prefill stage, onto one
+    existing client
+``capacity``
+    a prefill stage holds at most ``cost.prefill_capacity`` prompt tokens
+``stage_time``
+    prefill stages last ``cost.prefill_time(tokens)``; decode iterations
+    last ``cost.decode_iteration_time(active)`` (a run's iteration time,
+    wherever in the run requests start or stop decoding); a decode stage's
+    runs follow one another without gap from its start to its end
+``alternation``
+    stages alternate prefill, decode, prefill, ... starting with a prefill,
+    and never overlap
+``decode_continuity``
+    a request decodes from the first iteration after its prefill stage in
+    every iteration until it is done
+``no_idle_work``
+    no prefill stage without a request, no decode iteration without one
+``one_per_client``
+    a client holds one request at a time, from its prefill to its last token
+``arrival``
+    no request is prefilled in a stage that starts before it arrives
+``tokens``
+    every request decodes exactly its output tokens
+``makespan``
+    the reported makespan is the end of the last stage, which is when the
+    last request finishes
 """
 
 from __future__ import annotations
