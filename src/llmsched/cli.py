@@ -640,6 +640,7 @@ RUNTIME_MAX_REQUESTS = 100_000
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``llmsched`` command's argument parser, with every subcommand and its options."""
     from llmsched._checks import MAX_REQUESTS, MAX_TOKENS
     from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS
     from llmsched.online.predictors import predictor_names

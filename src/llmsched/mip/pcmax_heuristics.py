@@ -41,6 +41,7 @@ def _stop(expired: Expired) -> bool:
 
 
 def makespan(times: np.ndarray, assignment: np.ndarray, m: int, speeds: np.ndarray | None = None) -> float:
+    """The makespan of ``assignment``: the largest machine load (divided by the machine's speed)."""
     loads = np.bincount(assignment, weights=times, minlength=m)
     if speeds is not None:
         loads = loads / speeds

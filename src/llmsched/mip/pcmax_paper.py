@@ -41,6 +41,10 @@ def solve_paper_model(
     workers: int,
     display: bool,
 ) -> Any:
+    """Solve the model above for job times ``p`` on ``m`` machines with ``backend`` (``"scip"``
+    or ``"cpsat"``), recording incumbents and bounds in ``tracer``; returns a
+    :class:`~llmsched.mip.pcmax_result.PcmaxResult`. :func:`~llmsched.mip.pcmax.solve_pcmax`
+    calls it for ``backend="scip"`` or ``"cpsat"``."""
     tracer.bound(0.0, "non-negative times")
     if backend == "scip":
         assignment, status = _scip(p, m, speeds, tracer, workers, display)

@@ -69,6 +69,9 @@ MAX_BUCKETS = 10_000
 
 @runtime_checkable
 class Predictor(Protocol):
+    """An output-length predictor: ``fit`` on the prompt and output lengths of training
+    requests (returning itself), then ``predict`` the output lengths of a workload's requests."""
+
     name: str
 
     def fit(self, prompt_tokens: np.ndarray, output_tokens: np.ndarray) -> Predictor: ...
@@ -256,6 +259,7 @@ _PREDICTORS: dict[str, Callable[..., Any]] = {
 
 
 def predictor_names() -> list[str]:
+    """The names :func:`make_predictor` takes, sorted."""
     return sorted(_PREDICTORS)
 
 

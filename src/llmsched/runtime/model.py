@@ -115,6 +115,8 @@ PRESETS = {
 
 
 class RMSNorm(nn.Module):
+    """Root-mean-square layer norm, computed in float32 and scaled by a learned weight."""
+
     def __init__(self, size: int, eps: float):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
@@ -128,6 +130,8 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
+    """The projections of grouped-query attention; the engine runs the attention itself."""
+
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         h, d = cfg.hidden_size, cfg.head_dim
@@ -138,6 +142,8 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
+    """SwiGLU feed-forward: ``down_proj(silu(gate_proj(x)) * up_proj(x))``."""
+
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
@@ -149,6 +155,8 @@ class MLP(nn.Module):
 
 
 class DecoderLayer(nn.Module):
+    """One decoder layer's modules: attention, the MLP and the RMS norm before each."""
+
     def __init__(self, cfg: LlamaConfig):
         super().__init__()
         self.self_attn = Attention(cfg)
