@@ -35,10 +35,10 @@ __all__ = [
     "planned_ahead",
 ]
 
-# ``IterationPolicy.decide``'s answer "prefill now".
+#: ``IterationPolicy.decide``'s answer "prefill now".
 PREFILL_NOW = 0
-# ``decide``'s answer "keep decoding until something happens": the loop stops at the next
-# finish, or at the next arrival while a client is free, whichever comes first.
+#: ``decide``'s answer "keep decoding until something happens": the loop stops at the next
+#: finish, or at the next arrival while a client is free, whichever comes first.
 DECODE_UNTIL_EVENT = 1 << 62
 
 

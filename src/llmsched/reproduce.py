@@ -55,7 +55,9 @@ class Method:
         return self.oracle_request_policy if predictor == "oracle" else self.request_policy
 
 
-# The paper's four strategies first (``method`` in the report), then further rows.
+#: The paper's four strategies first (``method`` in the report), then further rows.
+#:
+#: :meta hide-value:
 METHODS = (
     Method("baseline", "fcfs", "fcfs", "prefill-first", "vLLM-like: one FCFS queue, prefill-first"),
     Method(

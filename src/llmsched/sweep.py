@@ -70,7 +70,9 @@ SUMMARY_COLUMNS = (
 )
 # Columns plot_sweep can draw (the numeric summary figures but the echoed targets).
 PLOT_METRICS = tuple(c for c in SUMMARY_COLUMNS if c not in ("requests", "slo_ttft_s", "slo_tbt_s"))
-# Every column of a sweep's frame, in order.
+#: Every column of a sweep's frame, in order.
+#:
+#: :meta hide-value:
 COLUMNS = ("rate_scale", "request_policy", "iteration_policy", "offered_rps", *SUMMARY_COLUMNS)
 
 # x axes plot_sweep offers, and their labels.

@@ -95,7 +95,9 @@ class GPUSpec:
             real(name, getattr(self, name), low=0.0, low_open=True)
 
 
-# ExeGPT's Table 1 (T5 is an encoder-decoder; its 48 layers are 24 + 24).
+#: ExeGPT's Table 1 (T5 is an encoder-decoder; its 48 layers are 24 + 24).
+#:
+#: :meta hide-value:
 MODELS = {
     "t5-11b": ModelSpec("T5-11B", 11, 48, 1024, 128, encoder_decoder=True, kv_width=16384),
     "opt-13b": ModelSpec("OPT-13B", 13, 40, 5120, 40),
@@ -105,7 +107,9 @@ MODELS = {
     "gpt3-341b": ModelSpec("GPT-3 341B", 341, 120, 15360, 120),
 }
 
-# Vendor datasheet figures: A40 (PCIe 4.0 x16 between GPUs), A100 80GB SXM (NVLink 3).
+#: Vendor datasheet figures: A40 (PCIe 4.0 x16 between GPUs), A100 80GB SXM (NVLink 3).
+#:
+#: :meta hide-value:
 GPUS = {
     "a40": GPUSpec("A40", 149.7, 48, 696, 32),
     "a100": GPUSpec("A100-80GB", 312.0, 80, 2039, 300),

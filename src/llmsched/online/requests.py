@@ -16,10 +16,10 @@ from llmsched.policies import KnownRequests
 
 __all__ = ["HYBRID_OVERHEAD", "LongestFirst", "ShortestFirst", "SortedPreemptive"]
 
-# Per-request overhead (tokens) of the hybrid strategy's offline balance. Chosen on
-# gsm8k(seed) for seeds 1-4 with oracle lengths, the paper's cost model and the Lagrangian
-# rule (over 0, 10, 20, 40, 60, 80 tokens; 40-80 all end within 2.5% of the strong bound,
-# 0 within 3.6-4.4%); seed 0, the reproduced experiment, was not used.
+#: Per-request overhead (tokens) of the hybrid strategy's offline balance. Chosen on
+#: gsm8k(seed) for seeds 1-4 with oracle lengths, the paper's cost model and the Lagrangian
+#: rule (over 0, 10, 20, 40, 60, 80 tokens; 40-80 all end within 2.5% of the strong bound,
+#: 0 within 3.6-4.4%); seed 0, the reproduced experiment, was not used.
 HYBRID_OVERHEAD = 40
 
 

@@ -19,7 +19,9 @@ from llmsched.workload import Workload
 
 __all__ = ["HEURISTICS", "heuristic_schedules"]
 
-# (name, request policy, iteration policy) of every strategy run as a warm start.
+#: (name, request policy, iteration policy) of every strategy run as a warm start.
+#:
+#: :meta hide-value:
 HEURISTICS = (
     ("baseline", "fcfs", "prefill-first"),
     ("offline", "offline-oracle", "prefill-first"),

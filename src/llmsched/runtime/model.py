@@ -81,7 +81,9 @@ class LlamaConfig:
         return asdict(self)
 
 
-# Sizes from a CPU test model to about a billion parameters.
+#: Sizes from a CPU test model to about a billion parameters.
+#:
+#: :meta hide-value:
 PRESETS = {
     "tiny": LlamaConfig(),  # 0.1 M parameters: unit tests
     "small": LlamaConfig(  # 4 M: CPU benchmarks

@@ -31,9 +31,11 @@ from llmsched.result import Status, Tracer
 
 __all__ = ["RANDOM_SEED", "STATUS", "CpSatBackend", "solve"]
 
-# CP-SAT's status -> ours. FEASIBLE and UNKNOWN become TIME_LIMIT when the clock, not the
-# work limit, stopped the search; OPTIMAL becomes FEASIBLE when the times were rounded (the model's optimum is
-# then a bound, not a proof). MODEL_INVALID is a bug in the model and raises.
+#: CP-SAT's status -> ours. FEASIBLE and UNKNOWN become TIME_LIMIT when the clock, not the
+#: work limit, stopped the search; OPTIMAL becomes FEASIBLE when the times were rounded (the
+#: model's optimum is then a bound, not a proof). MODEL_INVALID is a bug in the model and raises.
+#:
+#: :meta hide-value:
 STATUS: dict[Any, Status] = {
     cp_model.OPTIMAL: Status.OPTIMAL,
     cp_model.FEASIBLE: Status.FEASIBLE,

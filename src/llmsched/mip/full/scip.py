@@ -19,8 +19,10 @@ from llmsched.result import Status, Tracer
 
 __all__ = ["STATUS", "ScipBackend", "solve"]
 
-# SCIP's getStatus() -> our status. FEASIBLE means "stopped before a proof, not by the
-# clock"; it becomes UNKNOWN when SCIP holds no solution.
+#: SCIP's getStatus() -> our status. FEASIBLE means "stopped before a proof, not by the
+#: clock"; it becomes UNKNOWN when SCIP holds no solution.
+#:
+#: :meta hide-value:
 STATUS: dict[str, Status] = {
     "optimal": Status.OPTIMAL,
     "infeasible": Status.INFEASIBLE,
