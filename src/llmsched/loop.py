@@ -17,7 +17,7 @@ finishes come off a heap in O(log J). Memory and time grow with the requests and
 clients in use, never with idle clients.
 
 The loop checks every answer of the policies (see :mod:`llmsched.policies`) and every
-time the cost model gives, and builds the schedule in one place (:class:`_Recorder`)
+time the cost model gives, and builds the schedule in one place (``_Recorder``)
 whichever executor ran it: the clock's schedule holds one decode run per jump, a device's
 one per iteration.
 """
@@ -60,8 +60,8 @@ __all__ = [
     "simulate_policies",
 ]
 
-# (start, iterations, iteration time): ``iterations`` consecutive decode iterations from
-# ``start``, each ``iteration time`` seconds long.
+#: (start, iterations, iteration time): ``iterations`` consecutive decode iterations from
+#: ``start``, each ``iteration time`` seconds long.
 DecodeRun = tuple[float, int, float]
 
 # A request's state in the loop.

@@ -15,7 +15,7 @@ __all__ = ["PcmaxResult"]
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class PcmaxResult(Result):
-    """Outcome of :func:`solve_pcmax` (a :class:`~llmsched.result.Result`).
+    """Outcome of :func:`~llmsched.mip.pcmax.solve_pcmax` (a :class:`~llmsched.result.Result`).
 
     Attributes
     ----------

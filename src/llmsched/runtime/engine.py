@@ -245,7 +245,7 @@ class Engine:
         pending token of a decoding slot (pass ``[]``: it feeds and records its pending
         token). Pads run through every layer; they are counted, not cached, not attended to.
 
-        Returns nothing; the tokens fed to decoding slots are in :attr:`last_fed`.
+        Returns nothing; the tokens fed to decoding slots are in ``last_fed``.
         """
         if not rows:
             raise ValueError("a padded step needs at least one row")

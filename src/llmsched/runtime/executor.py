@@ -108,7 +108,7 @@ class EngineExecutor:
 
     Every decode iteration runs on the device and is timed (one decode run per iteration);
     the loop's arrivals are honoured on the same clock (it sleeps until one is due when
-    nothing can run). The greedy tokens of each request are kept in :attr:`tokens`.
+    nothing can run). The greedy tokens of each request are kept in ``tokens``.
 
     Parameters
     ----------
