@@ -1,5 +1,7 @@
 """The paper's offline model (Eqs. 26-30) as written, in SCIP or CP-SAT.
 
+::
+
     min  t_max
     s.t. sum_j x_ij = 1                   for every request i         (27)
          sum_i x_ij T_i <= t_j <= t_max   for every client j          (28)
