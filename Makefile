@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: reproduce test lint typecheck unit bench docs clean
+.PHONY: reproduce test lint typecheck unit bench docs docs-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ bench: $(VENV)/.installed-core
 # included: -n) fails the build.
 docs: $(VENV)/.installed-docs
 	$(BIN)/sphinx-build -n -W --keep-going -q -b html docs docs/_build/html
+
+# Every internal link and anchor of the built documentation, as headless Chromium renders it.
+docs-check: $(VENV)/.installed-docs
+	$(BIN)/python docs/check_links.py docs/_build/html
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info docs/_build docs/api
