@@ -41,6 +41,10 @@ source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-n
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 nb_execution_mode = "off"
+# What a notebook holds is its author's: headings that start at H2 or skip a level, a notebook
+# saved without its language, or an output only Jupyter can show (JSON, widgets' state) must
+# not fail the build. The rest of a notebook is checked like any page.
+suppress_warnings = ["myst.header", "myst-nb.lexer", "mystnb.unknown_mime_type"]
 
 # API reference: one page per public module (written below, before Sphinx reads the sources),
 # its members from autodoc, its tables from autosummary.
