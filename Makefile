@@ -44,7 +44,7 @@ bench: $(VENV)/.installed-core
 # The HTML documentation in docs/_build/html; any Sphinx warning (an unresolved reference
 # included: -n) fails the build.
 docs: $(VENV)/.installed-docs
-	$(BIN)/sphinx-build -n -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/sphinx-build -n -W --keep-going -q -b html -d docs/_build/doctrees docs docs/_build/html
 
 # Every internal link and anchor of the built documentation, as headless Chromium renders it.
 docs-check: $(VENV)/.installed-docs
