@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: reproduce test lint typecheck unit bench docs docs-check clean
 
@@ -48,7 +49,7 @@ docs: $(VENV)/.installed-docs
 
 # Every internal link and anchor of the built documentation, as headless Chromium renders it.
 docs-check: $(VENV)/.installed-docs
-	$(BIN)/python docs/check_links.py docs/_build/html
+	$(BIN)/python docs/check_links.py docs/_build/html --chromium $(CHROMIUM)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info docs/_build docs/api
