@@ -31,6 +31,7 @@ CORE = {
     "_checks",
     "instance",
     "metrics",
+    "export",
 }
 FRONT = {"cli", "reproduce", "study", "sweep", "plot", "__main__"}
 PACKAGES = {"mip": 3, "online": 4, "exegpt": 5, "runtime": 6}
