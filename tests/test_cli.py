@@ -28,6 +28,50 @@ def test_simulate_text_and_plot(capsys, tmp_path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_simulate_writes_a_trace_and_csvs(capsys, tmp_path) -> None:
+    """--trace, --requests-csv and --stages-csv write their files, reported in --json and in
+    the text report; the trace and the CSVs hold every request and stage of the run."""
+    files = {flag: tmp_path / name for flag, name in (("--trace", "t.json"), ("--requests-csv", "r.csv"))}
+    files["--stages-csv"] = tmp_path / "s.csv"
+    argv = ["simulate", "--workload", "exegpt:S", "--requests", "50", "--clients", "8", "--slo-ttft", "1"]
+    argv += [item for flag, path in files.items() for item in (flag, str(path))]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["trace"], out["requests_csv"], out["stages_csv"]) == tuple(str(p) for p in files.values())
+    trace = json.loads(files["--trace"].read_text())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    engine = [e for e in slices if e["tid"] == 1]
+    assert sum(e["name"] == "prefill" for e in engine) == out["prefill_stages"]
+    assert sorted(e["args"]["request"] for e in slices if e["cat"] == "prefill") == list(range(50))
+    requests = files["--requests-csv"].read_text().splitlines()
+    assert len(requests) == 51 and "meets_slo" in requests[0]
+    assert sum(row.endswith(",True") for row in requests[1:]) == round(out["slo_attainment"] * 50)
+    stages = files["--stages-csv"].read_text().splitlines()
+    assert len(stages) - 1 == len(engine) and stages[0].startswith("stage,kind,start,end")
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"Chrome trace written to {files['--trace']}" in text and "ui.perfetto.dev" in text
+    assert f"per-request metrics written to {files['--requests-csv']}" in text
+    assert f"per-stage table written to {files['--stages-csv']}" in text
+
+
+@pytest.mark.parametrize("flag", ["--trace", "--requests-csv", "--stages-csv"])
+def test_simulate_output_paths_are_checked_before_the_run(flag, tmp_path, capsys, monkeypatch) -> None:
+    """A folder, or a file in a folder that does not exist: exit 2 naming the flag and the path,
+    before anything is simulated."""
+    import sys
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(sys.modules["llmsched.simulate"], "simulate", no_work)
+    assert main(["simulate", flag, str(tmp_path)]) == 2
+    assert f"llmsched: error: {flag} '{tmp_path}' is a folder; give a file such as" in capsys.readouterr().err
+    missing = tmp_path / "no" / "out"
+    assert main(["simulate", flag, str(missing)]) == 2
+    assert f"{flag} '{missing}': folder '{missing.parent}' does not exist" in capsys.readouterr().err
+
+
 def test_reproduce_gsm8k_json(capsys, tmp_path) -> None:
     """reproduce gsm8k --json: every strategy with oracle and predicted lengths; --plot writes charts."""
     assert main(["reproduce", "gsm8k", "--json", "--plot", str(tmp_path)]) == 0

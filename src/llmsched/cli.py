@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -260,45 +259,146 @@ def _describe_preparation(report: Any) -> str:
     return ", ".join(parts)
 
 
+# The simulate options a --config file can also set: each flag's dest is the RunConfig field.
+_SIMULATE_FIELDS = (
+    "workload",
+    "seed",
+    "requests",
+    "rate_scale",
+    "max_prompt",
+    "max_output",
+    "arrivals",
+    "replace_arrivals",
+    "cost",
+    "clients",
+    "request_policy",
+    "iteration_policy",
+    "predictor",
+    "clairvoyant",
+    "slo_ttft",
+    "slo_tbt",
+    "plot",
+    "trace",
+    "requests_csv",
+    "stages_csv",
+    "json",
+)
+# simulate's output files: RunConfig field, flag, and an example name for the messages.
+_SIMULATE_OUTPUTS = (
+    ("trace", "--trace", "trace.json"),
+    ("requests_csv", "--requests-csv", "requests.csv"),
+    ("stages_csv", "--stages-csv", "stages.csv"),
+)
+
+
+def _simulate_config(args: argparse.Namespace) -> tuple[Any, set[str]]:
+    """The run simulate's arguments ask for: the --config file's values (or the defaults),
+    overridden by every flag given; and the fields the file set that no flag overrode.
+
+    A --request-policy or --iteration-policy flag keeps the file's parameters of that
+    policy only when it names the same policy.
+    """
+    from dataclasses import fields, replace
+
+    from llmsched.config import PolicyConfig, RunConfig, load_config
+
+    config = RunConfig() if args.config is None else load_config(args.config)
+    changes: dict[str, Any] = {}
+    for name in _SIMULATE_FIELDS:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if name in ("request_policy", "iteration_policy"):
+            current = getattr(config, name)
+            value = PolicyConfig(value, current.params if value == current.name else {})
+        elif name in ("arrivals", "plot", "trace", "requests_csv", "stages_csv"):
+            value = str(value)  # specs and paths as the config holds them
+        changes[name] = value
+    from_file: set[str] = set()
+    if args.config is not None:
+        defaults = RunConfig()
+        from_file = {
+            f.name
+            for f in fields(RunConfig)
+            if f.name not in changes and getattr(config, f.name) != getattr(defaults, f.name)
+        }
+    return (replace(config, **changes) if changes else config), from_file
+
+
+def _from_config_file(args: argparse.Namespace, from_file: set[str], field: str, key: str) -> Any:
+    """A context that prefixes a ValueError with the config file and ``key`` when ``field``'s
+    value came from the file (a flag's error already names the flag)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def wrap() -> Any:
+        try:
+            yield
+        except ValueError as exc:
+            if field not in from_file:
+                raise
+            raise ValueError(f"{args.config}: {key}: {exc}") from None
+
+    return wrap()
+
+
+def _check_simulate_outputs(args: argparse.Namespace, config: Any, from_file: set[str]) -> None:
+    """Refuse simulate's output files (--plot, --trace, the CSVs) that cannot be written,
+    before any work; one set in the config file is named by its file and key."""
+    from llmsched.export import check_output_path
+
+    with _from_config_file(args, from_file, "plot", "output.plot"):
+        _check_plot_file(None if config.plot is None else Path(config.plot))
+    for field, flag, example in _SIMULATE_OUTPUTS:
+        path = getattr(config, field)
+        if path is None:
+            pass
+        elif field in from_file:
+            try:
+                check_output_path(path, f"output.{field}", example)
+            except ValueError as exc:
+                raise ValueError(f"{args.config}: {exc}") from None
+        else:
+            check_output_path(path, flag, example)
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from llmsched.bounds import lower_bounds
+    from llmsched.config import cost_model
+    from llmsched.export import write_chrome_trace, write_requests_csv, write_stages_csv
     from llmsched.simulate import simulate
     from llmsched.validate import validate
-    from llmsched.workloads import PrepareOptions
 
-    _check_plot_file(args.plot)
-    cost = parse_cost(args.cost)
-    options = PrepareOptions(
-        rate_scale=args.rate_scale,
-        max_prompt=args.max_prompt,
-        max_output=args.max_output,
-        arrivals=args.arrivals,
-        replace_arrivals=args.replace_arrivals,
-        seed=args.seed,
-    )
-    _check_predictor(args.predictor, args.request_policy)
-    workload, preparation = options.apply(parse_workload(args.workload, args.seed, args.requests))
-    workload = _with_predictor(workload, args.predictor, args.seed)
-    iteration: Any = args.iteration_policy
-    if iteration == "slo" and args.slo_ttft is not None and math.isfinite(args.slo_ttft):
-        from llmsched.online import make_iteration_policy
-
-        iteration = make_iteration_policy("slo", slo_ttft=args.slo_ttft)  # the rule serves the target
+    config, from_file = _simulate_config(args)
+    _check_simulate_outputs(args, config, from_file)
+    with _from_config_file(args, from_file, "cost", "cost"):
+        cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
+    options = config.prepare_options()
+    with _from_config_file(args, from_file, "workload", "workload.spec"):
+        workload = parse_workload(config.workload, config.seed, config.requests)
+    workload, preparation = options.apply(workload)
+    workload = _with_predictor(workload, config.predictor, config.seed)
+    request_name, iteration_name = config.request_policy.name, config.iteration_policy.name
     schedule = simulate(
-        workload, cost, args.clients, args.request_policy, iteration, clairvoyant=args.clairvoyant
+        workload,
+        cost,
+        config.clients,
+        config.make_request_policy(),
+        config.make_iteration_policy(),
+        clairvoyant=config.clairvoyant,
     )
     violations = validate(schedule)
-    bounds = lower_bounds(workload, cost, args.clients)
-    summary = schedule.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt)
+    bounds = lower_bounds(workload, cost, config.clients)
+    summary = schedule.summary(slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt)
     result = {
         "workload": workload.name,
         "workload_options": options.as_dict(),
         "prompts_clipped": preparation.prompts_clipped,
         "outputs_clipped": preparation.outputs_clipped,
         "predictions_clipped": preparation.predictions_clipped,
-        "predictor": args.predictor,
-        "request_policy": args.request_policy,
-        "iteration_policy": args.iteration_policy,
+        "predictor": config.predictor,
+        "request_policy": request_name,
+        "iteration_policy": iteration_name,
         "clairvoyant": schedule.info["clairvoyant"],
         "oracle_lengths": schedule.info["oracle_lengths"],
         **summary,
@@ -307,23 +407,31 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         "gap_to_lb": schedule.makespan / bounds.strong - 1.0,
         "valid": not violations,
         "violations": [str(v) for v in violations],
+        "config": config.as_dict(),
     }
-    if args.plot:
+    if config.plot:
         from llmsched.plot import save_gantt
 
-        save_gantt(
-            schedule, args.plot, title=f"{workload.name}: {args.request_policy} / {args.iteration_policy}"
-        )
-        result["plot"] = str(args.plot)
-    if args.json:
+        save_gantt(schedule, Path(config.plot), title=f"{workload.name}: {request_name} / {iteration_name}")
+        result["plot"] = config.plot
+    if config.trace:
+        write_chrome_trace(schedule, config.trace)
+        result["trace"] = config.trace
+    if config.requests_csv:
+        write_requests_csv(schedule, config.requests_csv, slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt)
+        result["requests_csv"] = config.requests_csv
+    if config.stages_csv:
+        write_stages_csv(schedule, config.stages_csv)
+        result["stages_csv"] = config.stages_csv
+    if config.json:
         _print_json(result)
     else:
-        print(f"{workload!r} on {args.clients} clients, {args.request_policy} / {args.iteration_policy}")
+        print(f"{workload!r} on {config.clients} clients, {request_name} / {iteration_name}")
         prepared = _describe_preparation(preparation)
         if prepared:
             print(f"  workload      {prepared}")
-        if args.predictor is not None:
-            print(f"  predictor     {args.predictor} (the request policy plans with its predictions)")
+        if config.predictor is not None:
+            print(f"  predictor     {config.predictor} (the request policy plans with its predictions)")
         print(
             f"  makespan      {schedule.makespan:10.3f} s   (strong lower bound {bounds.strong:.3f} s, "
             f"gap {result['gap_to_lb']:+.2%})"
@@ -334,16 +442,22 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(f"  TBT p50/p99   {summary['tbt_p50_s']:.3f} / {summary['tbt_p99_s']:.3f} s")
         print(f"  e2e p50/p99   {summary['e2e_p50_s']:.3f} / {summary['e2e_p99_s']:.3f} s")
         goodput = f"  goodput       {summary['goodput_rps']:10.3f} requests/s"
-        if args.slo_ttft is not None or args.slo_tbt is not None:
+        if config.slo_ttft is not None or config.slo_tbt is not None:
             goodput += f" ({summary['slo_attainment']:.1%} meet the targets)"
         print(goodput)
-        if args.clairvoyant:
+        if config.clairvoyant:
             print("  clairvoyant   every request was revealed to the policies before the run started")
         print(f"  valid         {not violations}")
         for v in violations[:10]:
             print(f"    {v}")
-        if args.plot:
-            print(f"  Gantt chart written to {args.plot}")
+        if config.plot:
+            print(f"  Gantt chart written to {config.plot}")
+        if config.trace:
+            print(f"  Chrome trace written to {config.trace} (open it in ui.perfetto.dev)")
+        if config.requests_csv:
+            print(f"  per-request metrics written to {config.requests_csv}")
+        if config.stages_csv:
+            print(f"  per-stage table written to {config.stages_csv}")
     return 0 if not violations else 1
 
 
@@ -641,6 +755,7 @@ RUNTIME_MAX_REQUESTS = 100_000
 
 def build_parser() -> argparse.ArgumentParser:
     from llmsched._checks import MAX_REQUESTS, MAX_TOKENS
+    from llmsched.config import RunConfig
     from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS
     from llmsched.online.predictors import predictor_names
     from llmsched.online.registry import iteration_policy_names, request_policy_names
@@ -652,40 +767,57 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="llmsched", description="Schedule LLM inference.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sim = sub.add_parser("simulate", help="simulate a workload under a pair of policies")
-    sim.add_argument("--workload", default="gsm8k", help=f"{WORKLOAD_HELP} (default: %(default)s)")
+    # Flags default to None (not given), so that a --config file's value stands unless a flag
+    # overrides it; the defaults are RunConfig's.
+    defaults = RunConfig()
+    sim = sub.add_parser(
+        "simulate",
+        help="simulate a workload under a pair of policies",
+        description="Simulate a workload under a pair of policies. Every option can also come from a "
+        "TOML file (--config; see llmsched.config); a flag given on the command line overrides the "
+        "file's value.",
+    )
+    sim.add_argument(
+        "--config",
+        type=Path,
+        metavar="TOML",
+        help="read the run from this TOML file (workload, cost, clients, policies with their parameters, "
+        "predictor, SLO targets, outputs); flags given on the command line override it (default: none)",
+    )
+    sim.add_argument("--workload", help=f"{WORKLOAD_HELP} (default: {defaults.workload})")
     sim.add_argument(
         "--seed",
         type=seed,
-        default=0,
-        help="seed of generated workloads, of --arrivals and of --predictor's folds (default: %(default)s)",
+        help="seed of generated workloads, of --arrivals and of --predictor's folds "
+        f"(default: {defaults.seed})",
     )
     sim.add_argument(
         "--requests",
         type=requests,
-        default=1000,
-        help="requests of generated ExeGPT workloads (default: %(default)s)",
+        help=f"requests of generated ExeGPT workloads (default: {defaults.requests})",
     )
-    sim.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: %(default)s)")
+    sim.add_argument("--cost", help=f"{COST_HELP} (default: {defaults.cost})")
     sim.add_argument(
-        "--clients", type=clients, default=200, help="number of clients (batch slots) (default: %(default)s)"
+        "--clients", type=clients, help=f"number of clients (batch slots) (default: {defaults.clients})"
     )
     sim.add_argument(
         "--request-policy",
-        default="fcfs",
-        help=f"one of {request_policy_names()} (default: %(default)s)",
+        metavar="NAME",
+        help=f"one of {request_policy_names()}; parameters go in --config "
+        f"(default: {defaults.request_policy.name})",
     )
     sim.add_argument(
         "--iteration-policy",
-        default="prefill-first",
-        help=f"one of {iteration_policy_names()} (default: %(default)s)",
+        metavar="NAME",
+        help=f"one of {iteration_policy_names()}; parameters go in --config "
+        f"(default: {defaults.iteration_policy.name})",
     )
     sim.add_argument(
         "--rate-scale",
         type=_positive_float_arg,
-        default=1.0,
         metavar="K",
-        help="replay the arrivals K times faster: every arrival time divided by K (default: %(default)g)",
+        help="replay the arrivals K times faster: every arrival time divided by K "
+        f"(default: {defaults.rate_scale:g})",
     )
     sim.add_argument(
         "--max-prompt",
@@ -707,7 +839,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--replace-arrivals",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="let --arrivals replace arrival times the workload already has (default: refused)",
     )
     sim.add_argument(
@@ -732,14 +864,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--clairvoyant",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="reveal every request to the policies before the run starts, a study of planning ahead "
         "(default: off; policies learn of a request when it arrives)",
     )
     sim.add_argument(
         "--plot", type=Path, help="write a Gantt chart to this file (PNG, SVG, PDF) (default: none)"
     )
-    sim.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    sim.add_argument(
+        "--trace",
+        type=Path,
+        metavar="PATH",
+        help="write a Chrome trace (JSON) to this file: an engine track and a track per client, for "
+        "ui.perfetto.dev or chrome://tracing (default: none)",
+    )
+    sim.add_argument(
+        "--requests-csv",
+        type=Path,
+        metavar="PATH",
+        help="write one row per request (lengths, placement, TTFT, TBT, e2e, meets_slo) to this CSV "
+        "(default: none)",
+    )
+    sim.add_argument(
+        "--stages-csv",
+        type=Path,
+        metavar="PATH",
+        help="write one row per stage (kind, start, end, tokens, iterations) to this CSV (default: none)",
+    )
+    sim.add_argument(
+        "--json",
+        action=argparse.BooleanOptionalAction,
+        help="print one JSON object, with the resolved config as 'config' (default: text)",
+    )
     sim.set_defaults(func=_cmd_simulate)
 
     rep = sub.add_parser("reproduce", help="reproduce a published experiment")
