@@ -375,3 +375,21 @@ def test_the_slo_rule_serves_simulates_ttft_target(capsys) -> None:
         assert main([*args, "--slo-ttft", target]) == 0
         p99[target] = json.loads(capsys.readouterr().out)["ttft_p99_s"]
     assert p99["0.05"] < p99["5"]
+
+
+def test_version_comes_from_the_package_metadata(capsys, monkeypatch) -> None:
+    """--version prints the installed distribution's version and exits 0; without an installed
+    distribution it still answers (with the version the package itself carries)."""
+    import importlib.metadata
+
+    import llmsched
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"llmsched {importlib.metadata.version('llmsched')}\n"
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"llmsched {llmsched.__version__}\n"

@@ -639,6 +639,19 @@ RUNTIME_MAX_CLIENTS = 1024
 RUNTIME_MAX_REQUESTS = 100_000
 
 
+def _version() -> str:
+    """The installed distribution's version; the package's own ``__version__`` when it is not
+    installed (run from a source tree on ``PYTHONPATH``)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("llmsched")
+    except importlib.metadata.PackageNotFoundError:
+        from llmsched import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     from llmsched._checks import MAX_REQUESTS, MAX_TOKENS
     from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS
@@ -650,6 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
     requests = _int_arg(1, MAX_REQUESTS)
     clients = _int_arg(1, MAX_CLIENTS)
     parser = _Parser(prog="llmsched", description="Schedule LLM inference.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="simulate a workload under a pair of policies")
