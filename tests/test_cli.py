@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+import llmsched
 
 from llmsched.cli import main, parse_cost, parse_workload
 
@@ -393,3 +400,38 @@ def test_version_comes_from_the_package_metadata(capsys, monkeypatch) -> None:
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"llmsched {llmsched.__version__}\n"
+
+
+def _command_env() -> dict[str, str]:
+    """The environment of a subprocess that imports this source tree's llmsched."""
+    src = str(Path(llmsched.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--workload", "exegpt:S", "--requests", "30", "--clients", "4", "--json"],
+        ["exegpt", "--latency-bound", "inf", "--batch-max", "8", "--iterations-max", "8"],
+    ],
+)
+def test_a_reader_that_stops_early_ends_the_command_quietly(args) -> None:
+    """Output into a pipe whose reader has gone (llmsched ... | head -1) ends the command with
+    status 141, as one killed by SIGPIPE, and nothing on stderr: no traceback, no error line."""
+    command = [sys.executable, "-m", "llmsched", *args]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_command_env()
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the command writes a byte
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and err == "", err
+    piped = subprocess.run(
+        f"{shlex.join(command)} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=_command_env(),
+        check=False,
+    )
+    assert piped.stderr == "" and piped.stdout.startswith(("{\n", "OPT-13B on 4xA40"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -940,18 +941,54 @@ def _add_sweep_parser(
     sw.set_defaults(func=_cmd_sweep)
 
 
+# The status of a command whose reader went away (``llmsched ... | head -1``): what a shell
+# reports for a program that SIGPIPE ended, 128 + 13.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; return its exit status (2 for bad arguments, reported on stderr)."""
+    """Run the command; return its exit status.
+
+    0 on success; 1 when the result says so (an invalid schedule, no feasible configuration);
+    2 for bad arguments, or an input or output that cannot be read or written, reported as one
+    ``llmsched: error: ...`` line on stderr; 141 (as for SIGPIPE), quietly, when the reader of
+    the output went away before it was all written (``llmsched ... | head -1``).
+    """
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0), or a usage error argparse has reported (2)
-        return exc.code if isinstance(exc.code, int) else 2
+        status = exc.code if isinstance(exc.code, int) else 2
+    else:
+        try:
+            status = int(args.func(args))
+        except BrokenPipeError:
+            raise
+        except (ValueError, TypeError, OSError) as exc:
+            print(f"llmsched: error: {exc}", file=sys.stderr)
+            return 2
+    # Flushed here, so that a reader gone away is met in main rather than at exit.
+    sys.stdout.flush()
+    return status
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that what its buffer still holds is not written (and
+    refused again, with a traceback) when the interpreter exits."""
     try:
-        return int(args.func(args))
-    except (ValueError, TypeError, OSError) as exc:
-        print(f"llmsched: error: {exc}", file=sys.stderr)
-        return 2
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover
