@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import llmsched
-
 from llmsched.cli import main, parse_cost, parse_workload
 
 
@@ -419,9 +418,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(args) -> None:
     """Output into a pipe whose reader has gone (llmsched ... | head -1) ends the command with
     status 141, as one killed by SIGPIPE, and nothing on stderr: no traceback, no error line."""
     command = [sys.executable, "-m", "llmsched", *args]
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_command_env()
-    )
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_command_env())
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()  # the reader is gone before the command writes a byte
     err = proc.stderr.read().decode()
@@ -435,3 +432,22 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(args) -> None:
         check=False,
     )
     assert piped.stderr == "" and piped.stdout.startswith(("{\n", "OPT-13B on 4xA40"))
+
+
+PLOTTING_COMMANDS = {
+    "simulate": ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "2", "--json"],
+    "study": ["study", "--cases", "1", "--requests", "20", "--clients", "2", "--jobs", "1", "--json"],
+    "sweep": [
+        *("sweep", "--workload", "exegpt:S", "--requests", "20", "--clients", "2", "--arrival-rate", "1"),
+        *("--rates", "1", "--jobs", "1", "--json"),
+    ],
+}
+
+
+@pytest.mark.parametrize("command", sorted(PLOTTING_COMMANDS))
+def test_a_plot_name_without_a_suffix_reports_the_file_written(command, tmp_path, capsys) -> None:
+    """--plot NAME makes matplotlib write NAME.png; the report names that file, not NAME."""
+    assert main([*PLOTTING_COMMANDS[command], "--plot", str(tmp_path / "chart")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["plot"] == str(tmp_path / "chart.png")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["chart.png"]

@@ -179,6 +179,22 @@ def _jobs_arg(text: str) -> int:
     return value
 
 
+def _plot_file(text: str) -> Path:
+    """An argparse type: a --plot file, named as matplotlib will write it.
+
+    A name without a suffix gets matplotlib's default format (``chart`` is written as
+    ``chart.png``), so that the report names the file written. A folder is left as it is, for
+    :func:`_check_plot_file` to refuse.
+    """
+    path = Path(text)
+    stem = path.name.rstrip(".")
+    if path.suffix or not stem or path.is_dir():
+        return path
+    import matplotlib
+
+    return path.with_name(f"{stem}.{matplotlib.rcParams['savefig.format']}")
+
+
 def _check_plot_file(path: Path | None) -> None:
     """Refuse a --plot file that cannot be written, before the work whose figure it is."""
     if path is None:
@@ -752,7 +768,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: off; policies learn of a request when it arrives)",
     )
     sim.add_argument(
-        "--plot", type=Path, help="write a Gantt chart to this file (PNG, SVG, PDF) (default: none)"
+        "--plot", type=_plot_file, help="write a Gantt chart to this file (PNG, SVG, PDF) (default: none)"
     )
     sim.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     sim.set_defaults(func=_cmd_simulate)
@@ -775,7 +791,7 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--clients", type=clients, default=200)
     study.add_argument("--predictor", default="oracle", help="oracle, mico, noisy, bucket or mean")
     study.add_argument("--jobs", type=_jobs_arg, default=-1, help="joblib workers (-1: every core)")
-    study.add_argument("--plot", type=Path, help="write the per-case figure to this file")
+    study.add_argument("--plot", type=_plot_file, help="write the per-case figure to this file")
     study.add_argument("--json", action="store_true", help="print one JSON object")
     study.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     study.set_defaults(func=_cmd_study)
@@ -934,7 +950,10 @@ def _add_sweep_parser(
         "e2e_p50_s, goodput_rps (default: ttft_p99_s)",
     )
     sw.add_argument(
-        "--plot", type=Path, metavar="FILE", help="write the latency-load figure to this file (default: none)"
+        "--plot",
+        type=_plot_file,
+        metavar="FILE",
+        help="write the latency-load figure to this file (default: none)",
     )
     sw.add_argument("--json", action="store_true", help="print one JSON object with rows (default: off)")
     sw.add_argument("--no-progress", action="store_true", help="hide the progress bar (default: shown)")
