@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -451,3 +452,89 @@ def test_a_plot_name_without_a_suffix_reports_the_file_written(command, tmp_path
     report = json.loads(capsys.readouterr().out)
     assert report["plot"] == str(tmp_path / "chart.png")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["chart.png"]
+
+
+# Where each command's work starts: a test replaces it to see that a bad output path is refused
+# before it.
+WORK = {
+    "simulate": ("llmsched.simulate", "simulate"),
+    "study": ("llmsched.study", "run_study"),
+    "sweep": ("llmsched.sweep", "sweep"),
+    "reproduce": ("llmsched.reproduce", "reproduce_gsm8k"),
+}
+
+
+def _bad_output(case: str, folder: Path, want_folder: bool) -> Path:
+    """An output path that cannot be written, of the kind ``case`` names."""
+    name = "charts" if want_folder else "chart.png"
+    if case == "missing folder":
+        return folder / "missing" / name
+    if case == "under a file":
+        blocker = folder / "file"
+        blocker.write_text("")
+        return blocker / name
+    if case == "name too long":
+        return folder / ("x" * 300 + ("" if want_folder else ".png"))
+    read_only = folder / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    try:
+        (read_only / "probe").touch()
+    except PermissionError:
+        return read_only if want_folder else read_only / name
+    pytest.skip("this user writes into read-only folders (root)")
+
+
+@pytest.mark.parametrize("case", ["missing folder", "under a file", "name too long", "read-only folder"])
+@pytest.mark.parametrize("command", sorted(WORK))
+def test_an_output_that_cannot_be_written_is_refused_before_the_work(
+    command, case, tmp_path, monkeypatch, capsys
+) -> None:
+    """--plot into a missing folder, under a file, with a name too long or into a read-only
+    folder fails with one 'llmsched: error:' line and status 2 before the command's work
+    starts (reproduce makes its missing folder, so that case is no error there)."""
+    if command == "reproduce" and case == "missing folder":
+        pytest.skip("reproduce makes a missing --plot folder")
+    module, name = WORK[command]
+
+    def work(*args, **kwargs):
+        raise AssertionError(f"{command}'s work started")
+
+    monkeypatch.setattr(importlib.import_module(module), name, work)
+    argv = ["reproduce", "gsm8k"] if command == "reproduce" else PLOTTING_COMMANDS[command]
+    path = _bad_output(case, tmp_path, want_folder=command == "reproduce")
+    assert main([*argv, "--plot", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"llmsched: error: --plot {str(path)!r}") and err.count("\n") == 1, err
+
+
+def test_an_os_error_in_the_work_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys) -> None:
+    """An OSError the work meets (here writing the chart) is reported as 'PATH: reason' in one
+    'llmsched: error:' line with status 2, not as a traceback or an errno."""
+    import llmsched.plot
+
+    def refuse(schedule, path, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(llmsched.plot, "save_gantt", refuse)
+    png = tmp_path / "g.png"
+    assert main([*PLOTTING_COMMANDS["simulate"], "--plot", str(png)]) == 2
+    assert capsys.readouterr().err == f"llmsched: error: {png}: Permission denied\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_an_output_that_cannot_be_written_is_one_error_line(unbuffered) -> None:
+    """llmsched simulate --json > /dev/full (a full disk): one 'llmsched: error:' line and
+    status 2, not Python's 'Exception ignored' report at exit, whether stdout is buffered (the
+    write fails as main flushes it) or not (it fails as the command prints)."""
+    command = [sys.executable, "-m", "llmsched", *PLOTTING_COMMANDS["simulate"]]
+    env = {key: value for key, value in _command_env().items() if key != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.returncode == 2
+    assert re.fullmatch(
+        r"llmsched: error: (cannot write the output: )?No space left on device\n", proc.stderr
+    )

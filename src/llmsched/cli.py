@@ -188,7 +188,10 @@ def _plot_file(text: str) -> Path:
     """
     path = Path(text)
     stem = path.name.rstrip(".")
-    if path.suffix or not stem or path.is_dir():
+    try:
+        if path.suffix or not stem or path.is_dir():
+            return path
+    except OSError:  # a name too long, say: refused with its reason by _check_plot_file
         return path
     import matplotlib
 
@@ -196,34 +199,57 @@ def _plot_file(text: str) -> Path:
 
 
 def _check_plot_file(path: Path | None) -> None:
-    """Refuse a --plot file that cannot be written, before the work whose figure it is."""
+    """Refuse a --plot file that cannot be written, before the work whose figure it is.
+
+    The file is opened for appending (and removed again if it was not there), so that any
+    reason the system has to refuse it (a missing or read-only folder, a name too long) shows
+    now rather than after the work.
+    """
     if path is None:
         return
     from matplotlib.backend_bases import FigureCanvasBase
 
-    if path.is_dir():
-        raise ValueError(f"--plot {str(path)!r} is a folder; give a file such as gantt.png")
-    folder = path.parent
-    if not folder.is_dir():
-        raise ValueError(f"--plot {str(path)!r}: folder {str(folder)!r} does not exist")
+    shown = f"--plot {str(path)!r}"
     formats = FigureCanvasBase.get_supported_filetypes()
     suffix = path.suffix.lower().lstrip(".")
     if suffix and suffix not in formats:
-        raise ValueError(
-            f"--plot {str(path)!r}: unknown image format {suffix!r}; use one of {sorted(formats)}"
-        )
+        raise ValueError(f"{shown}: unknown image format {suffix!r}; use one of {sorted(formats)}")
+    try:
+        if path.is_dir():
+            raise ValueError(f"{shown} is a folder; give a file such as gantt.png")
+        folder = path.parent
+        if not folder.exists():
+            raise ValueError(f"{shown}: folder {str(folder)!r} does not exist")
+        if not folder.is_dir():
+            raise ValueError(f"{shown}: {str(folder)!r} is a file, not a folder")
+        existed = path.exists()
+        with path.open("ab"):
+            pass
+        if not existed:
+            path.unlink()
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot write the file ({exc.strerror or exc})") from None
 
 
 def _check_plot_dir(path: Path | None) -> None:
-    """Create the --plot folder now, so that a path that cannot be one fails before the work."""
+    """Create the --plot folder now and write a file in it, so that a path that cannot be a
+    folder of charts fails before the work."""
     if path is None:
         return
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"--plot {str(path)!r} is a file; give a folder for the charts")
+    import tempfile
+
+    shown = f"--plot {str(path)!r}"
     try:
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{shown} is a file; give a folder for the charts")
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"--plot {str(path)!r}: cannot create the folder ({exc.strerror or exc})") from None
+        raise ValueError(f"{shown}: cannot create the folder ({exc.strerror or exc})") from None
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot write in the folder ({exc.strerror or exc})") from None
 
 
 def _print_json(obj: Any) -> None:
@@ -981,22 +1007,53 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
+        status = int(args.func(args))
     except SystemExit as exc:  # --help (0), or a usage error argparse has reported (2)
         status = exc.code if isinstance(exc.code, int) else 2
-    else:
-        try:
-            status = int(args.func(args))
-        except BrokenPipeError:
-            raise
-        except (ValueError, TypeError, OSError) as exc:
-            print(f"llmsched: error: {exc}", file=sys.stderr)
-            return 2
-    # Flushed here, so that a reader gone away is met in main rather than at exit.
-    sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.filename is None and not _flush_stdout():
+            return _fail(f"cannot write the output: {exc.strerror or exc}")  # stdout refused it
+        return _fail(_describe(exc))
+    # Flushed here, so that an output that cannot be written (a reader gone away, a full disk)
+    # is met in main rather than at exit.
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        return _fail(f"cannot write the output: {exc.strerror or exc}")
     return status
+
+
+def _describe(exc: Exception) -> str:
+    """The error line's text: an OSError as ``PATH: reason``, others as their message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        if exc.filename is None:
+            return exc.strerror
+        target = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+        return f"{exc.filename}{target}: {exc.strerror}"
+    return str(exc)
+
+
+def _fail(message: str) -> int:
+    """Report ``message`` as ``llmsched: error: ...`` on stderr; status 2."""
+    print(f"llmsched: error: {message}", file=sys.stderr)
+    _flush_stdout()  # what stdout still holds, now, so that it cannot fail again at exit
+    return 2
+
+
+def _flush_stdout() -> bool:
+    """Flush stdout; if it cannot be written, discard what it holds and return False."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        _discard_stdout()
+        return False
+    return True
 
 
 def _discard_stdout() -> None:
