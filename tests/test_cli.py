@@ -336,16 +336,31 @@ def test_real_azure_trace_on_the_command_line(shared_azure_code, capsys) -> None
     assert out["requests"] == 8819 and out["prompts_clipped"] == 906 and out["valid"] is True
 
 
-def test_every_simulate_flag_says_its_default(capsys) -> None:
-    """Each option of simulate --help ends its help with its default."""
-    assert main(["simulate", "--help"]) == 0
+SUBCOMMANDS = [["simulate"], ["reproduce"], ["study"], ["sweep"], ["exegpt"], ["runtime", "validate"]]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS, ids=" ".join)
+def test_every_flag_of_every_subcommand_says_its_default(command, capsys) -> None:
+    """Each option of each subcommand's --help has help text ending with its default (or
+    saying that it is required), and each positional argument has help text."""
+    assert main([*command, "--help"]) == 0
     text = capsys.readouterr().out
-    options = re.split(r"\n  (?=-)", text.split("options:", 1)[1])[1:]
-    assert len(options) >= 17
-    for option in options:
-        if option.startswith("-h"):
+    sections = re.split(r"\n(?=\S[^\n]*:\n)", text)
+    options = [section for section in sections if section.startswith("options:")]
+    assert len(options) == 1, text
+    flags = re.split(r"\n  (?=-)", options[0])[1:]
+    assert len(flags) >= (17 if command == ["simulate"] else 3)
+    for flag in flags:
+        if flag.startswith("-h"):
             continue
-        assert "(default: " in " ".join(option.split()), option
+        words = " ".join(flag.split())
+        name, *described = re.split(r"\s{2,}|\n\s+", flag.strip(), maxsplit=1)
+        assert described, f"{command}: {name} has no help text"
+        assert "(default: " in words or words.endswith("(required)"), words
+    for section in sections:
+        if section.startswith("positional arguments:"):
+            for line in section.splitlines()[1:]:
+                assert len(line.split(None, 1)) == 2, f"{command}: positional {line.strip()} has no help"
 
 
 def test_simulate_reports_serving_metrics_and_what_the_policies_knew(capsys) -> None:

@@ -800,26 +800,48 @@ def build_parser() -> argparse.ArgumentParser:
     sim.set_defaults(func=_cmd_simulate)
 
     rep = sub.add_parser("reproduce", help="reproduce a published experiment")
-    rep.add_argument("experiment", choices=["gsm8k"])
-    rep.add_argument("--seed", type=seed, default=0)
-    rep.add_argument("--json", action="store_true", help="print one JSON object")
+    rep.add_argument(
+        "experiment", choices=["gsm8k"], help="gsm8k: Pang et al.'s GSM8K experiment (Table III, Figs. 6-9)"
+    )
+    rep.add_argument(
+        "--seed", type=seed, default=0, help="seed of the GSM8K output lengths (default: %(default)s)"
+    )
+    rep.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     rep.add_argument(
         "--predictor",
         default="mico",
-        help="the realistic predictor run beside the oracle (mico, noisy, bucket, mean)",
+        help="the realistic predictor run beside the oracle: mico, noisy, bucket or mean "
+        "(default: %(default)s)",
     )
-    rep.add_argument("--plot", type=Path, metavar="DIR", help="write Gantt charts to DIR")
+    rep.add_argument(
+        "--plot", type=Path, metavar="DIR", help="write Gantt charts to DIR, made if missing (default: none)"
+    )
     rep.set_defaults(func=_cmd_reproduce)
 
     study = sub.add_parser("study", help="the 100-case study (Figs. 10-11): strategies on random cases")
-    study.add_argument("--cases", type=_int_arg(1, 1_000_000), default=100)
-    study.add_argument("--requests", type=requests, default=1319, help="requests per case")
-    study.add_argument("--clients", type=clients, default=200)
-    study.add_argument("--predictor", default="oracle", help="oracle, mico, noisy, bucket or mean")
-    study.add_argument("--jobs", type=_jobs_arg, default=-1, help="joblib workers (-1: every core)")
-    study.add_argument("--plot", type=_plot_file, help="write the per-case figure to this file")
-    study.add_argument("--json", action="store_true", help="print one JSON object")
-    study.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    study.add_argument(
+        "--cases",
+        type=_int_arg(1, 1_000_000),
+        default=100,
+        help="random cases, seeds 0.. (default: %(default)s)",
+    )
+    study.add_argument(
+        "--requests", type=requests, default=1319, help="requests per case (default: %(default)s)"
+    )
+    study.add_argument(
+        "--clients", type=clients, default=200, help="number of clients (default: %(default)s)"
+    )
+    study.add_argument(
+        "--predictor", default="oracle", help="oracle, mico, noisy, bucket or mean (default: %(default)s)"
+    )
+    study.add_argument(
+        "--jobs", type=_jobs_arg, default=-1, help="joblib workers (-1: every core) (default: %(default)s)"
+    )
+    study.add_argument(
+        "--plot", type=_plot_file, help="write the per-case figure to this file (default: none)"
+    )
+    study.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    study.add_argument("--no-progress", action="store_true", help="hide the progress bar (default: shown)")
     study.set_defaults(func=_cmd_study)
 
     _add_sweep_parser(sub, seed, requests, clients)
@@ -828,33 +850,47 @@ def build_parser() -> argparse.ArgumentParser:
         "exegpt", help="ExeGPT: the best RRA/WAA configuration under a latency bound (XSimulator + B&B)"
     )
     exe.add_argument(
-        "--model", default="opt-13b", help="t5-11b, opt-13b, gpt3-39b, gpt3-101b, gpt3-175b, gpt3-341b"
+        "--model",
+        default="opt-13b",
+        help="t5-11b, opt-13b, gpt3-39b, gpt3-101b, gpt3-175b, gpt3-341b (default: %(default)s)",
     )
-    exe.add_argument("--task", default="S", help="S, T, G, C1 or C2 (ExeGPT's Table 3)")
-    exe.add_argument("--latency-bound", required=True, help="seconds for the 99th-percentile output, or inf")
+    exe.add_argument(
+        "--task", default="S", help="S, T, G, C1 or C2 (ExeGPT's Table 3) (default: %(default)s)"
+    )
+    exe.add_argument(
+        "--latency-bound",
+        required=True,
+        metavar="SECONDS",
+        help="seconds for the 99th-percentile output, or inf (required)",
+    )
     exe.add_argument("--gpu", help="a40 or a100 (default: the paper's for the model)")
     exe.add_argument(
         "--gpus", type=_int_arg(1, MAX_GPUS), help="GPU count (default: the paper's for the model)"
     )
     exe.add_argument(
-        "--schedules", default="RRA,WAA-C,WAA-M", help="comma-separated subset of RRA,WAA-C,WAA-M"
+        "--schedules",
+        default="RRA,WAA-C,WAA-M",
+        help="comma-separated subset of RRA,WAA-C,WAA-M (default: %(default)s)",
     )
     exe.add_argument(
         "--eps",
         type=_float_arg(0.0, 1.0, high_open=True),
         default=0.01,
-        help="throughput and latency tolerance of the search",
+        help="throughput and latency tolerance of the search (default: %(default)s)",
     )
     exe.add_argument(
-        "--batch-max", type=_int_arg(1, MAX_BATCH), default=128, help="largest encoder batch B_E searched"
+        "--batch-max",
+        type=_int_arg(1, MAX_BATCH),
+        default=128,
+        help="largest encoder batch B_E searched (default: %(default)s)",
     )
     exe.add_argument(
         "--iterations-max",
         type=_int_arg(1, MAX_ITERATIONS),
         help="largest N_D searched (default: the longest output, at most 128)",
     )
-    exe.add_argument("--verify", action="store_true", help="also run the exhaustive search")
-    exe.add_argument("--json", action="store_true", help="print one JSON object")
+    exe.add_argument("--verify", action="store_true", help="also run the exhaustive search (default: off)")
+    exe.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     exe.set_defaults(func=_cmd_exegpt)
 
     run = sub.add_parser("runtime", help="run schedules on a real torch decode loop (needs torch)")
@@ -863,17 +899,43 @@ def build_parser() -> argparse.ArgumentParser:
     val = run_sub.add_parser(
         "validate", help="profile, fit a cost model, execute a simulated schedule, compare with the clock"
     )
-    val.add_argument("--model", default="tiny", help="tiny, small, 125m or 1b (seeded random weights)")
-    val.add_argument("--device", default="cpu", help="cpu or cuda")
-    val.add_argument("--requests", type=_int_arg(1, RUNTIME_MAX_REQUESTS), default=24)
-    val.add_argument("--clients", type=_int_arg(2, RUNTIME_MAX_CLIENTS), default=8)
     val.add_argument(
-        "--scale", type=_float_arg(0.0, 1.0, low_open=True), default=0.125, help="GSM8K lengths times this"
+        "--model",
+        default="tiny",
+        help="tiny, small, 125m or 1b (seeded random weights) (default: %(default)s)",
     )
-    val.add_argument("--strategy", default="hybrid", help="baseline or hybrid")
-    val.add_argument("--seed", type=seed, default=0)
-    val.add_argument("--dtype", default="float32", help="float32 (exact token check), float16 or bfloat16")
-    val.add_argument("--json", action="store_true", help="print one JSON object")
+    val.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
+    val.add_argument(
+        "--requests",
+        type=_int_arg(1, RUNTIME_MAX_REQUESTS),
+        default=24,
+        help="requests of the GSM8K-like workload (default: %(default)s)",
+    )
+    val.add_argument(
+        "--clients",
+        type=_int_arg(2, RUNTIME_MAX_CLIENTS),
+        default=8,
+        help="number of clients, each a KV-cache slot (default: %(default)s)",
+    )
+    val.add_argument(
+        "--scale",
+        type=_float_arg(0.0, 1.0, low_open=True),
+        default=0.125,
+        help="GSM8K lengths times this (default: %(default)s)",
+    )
+    val.add_argument("--strategy", default="hybrid", help="baseline or hybrid (default: %(default)s)")
+    val.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed of the workload, prompts and weights (default: %(default)s)",
+    )
+    val.add_argument(
+        "--dtype",
+        default="float32",
+        help="float32 (exact token check), float16 or bfloat16 (default: %(default)s)",
+    )
+    val.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     val.set_defaults(func=_cmd_runtime)
     return parser
 
