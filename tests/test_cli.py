@@ -36,9 +36,12 @@ def test_simulate_text_and_plot(capsys, tmp_path) -> None:
 
 
 def test_reproduce_gsm8k_json(capsys, tmp_path) -> None:
-    """reproduce gsm8k --json: every strategy with oracle and predicted lengths; --plot writes charts."""
+    """reproduce gsm8k --json: every strategy with oracle and predicted lengths; --plot writes charts.
+    With stderr not a terminal (here captured) no progress bar is drawn."""
     assert main(["reproduce", "gsm8k", "--json", "--plot", str(tmp_path)]) == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    report = json.loads(captured.out)
     rows = {(row["method"], row["predictor"]): row for row in report["rows"]}
     strategies = ("baseline", "offline", "online", "hybrid")
     assert {(m, p) for m in strategies for p in ("oracle", "mico")} <= set(rows)
@@ -72,11 +75,15 @@ def test_study_json_and_plot(capsys, tmp_path) -> None:
     assert "cases" in capsys.readouterr().err
 
 
-def test_reproduce_text(capsys) -> None:
-    """The text report shows our figures beside the paper's."""
+def test_reproduce_text(capsys, monkeypatch) -> None:
+    """The text report shows our figures beside the paper's; on a terminal a progress bar on
+    stderr counts the steps (the bound, 14 runs)."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["reproduce", "gsm8k", "--seed", "1"]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "201.00" in text and "80.20%" in text and "paper bound" in text
+    assert "gsm8k: 100%" in captured.err and "15/15" in captured.err
 
 
 SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4", "--json"]
@@ -553,3 +560,25 @@ def test_an_output_that_cannot_be_written_is_one_error_line(unbuffered) -> None:
     assert re.fullmatch(
         r"llmsched: error: (cannot write the output: )?No space left on device\n", proc.stderr
     )
+
+
+EXEGPT_VERIFY = ["exegpt", "--latency-bound", "inf", "--batch-max", "8", "--iterations-max", "8", "--verify"]
+PROGRESS_COMMANDS = {
+    "exegpt --verify": ([*EXEGPT_VERIFY, "--json"], "ExeGPT exhaustive"),
+    "study": (PLOTTING_COMMANDS["study"], "cases (oracle)"),
+    "sweep": (PLOTTING_COMMANDS["sweep"], "sweep"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(PROGRESS_COMMANDS))
+def test_long_work_shows_a_progress_bar_on_a_terminal(command, monkeypatch, capsys) -> None:
+    """A command that can take long draws a progress bar on stderr when stderr is a terminal,
+    none with --no-progress, and none when stderr is a file or a pipe (here captured)."""
+    argv, name = PROGRESS_COMMANDS[command]
+    assert main(argv) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(argv) == 0
+    assert f"{name}: 100%" in capsys.readouterr().err
+    assert main([*argv, "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""

@@ -252,6 +252,22 @@ def _check_plot_dir(path: Path | None) -> None:
         raise ValueError(f"{shown}: cannot write in the folder ({exc.strerror or exc})") from None
 
 
+def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    """--no-progress, for a command whose work can take more than a few seconds."""
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bar on stderr (default: shown when stderr is a terminal, "
+        "hidden when it is a file or a pipe)",
+    )
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Whether to show a progress bar: not with --no-progress, and only on a terminal, so that
+    a log or a pipe does not fill with the bar's redrawn lines."""
+    return not args.no_progress and sys.stderr is not None and sys.stderr.isatty()
+
+
 def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=float))
 
@@ -394,7 +410,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from llmsched.reproduce import format_report, reproduce_gsm8k
 
     _check_plot_dir(args.plot)
-    report = reproduce_gsm8k(seed=args.seed, plot_dir=args.plot, predictor=args.predictor)
+    report = reproduce_gsm8k(
+        seed=args.seed, plot_dir=args.plot, predictor=args.predictor, progress=_progress(args)
+    )
     if args.json:
         _print_json(report)
     else:
@@ -417,7 +435,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
         clients=args.clients,
         predictor=args.predictor,
         n_jobs=args.jobs,
-        progress=not args.no_progress,
+        progress=_progress(args),
     )
     summary = study_summary(frame)
     summary["wall_s"] = time.perf_counter() - start
@@ -514,7 +532,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             slo_tbt=args.slo_tbt,
             n_jobs=args.jobs,
             backend=args.backend,
-            progress=not args.no_progress,
+            progress=_progress(args),
         )
     wall = time.perf_counter() - start
     if args.plot:
@@ -585,7 +603,7 @@ def _cmd_exegpt(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"setup": sim.name, "schedules": schedules, **result.to_dict()}
     exh = None
     if args.verify:
-        exh = optimize(sim, bound, method="exhaustive", schedules=schedules, **grid)
+        exh = optimize(sim, bound, method="exhaustive", schedules=schedules, progress=_progress(args), **grid)
         out["exhaustive"] = {
             "schedule": exh.schedule,
             "variables": exh.variables,
@@ -639,6 +657,7 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         seed=args.seed,
         dtype=args.dtype,
+        progress=_progress(args),
     )
     if args.json:
         _print_json(report)
@@ -816,6 +835,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--plot", type=Path, metavar="DIR", help="write Gantt charts to DIR, made if missing (default: none)"
     )
+    _add_progress_flag(rep)
     rep.set_defaults(func=_cmd_reproduce)
 
     study = sub.add_parser("study", help="the 100-case study (Figs. 10-11): strategies on random cases")
@@ -841,7 +861,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", type=_plot_file, help="write the per-case figure to this file (default: none)"
     )
     study.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
-    study.add_argument("--no-progress", action="store_true", help="hide the progress bar (default: shown)")
+    _add_progress_flag(study)
     study.set_defaults(func=_cmd_study)
 
     _add_sweep_parser(sub, seed, requests, clients)
@@ -891,6 +911,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     exe.add_argument("--verify", action="store_true", help="also run the exhaustive search (default: off)")
     exe.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    _add_progress_flag(exe)
     exe.set_defaults(func=_cmd_exegpt)
 
     run = sub.add_parser("runtime", help="run schedules on a real torch decode loop (needs torch)")
@@ -936,6 +957,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="float32 (exact token check), float16 or bfloat16 (default: %(default)s)",
     )
     val.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    _add_progress_flag(val)
     val.set_defaults(func=_cmd_runtime)
     return parser
 
@@ -1044,7 +1066,7 @@ def _add_sweep_parser(
         help="write the latency-load figure to this file (default: none)",
     )
     sw.add_argument("--json", action="store_true", help="print one JSON object with rows (default: off)")
-    sw.add_argument("--no-progress", action="store_true", help="hide the progress bar (default: shown)")
+    _add_progress_flag(sw)
     sw.set_defaults(func=_cmd_sweep)
 
 
