@@ -582,3 +582,15 @@ def test_long_work_shows_a_progress_bar_on_a_terminal(command, monkeypatch, caps
     assert f"{name}: 100%" in capsys.readouterr().err
     assert main([*argv, "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_an_interrupted_command_ends_with_one_line_and_status_130(monkeypatch, capsys) -> None:
+    """Ctrl-C during the work ends the command with 'llmsched: interrupted' and status 130 (as a
+    shell reports SIGINT), not a KeyboardInterrupt traceback."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module("llmsched.study"), "run_study", interrupted)
+    assert main(PLOTTING_COMMANDS["study"]) == 130
+    assert capsys.readouterr().err == "llmsched: interrupted\n"

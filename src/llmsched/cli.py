@@ -1073,6 +1073,8 @@ def _add_sweep_parser(
 # The status of a command whose reader went away (``llmsched ... | head -1``): what a shell
 # reports for a program that SIGPIPE ended, 128 + 13.
 EXIT_BROKEN_PIPE = 141
+# The status of a command stopped by Ctrl-C: what a shell reports for SIGINT, 128 + 2.
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1081,13 +1083,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 on success; 1 when the result says so (an invalid schedule, no feasible configuration);
     2 for bad arguments, or an input or output that cannot be read or written, reported as one
     ``llmsched: error: ...`` line on stderr; 141 (as for SIGPIPE), quietly, when the reader of
-    the output went away before it was all written (``llmsched ... | head -1``).
+    the output went away before it was all written (``llmsched ... | head -1``); 130 after
+    ``llmsched: interrupted`` when Ctrl-C stops it.
     """
     try:
         return _run(argv)
     except BrokenPipeError:
         _discard_stdout()
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        print("llmsched: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _run(argv: Sequence[str] | None) -> int:
