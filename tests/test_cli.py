@@ -594,3 +594,20 @@ def test_an_interrupted_command_ends_with_one_line_and_status_130(monkeypatch, c
     monkeypatch.setattr(importlib.import_module("llmsched.study"), "run_study", interrupted)
     assert main(PLOTTING_COMMANDS["study"]) == 130
     assert capsys.readouterr().err == "llmsched: interrupted\n"
+
+
+def test_any_output_file_flag_is_checked_the_same_way(tmp_path) -> None:
+    """The check behind --plot serves any output file flag (a JSON report, a trace): a missing
+    folder, a folder given for a file, a name too long are refused naming the flag; a writable
+    path is left as it was (no empty file behind)."""
+    from llmsched.cli import _check_output_file
+
+    for path, message in [
+        (tmp_path / "missing" / "r.json", "folder .* does not exist"),
+        (tmp_path, "is a folder; give a file such as out.json"),
+        (tmp_path / ("x" * 300 + ".json"), "cannot write the file"),
+    ]:
+        with pytest.raises(ValueError, match=f"^--report '.*'.* {message}"):
+            _check_output_file(path, "--report")
+    _check_output_file(tmp_path / "r.json", "--report")
+    assert list(tmp_path.iterdir()) == []

@@ -199,24 +199,34 @@ def _plot_file(text: str) -> Path:
 
 
 def _check_plot_file(path: Path | None) -> None:
-    """Refuse a --plot file that cannot be written, before the work whose figure it is.
-
-    The file is opened for appending (and removed again if it was not there), so that any
-    reason the system has to refuse it (a missing or read-only folder, a name too long) shows
-    now rather than after the work.
-    """
+    """Refuse a --plot file that cannot be written, or not as an image, before the work whose
+    figure it is."""
     if path is None:
         return
     from matplotlib.backend_bases import FigureCanvasBase
 
-    shown = f"--plot {str(path)!r}"
     formats = FigureCanvasBase.get_supported_filetypes()
     suffix = path.suffix.lower().lstrip(".")
     if suffix and suffix not in formats:
-        raise ValueError(f"{shown}: unknown image format {suffix!r}; use one of {sorted(formats)}")
+        raise ValueError(
+            f"--plot {str(path)!r}: unknown image format {suffix!r}; use one of {sorted(formats)}"
+        )
+    _check_output_file(path, "--plot", "gantt.png")
+
+
+def _check_output_file(path: Path | None, option: str, example: str = "out.json") -> None:
+    """Refuse an output file that cannot be written, before the work that fills it.
+
+    The file is opened for appending (and removed again if it was not there), so that any
+    reason the system has to refuse it (a missing or read-only folder, a name too long) shows
+    now rather than after the work. ``option`` names the flag in the message.
+    """
+    if path is None:
+        return
+    shown = f"{option} {str(path)!r}"
     try:
         if path.is_dir():
-            raise ValueError(f"{shown} is a folder; give a file such as gantt.png")
+            raise ValueError(f"{shown} is a folder; give a file such as {example}")
         folder = path.parent
         if not folder.exists():
             raise ValueError(f"{shown}: folder {str(folder)!r} does not exist")
