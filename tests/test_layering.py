@@ -29,6 +29,7 @@ CORE = {
     "result",
     "policies",
     "_checks",
+    "_progress",
     "instance",
     "metrics",
     "export",
