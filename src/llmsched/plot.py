@@ -116,6 +116,7 @@ def gantt(
     from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     if time_unit not in ("s", "ms"):
         raise ValueError(f"time_unit must be 's' or 'ms', got {time_unit!r}")
@@ -139,6 +140,7 @@ def gantt(
     )
     ax.set_xlabel(f"Time ({time_unit})")
     ax.set_ylabel("Client")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # clients are whole rows
     heading = title if title is not None else "Total inference time"
     ax.set_title(
         f"{heading}\nUtilization rate: {schedule.utilization:.2%}. "
