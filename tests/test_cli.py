@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import llmsched
 from llmsched.cli import main, parse_cost, parse_workload
 
 
@@ -28,10 +35,57 @@ def test_simulate_text_and_plot(capsys, tmp_path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_simulate_writes_a_trace_and_csvs(capsys, tmp_path) -> None:
+    """--trace, --requests-csv and --stages-csv write their files, reported in --json and in
+    the text report; the trace and the CSVs hold every request and stage of the run."""
+    files = {flag: tmp_path / name for flag, name in (("--trace", "t.json"), ("--requests-csv", "r.csv"))}
+    files["--stages-csv"] = tmp_path / "s.csv"
+    argv = ["simulate", "--workload", "exegpt:S", "--requests", "50", "--clients", "8", "--slo-ttft", "1"]
+    argv += [item for flag, path in files.items() for item in (flag, str(path))]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["trace"], out["requests_csv"], out["stages_csv"]) == tuple(str(p) for p in files.values())
+    trace = json.loads(files["--trace"].read_text())
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    engine = [e for e in slices if e["tid"] == 1]
+    assert sum(e["name"] == "prefill" for e in engine) == out["prefill_stages"]
+    assert sorted(e["args"]["request"] for e in slices if e["cat"] == "prefill") == list(range(50))
+    requests = files["--requests-csv"].read_text().splitlines()
+    assert len(requests) == 51 and "meets_slo" in requests[0]
+    assert sum(row.endswith(",True") for row in requests[1:]) == round(out["slo_attainment"] * 50)
+    stages = files["--stages-csv"].read_text().splitlines()
+    assert len(stages) - 1 == len(engine) and stages[0].startswith("stage,kind,start,end")
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"Chrome trace written to {files['--trace']}" in text and "ui.perfetto.dev" in text
+    assert f"per-request metrics written to {files['--requests-csv']}" in text
+    assert f"per-stage table written to {files['--stages-csv']}" in text
+
+
+@pytest.mark.parametrize("flag", ["--trace", "--requests-csv", "--stages-csv"])
+def test_simulate_output_paths_are_checked_before_the_run(flag, tmp_path, capsys, monkeypatch) -> None:
+    """A folder, or a file in a folder that does not exist: exit 2 naming the flag and the path,
+    before anything is simulated."""
+    import sys
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(sys.modules["llmsched.simulate"], "simulate", no_work)
+    assert main(["simulate", flag, str(tmp_path)]) == 2
+    assert f"llmsched: error: {flag} '{tmp_path}' is a folder; give a file such as" in capsys.readouterr().err
+    missing = tmp_path / "no" / "out"
+    assert main(["simulate", flag, str(missing)]) == 2
+    assert f"{flag} '{missing}': folder '{missing.parent}' does not exist" in capsys.readouterr().err
+
+
 def test_reproduce_gsm8k_json(capsys, tmp_path) -> None:
-    """reproduce gsm8k --json: every strategy with oracle and predicted lengths; --plot writes charts."""
+    """reproduce gsm8k --json: every strategy with oracle and predicted lengths; --plot writes charts.
+    With stderr not a terminal (here captured) no progress bar is drawn."""
     assert main(["reproduce", "gsm8k", "--json", "--plot", str(tmp_path)]) == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    report = json.loads(captured.out)
     rows = {(row["method"], row["predictor"]): row for row in report["rows"]}
     strategies = ("baseline", "offline", "online", "hybrid")
     assert {(m, p) for m in strategies for p in ("oracle", "mico")} <= set(rows)
@@ -65,11 +119,15 @@ def test_study_json_and_plot(capsys, tmp_path) -> None:
     assert "cases" in capsys.readouterr().err
 
 
-def test_reproduce_text(capsys) -> None:
-    """The text report shows our figures beside the paper's."""
+def test_reproduce_text(capsys, monkeypatch) -> None:
+    """The text report shows our figures beside the paper's; on a terminal a progress bar on
+    stderr counts the steps (the bound, 14 runs)."""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["reproduce", "gsm8k", "--seed", "1"]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "201.00" in text and "80.20%" in text and "paper bound" in text
+    assert "gsm8k: 100%" in captured.err and "15/15" in captured.err
 
 
 SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4", "--json"]
@@ -329,16 +387,31 @@ def test_real_azure_trace_on_the_command_line(shared_azure_code, capsys) -> None
     assert out["requests"] == 8819 and out["prompts_clipped"] == 906 and out["valid"] is True
 
 
-def test_every_simulate_flag_says_its_default(capsys) -> None:
-    """Each option of simulate --help ends its help with its default."""
-    assert main(["simulate", "--help"]) == 0
+SUBCOMMANDS = [["simulate"], ["reproduce"], ["study"], ["sweep"], ["exegpt"], ["runtime", "validate"]]
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS, ids=" ".join)
+def test_every_flag_of_every_subcommand_says_its_default(command, capsys) -> None:
+    """Each option of each subcommand's --help has help text ending with its default (or
+    saying that it is required), and each positional argument has help text."""
+    assert main([*command, "--help"]) == 0
     text = capsys.readouterr().out
-    options = re.split(r"\n  (?=-)", text.split("options:", 1)[1])[1:]
-    assert len(options) >= 17
-    for option in options:
-        if option.startswith("-h"):
+    sections = re.split(r"\n(?=\S[^\n]*:\n)", text)
+    options = [section for section in sections if section.startswith("options:")]
+    assert len(options) == 1, text
+    flags = re.split(r"\n  (?=-)", options[0])[1:]
+    assert len(flags) >= (17 if command == ["simulate"] else 3)
+    for flag in flags:
+        if flag.startswith("-h"):
             continue
-        assert "(default: " in " ".join(option.split()), option
+        words = " ".join(flag.split())
+        name, *described = re.split(r"\s{2,}|\n\s+", flag.strip(), maxsplit=1)
+        assert described, f"{command}: {name} has no help text"
+        assert "(default: " in words or words.endswith("(required)"), words
+    for section in sections:
+        if section.startswith("positional arguments:"):
+            for line in section.splitlines()[1:]:
+                assert len(line.split(None, 1)) == 2, f"{command}: positional {line.strip()} has no help"
 
 
 def test_simulate_reports_serving_metrics_and_what_the_policies_knew(capsys) -> None:
@@ -375,3 +448,210 @@ def test_the_slo_rule_serves_simulates_ttft_target(capsys) -> None:
         assert main([*args, "--slo-ttft", target]) == 0
         p99[target] = json.loads(capsys.readouterr().out)["ttft_p99_s"]
     assert p99["0.05"] < p99["5"]
+
+
+def test_version_comes_from_the_package_metadata(capsys, monkeypatch) -> None:
+    """--version prints the installed distribution's version and exits 0; without an installed
+    distribution it still answers (with the version the package itself carries)."""
+    import importlib.metadata
+
+    import llmsched
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"llmsched {importlib.metadata.version('llmsched')}\n"
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"llmsched {llmsched.__version__}\n"
+
+
+def _command_env() -> dict[str, str]:
+    """The environment of a subprocess that imports this source tree's llmsched."""
+    src = str(Path(llmsched.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--workload", "exegpt:S", "--requests", "30", "--clients", "4", "--json"],
+        ["exegpt", "--latency-bound", "inf", "--batch-max", "8", "--iterations-max", "8"],
+    ],
+)
+def test_a_reader_that_stops_early_ends_the_command_quietly(args) -> None:
+    """Output into a pipe whose reader has gone (llmsched ... | head -1) ends the command with
+    status 141, as one killed by SIGPIPE, and nothing on stderr: no traceback, no error line."""
+    command = [sys.executable, "-m", "llmsched", *args]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_command_env())
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the command writes a byte
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and err == "", err
+    piped = subprocess.run(
+        f"{shlex.join(command)} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=_command_env(),
+        check=False,
+    )
+    assert piped.stderr == "" and piped.stdout.startswith(("{\n", "OPT-13B on 4xA40"))
+
+
+PLOTTING_COMMANDS = {
+    "simulate": ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "2", "--json"],
+    "study": ["study", "--cases", "1", "--requests", "20", "--clients", "2", "--jobs", "1", "--json"],
+    "sweep": [
+        *("sweep", "--workload", "exegpt:S", "--requests", "20", "--clients", "2", "--arrival-rate", "1"),
+        *("--rates", "1", "--jobs", "1", "--json"),
+    ],
+}
+
+
+@pytest.mark.parametrize("command", sorted(PLOTTING_COMMANDS))
+def test_a_plot_name_without_a_suffix_reports_the_file_written(command, tmp_path, capsys) -> None:
+    """--plot NAME makes matplotlib write NAME.png; the report names that file, not NAME."""
+    assert main([*PLOTTING_COMMANDS[command], "--plot", str(tmp_path / "chart")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["plot"] == str(tmp_path / "chart.png")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["chart.png"]
+
+
+# Where each command's work starts: a test replaces it to see that a bad output path is refused
+# before it.
+WORK = {
+    "simulate": ("llmsched.simulate", "simulate"),
+    "study": ("llmsched.study", "run_study"),
+    "sweep": ("llmsched.sweep", "sweep"),
+    "reproduce": ("llmsched.reproduce", "reproduce_gsm8k"),
+}
+
+
+def _bad_output(case: str, folder: Path, want_folder: bool) -> Path:
+    """An output path that cannot be written, of the kind ``case`` names."""
+    name = "charts" if want_folder else "chart.png"
+    if case == "missing folder":
+        return folder / "missing" / name
+    if case == "under a file":
+        blocker = folder / "file"
+        blocker.write_text("")
+        return blocker / name
+    if case == "name too long":
+        return folder / ("x" * 300 + ("" if want_folder else ".png"))
+    read_only = folder / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    try:
+        (read_only / "probe").touch()
+    except PermissionError:
+        return read_only if want_folder else read_only / name
+    pytest.skip("this user writes into read-only folders (root)")
+
+
+@pytest.mark.parametrize("case", ["missing folder", "under a file", "name too long", "read-only folder"])
+@pytest.mark.parametrize("command", sorted(WORK))
+def test_an_output_that_cannot_be_written_is_refused_before_the_work(
+    command, case, tmp_path, monkeypatch, capsys
+) -> None:
+    """--plot into a missing folder, under a file, with a name too long or into a read-only
+    folder fails with one 'llmsched: error:' line and status 2 before the command's work
+    starts (reproduce makes its missing folder, so that case is no error there)."""
+    if command == "reproduce" and case == "missing folder":
+        pytest.skip("reproduce makes a missing --plot folder")
+    module, name = WORK[command]
+
+    def work(*args, **kwargs):
+        raise AssertionError(f"{command}'s work started")
+
+    monkeypatch.setattr(importlib.import_module(module), name, work)
+    argv = ["reproduce", "gsm8k"] if command == "reproduce" else PLOTTING_COMMANDS[command]
+    path = _bad_output(case, tmp_path, want_folder=command == "reproduce")
+    assert main([*argv, "--plot", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"llmsched: error: --plot {str(path)!r}") and err.count("\n") == 1, err
+
+
+def test_an_os_error_in_the_work_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys) -> None:
+    """An OSError the work meets (here writing the chart) is reported as 'PATH: reason' in one
+    'llmsched: error:' line with status 2, not as a traceback or an errno."""
+    import llmsched.plot
+
+    def refuse(schedule, path, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(llmsched.plot, "save_gantt", refuse)
+    png = tmp_path / "g.png"
+    assert main([*PLOTTING_COMMANDS["simulate"], "--plot", str(png)]) == 2
+    assert capsys.readouterr().err == f"llmsched: error: {png}: Permission denied\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_an_output_that_cannot_be_written_is_one_error_line(unbuffered) -> None:
+    """llmsched simulate --json > /dev/full (a full disk): one 'llmsched: error:' line and
+    status 2, not Python's 'Exception ignored' report at exit, whether stdout is buffered (the
+    write fails as main flushes it) or not (it fails as the command prints)."""
+    command = [sys.executable, "-m", "llmsched", *PLOTTING_COMMANDS["simulate"]]
+    env = {key: value for key, value in _command_env().items() if key != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.returncode == 2
+    assert re.fullmatch(
+        r"llmsched: error: (cannot write the output: )?No space left on device\n", proc.stderr
+    )
+
+
+EXEGPT_VERIFY = ["exegpt", "--latency-bound", "inf", "--batch-max", "8", "--iterations-max", "8", "--verify"]
+PROGRESS_COMMANDS = {
+    "exegpt --verify": ([*EXEGPT_VERIFY, "--json"], "ExeGPT exhaustive"),
+    "study": (PLOTTING_COMMANDS["study"], "cases (oracle)"),
+    "sweep": (PLOTTING_COMMANDS["sweep"], "sweep"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(PROGRESS_COMMANDS))
+def test_long_work_shows_a_progress_bar_on_a_terminal(command, monkeypatch, capsys) -> None:
+    """A command that can take long draws a progress bar on stderr when stderr is a terminal,
+    none with --no-progress, and none when stderr is a file or a pipe (here captured)."""
+    argv, name = PROGRESS_COMMANDS[command]
+    assert main(argv) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(argv) == 0
+    assert f"{name}: 100%" in capsys.readouterr().err
+    assert main([*argv, "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_an_interrupted_command_ends_with_one_line_and_status_130(monkeypatch, capsys) -> None:
+    """Ctrl-C during the work ends the command with 'llmsched: interrupted' and status 130 (as a
+    shell reports SIGINT), not a KeyboardInterrupt traceback."""
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module("llmsched.study"), "run_study", interrupted)
+    assert main(PLOTTING_COMMANDS["study"]) == 130
+    assert capsys.readouterr().err == "llmsched: interrupted\n"
+
+
+def test_any_output_file_flag_is_checked_the_same_way(tmp_path) -> None:
+    """The check behind --plot serves any output file flag (a JSON report, a trace): a missing
+    folder, a folder given for a file, a name too long are refused naming the flag; a writable
+    path is left as it was (no empty file behind)."""
+    from llmsched.cli import _check_output_file
+
+    for path, message in [
+        (tmp_path / "missing" / "r.json", "folder .* does not exist"),
+        (tmp_path, "is a folder; give a file such as out.json"),
+        (tmp_path / ("x" * 300 + ".json"), "cannot write the file"),
+    ]:
+        with pytest.raises(ValueError, match=f"^--report '.*'.* {message}"):
+            _check_output_file(path, "--report")
+    _check_output_file(tmp_path / "r.json", "--report")
+    assert list(tmp_path.iterdir()) == []

@@ -116,6 +116,12 @@ def _llama_config() -> Any:
 
 FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.bounds.LowerBounds": lambda: lower_bounds(workloads.gsm8k_like(20), LinearCostModel.paper(), 4),
+    "llmsched.config.PolicyConfig": lambda: __import__("llmsched.config").config.PolicyConfig(
+        "threshold", {"k": 4}
+    ),
+    "llmsched.config.RunConfig": lambda: __import__("llmsched.config").config.config_from_dict(
+        {"cost": {"kind": "levels", "levels": [[100, 0.1]], "decode_token_time": 0.01}, "slo": {"ttft": 2.0}}
+    ),
     "llmsched.cost.PrefillLevel": lambda: LevelCostModel([(100, 0.1)], 0.01).levels[0],
     "llmsched.cost.LinearCostModel": LinearCostModel.paper,
     "llmsched.cost.LevelCostModel": lambda: LevelCostModel([(100, 0.1), (200, 0.2)], 0.01),

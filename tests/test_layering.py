@@ -29,10 +29,12 @@ CORE = {
     "result",
     "policies",
     "_checks",
+    "_progress",
     "instance",
     "metrics",
+    "export",
 }
-FRONT = {"cli", "reproduce", "study", "sweep", "plot", "__main__"}
+FRONT = {"cli", "config", "reproduce", "study", "sweep", "plot", "__main__"}
 PACKAGES = {"mip": 3, "online": 4, "exegpt": 5, "runtime": 6}
 
 # The one import against the layers that stays: Schedule.plot loads the plotting front end

@@ -9,7 +9,16 @@ import pytest
 from matplotlib.figure import Figure
 
 from llmsched import LinearCostModel, Workload, simulate
-from llmsched.plot import DECODING, IDLE, PREFILLING, gantt, occupancy_grid, save_gantt
+from llmsched.plot import (
+    DECODING,
+    IDLE,
+    PREFILLING,
+    gantt,
+    latency_cdf,
+    occupancy_grid,
+    optimality_gaps,
+    save_gantt,
+)
 
 COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
 
@@ -124,3 +133,130 @@ def test_a_chart_too_large_says_what_would_fit() -> None:
     wide = simulate(Workload([5, 6], [3, 2]), COST, 10**6)
     with pytest.raises(ValueError, match="pass at most 50 bins"):
         occupancy_grid(wide, bins=51)
+
+
+def _stream() -> Workload:
+    """Six requests arriving over 2.5 s, for the plots of serving metrics."""
+    return Workload([10, 20, 30, 15, 25, 5], [2, 1, 3, 4, 2, 3], arrival=[0.0, 0.5, 1.0, 1.5, 2.0, 2.5])
+
+
+def _plot_study(schedule, tmp_path):
+    from llmsched.study import plot_study, run_study
+
+    frame = run_study(cases=2, requests=30, clients=6, n_jobs=1, progress=False)
+    return plot_study(frame, tmp_path / "study.png")
+
+
+def _plot_sweep(schedule, tmp_path):
+    from llmsched.sweep import plot_sweep, sweep
+
+    frame = sweep(_stream(), COST, 2, ["fcfs/prefill-first", "fcfs/lagrangian"], [1, 2], progress=False)
+    return plot_sweep(frame)
+
+
+def _latency_cdf(schedule, tmp_path):
+    stream = _stream()
+    return latency_cdf(
+        {
+            "prefill-first": simulate(stream, COST, 2),
+            "lagrangian": simulate(stream, COST, 2, iteration_policy="lagrangian"),
+        }
+    )
+
+
+def _optimality_gaps(schedule, tmp_path):
+    return optimality_gaps(
+        [10.0, 12.0], {"fcfs": [11.0, 12.5], "hybrid": [10.0, 12.0]}, {"bound": [9.0, 11.0]}
+    )
+
+
+# Every plot function of the library, called as a user would; each returns its figure.
+PLOTS = {
+    "gantt": lambda schedule, tmp_path: gantt(schedule),
+    "Schedule.plot": lambda schedule, tmp_path: schedule.plot(title="tiny"),
+    "save_gantt": lambda schedule, tmp_path: save_gantt(schedule, tmp_path / "g.png"),
+    "plot_study": _plot_study,
+    "plot_sweep": _plot_sweep,
+    "latency_cdf": _latency_cdf,
+    "optimality_gaps": _optimality_gaps,
+}
+
+
+@pytest.mark.parametrize("name", list(PLOTS))
+def test_every_plot_returns_its_figure_and_leaves_pyplot_alone(schedule, tmp_path, svg_backend, name) -> None:
+    """Each plot function returns a Figure, keeps the caller's matplotlib backend (a notebook's
+    inline plots keep working) and leaves no figure open in pyplot; one that saves writes its file."""
+    figures = plt.get_fignums()
+    fig = PLOTS[name](schedule, tmp_path)
+    assert isinstance(fig, Figure) and fig.axes
+    assert matplotlib.get_backend() == svg_backend
+    assert plt.get_fignums() == figures
+    for written in tmp_path.iterdir():
+        assert written.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_latency_cdf_draws_one_distribution_per_schedule() -> None:
+    """One empirical CDF per labelled schedule, over its requests' TTFTs, with the median and
+    99th percentile in the legend and the target as a vertical line."""
+    stream = _stream()
+    first = simulate(stream, COST, 2)
+    fig = latency_cdf({"a": first, "b": simulate(stream, COST, 3)}, target=2.0, log_x=True)
+    (ax,) = fig.axes
+    curves, target = ax.lines[:2], ax.lines[2]
+    p50, p99 = np.percentile(first.ttft, [50, 99])
+    assert curves[0].get_label() == f"a: p50 {p50:.3g} s, p99 {p99:.3g} s"
+    steps = np.asarray(curves[0].get_xdata(), dtype=float)
+    assert set(np.unique(steps[np.isfinite(steps)])) == set(np.unique(first.ttft))
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "time to first token (s)"
+    assert target.get_label() == "target 2 s" and list(target.get_xdata()) == [2.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [
+        ((), {"metric": "tpot"}, ValueError, "metric must be one of"),
+        ((), {"target": 0}, ValueError, "target must be"),
+        ((), {"log_x": 1}, TypeError, "log_x must be True or False"),
+    ],
+)
+def test_latency_cdf_refuses_bad_arguments(schedule, args, kwargs, error, message) -> None:
+    """An unknown metric, a target that is not > 0 and a flag that is not a bool are refused by name."""
+    with pytest.raises(error, match=message):
+        latency_cdf(schedule, *args, **kwargs)
+
+
+def test_latency_cdf_wants_schedules() -> None:
+    """An empty mapping or something other than a schedule is refused before drawing."""
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        latency_cdf({})
+    with pytest.raises(TypeError, match=r"schedules\['x'\] must be a Schedule"):
+        latency_cdf({"x": [1.0, 2.0]})  # type: ignore[dict-item]
+
+
+def test_optimality_gaps_draws_gaps_in_percent_and_bounds_below_the_diagonal() -> None:
+    """A box per strategy of its makespan above the optimum in percent; each bound against the
+    optimum beside the diagonal."""
+    fig = optimality_gaps([10.0, 20.0], {"fcfs": [11.0, 22.0], "best": [10.0, 20.0]}, {"lb": [9.0, 18.0]})
+    boxes, bounds = fig.axes
+    assert [t.get_text() for t in boxes.get_xticklabels()] == ["fcfs", "best"]
+    medians = [
+        line
+        for line in boxes.lines
+        if len(line.get_ydata()) == 2 and line.get_ydata()[0] == line.get_ydata()[1]
+    ]
+    assert any(np.allclose(line.get_ydata(), 10.0) for line in medians)  # fcfs: 10% above on both
+    (points,) = bounds.collections
+    assert np.asarray(points.get_offsets()).tolist() == [[10.0, 9.0], [20.0, 18.0]]
+    assert len(optimality_gaps([10.0], {"fcfs": [11.0]}).axes) == 1  # no bounds: one panel
+
+
+def test_optimality_gaps_refuses_mismatched_columns() -> None:
+    """Columns must hold one value per optimum; the optimum must be > 0."""
+    with pytest.raises(ValueError, match=r"makespans\['fcfs'\] holds 1 values for the 2 optima"):
+        optimality_gaps([10.0, 20.0], {"fcfs": [11.0]})
+    with pytest.raises(ValueError, match="optimum"):
+        optimality_gaps([0.0], {"fcfs": [1.0]})
+    with pytest.raises(TypeError, match="must map names to arrays"):
+        optimality_gaps([1.0], [1.0])
+    with pytest.raises(ValueError, match="no strategy"):
+        optimality_gaps([1.0], {})

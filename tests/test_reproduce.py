@@ -18,6 +18,7 @@ from llmsched.reproduce import reproduce_gsm8k
         ({"plot_dir": 3}, TypeError, "plot_dir must be a file path"),
         ({"predictor": "oracle"}, ValueError, "predictor"),
         ({"predictor": "psychic"}, ValueError, "psychic"),
+        ({"progress": "yes"}, TypeError, "progress must be True or False"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_experiment_runs(kwargs, error, message) -> None:

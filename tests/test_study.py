@@ -45,8 +45,12 @@ def test_study_rows_summary_and_bad_input(tmp_path) -> None:
     assert summary["utilization_gain_points"] == pytest.approx(
         100 * (wide["hybrid"] - wide["baseline"]).mean()
     )
-    plot_study(frame, tmp_path / "study.png")
+    fig = plot_study(frame, tmp_path / "study.png")
     assert (tmp_path / "study.png").read_bytes()[:4] == b"\x89PNG"
+    utilization, speed = fig.axes
+    assert [line.get_label() for line in utilization.lines] == ["baseline", "offline", "online", "hybrid"]
+    hybrid = frame[frame["method"] == "hybrid"].sort_values("case")
+    assert list(speed.lines[3].get_ydata()) == pytest.approx(list(hybrid["tokens_per_s"]))
     with pytest.raises(ValueError, match="cases"):
         run_study(cases=0)
     with pytest.raises(ValueError, match="unknown predictor"):

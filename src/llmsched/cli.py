@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -178,35 +178,103 @@ def _jobs_arg(text: str) -> int:
     return value
 
 
+def _plot_file(text: str) -> Path:
+    """An argparse type: a --plot file, named as matplotlib will write it.
+
+    A name without a suffix gets matplotlib's default format (``chart`` is written as
+    ``chart.png``), so that the report names the file written. A folder is left as it is, for
+    :func:`_check_plot_file` to refuse.
+    """
+    path = Path(text)
+    stem = path.name.rstrip(".")
+    try:
+        if path.suffix or not stem or path.is_dir():
+            return path
+    except OSError:  # a name too long, say: refused with its reason by _check_plot_file
+        return path
+    import matplotlib
+
+    return path.with_name(f"{stem}.{matplotlib.rcParams['savefig.format']}")
+
+
 def _check_plot_file(path: Path | None) -> None:
-    """Refuse a --plot file that cannot be written, before the work whose figure it is."""
+    """Refuse a --plot file that cannot be written, or not as an image, before the work whose
+    figure it is."""
     if path is None:
         return
     from matplotlib.backend_bases import FigureCanvasBase
 
-    if path.is_dir():
-        raise ValueError(f"--plot {str(path)!r} is a folder; give a file such as gantt.png")
-    folder = path.parent
-    if not folder.is_dir():
-        raise ValueError(f"--plot {str(path)!r}: folder {str(folder)!r} does not exist")
     formats = FigureCanvasBase.get_supported_filetypes()
     suffix = path.suffix.lower().lstrip(".")
     if suffix and suffix not in formats:
         raise ValueError(
             f"--plot {str(path)!r}: unknown image format {suffix!r}; use one of {sorted(formats)}"
         )
+    _check_output_file(path, "--plot", "gantt.png")
+
+
+def _check_output_file(path: Path | None, option: str, example: str = "out.json") -> None:
+    """Refuse an output file that cannot be written, before the work that fills it.
+
+    The file is opened for appending (and removed again if it was not there), so that any
+    reason the system has to refuse it (a missing or read-only folder, a name too long) shows
+    now rather than after the work. ``option`` names the flag in the message.
+    """
+    if path is None:
+        return
+    shown = f"{option} {str(path)!r}"
+    try:
+        if path.is_dir():
+            raise ValueError(f"{shown} is a folder; give a file such as {example}")
+        folder = path.parent
+        if not folder.exists():
+            raise ValueError(f"{shown}: folder {str(folder)!r} does not exist")
+        if not folder.is_dir():
+            raise ValueError(f"{shown}: {str(folder)!r} is a file, not a folder")
+        existed = path.exists()
+        with path.open("ab"):
+            pass
+        if not existed:
+            path.unlink()
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot write the file ({exc.strerror or exc})") from None
 
 
 def _check_plot_dir(path: Path | None) -> None:
-    """Create the --plot folder now, so that a path that cannot be one fails before the work."""
+    """Create the --plot folder now and write a file in it, so that a path that cannot be a
+    folder of charts fails before the work."""
     if path is None:
         return
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"--plot {str(path)!r} is a file; give a folder for the charts")
+    import tempfile
+
+    shown = f"--plot {str(path)!r}"
     try:
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{shown} is a file; give a folder for the charts")
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"--plot {str(path)!r}: cannot create the folder ({exc.strerror or exc})") from None
+        raise ValueError(f"{shown}: cannot create the folder ({exc.strerror or exc})") from None
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot write in the folder ({exc.strerror or exc})") from None
+
+
+def _add_progress_flag(parser: argparse.ArgumentParser) -> None:
+    """--no-progress, for a command whose work can take more than a few seconds."""
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide the progress bar on stderr (default: shown when stderr is a terminal, "
+        "hidden when it is a file or a pipe)",
+    )
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Whether to show a progress bar: not with --no-progress, and only on a terminal, so that
+    a log or a pipe does not fill with the bar's redrawn lines."""
+    return not args.no_progress and sys.stderr is not None and sys.stderr.isatty()
 
 
 def _print_json(obj: Any) -> None:
@@ -260,45 +328,146 @@ def _describe_preparation(report: Any) -> str:
     return ", ".join(parts)
 
 
+# The simulate options a --config file can also set: each flag's dest is the RunConfig field.
+_SIMULATE_FIELDS = (
+    "workload",
+    "seed",
+    "requests",
+    "rate_scale",
+    "max_prompt",
+    "max_output",
+    "arrivals",
+    "replace_arrivals",
+    "cost",
+    "clients",
+    "request_policy",
+    "iteration_policy",
+    "predictor",
+    "clairvoyant",
+    "slo_ttft",
+    "slo_tbt",
+    "plot",
+    "trace",
+    "requests_csv",
+    "stages_csv",
+    "json",
+)
+# simulate's output files: RunConfig field, flag, and an example name for the messages.
+_SIMULATE_OUTPUTS = (
+    ("trace", "--trace", "trace.json"),
+    ("requests_csv", "--requests-csv", "requests.csv"),
+    ("stages_csv", "--stages-csv", "stages.csv"),
+)
+
+
+def _simulate_config(args: argparse.Namespace) -> tuple[Any, set[str]]:
+    """The run simulate's arguments ask for: the --config file's values (or the defaults),
+    overridden by every flag given; and the fields the file set that no flag overrode.
+
+    A --request-policy or --iteration-policy flag keeps the file's parameters of that
+    policy only when it names the same policy.
+    """
+    from dataclasses import fields, replace
+
+    from llmsched.config import PolicyConfig, RunConfig, load_config
+
+    config = RunConfig() if args.config is None else load_config(args.config)
+    changes: dict[str, Any] = {}
+    for name in _SIMULATE_FIELDS:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if name in ("request_policy", "iteration_policy"):
+            current = getattr(config, name)
+            value = PolicyConfig(value, current.params if value == current.name else {})
+        elif name in ("arrivals", "plot", "trace", "requests_csv", "stages_csv"):
+            value = str(value)  # specs and paths as the config holds them
+        changes[name] = value
+    from_file: set[str] = set()
+    if args.config is not None:
+        defaults = RunConfig()
+        from_file = {
+            f.name
+            for f in fields(RunConfig)
+            if f.name not in changes and getattr(config, f.name) != getattr(defaults, f.name)
+        }
+    return (replace(config, **changes) if changes else config), from_file
+
+
+def _from_config_file(args: argparse.Namespace, from_file: set[str], field: str, key: str) -> Any:
+    """A context that prefixes a ValueError with the config file and ``key`` when ``field``'s
+    value came from the file (a flag's error already names the flag)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def wrap() -> Any:
+        try:
+            yield
+        except ValueError as exc:
+            if field not in from_file:
+                raise
+            raise ValueError(f"{args.config}: {key}: {exc}") from None
+
+    return wrap()
+
+
+def _check_simulate_outputs(args: argparse.Namespace, config: Any, from_file: set[str]) -> None:
+    """Refuse simulate's output files (--plot, --trace, the CSVs) that cannot be written,
+    before any work; one set in the config file is named by its file and key."""
+    from llmsched.export import check_output_path
+
+    with _from_config_file(args, from_file, "plot", "output.plot"):
+        _check_plot_file(None if config.plot is None else Path(config.plot))
+    for field, flag, example in _SIMULATE_OUTPUTS:
+        path = getattr(config, field)
+        if path is None:
+            pass
+        elif field in from_file:
+            try:
+                check_output_path(path, f"output.{field}", example)
+            except ValueError as exc:
+                raise ValueError(f"{args.config}: {exc}") from None
+        else:
+            check_output_path(path, flag, example)
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from llmsched.bounds import lower_bounds
+    from llmsched.config import cost_model
+    from llmsched.export import write_chrome_trace, write_requests_csv, write_stages_csv
     from llmsched.simulate import simulate
     from llmsched.validate import validate
-    from llmsched.workloads import PrepareOptions
 
-    _check_plot_file(args.plot)
-    cost = parse_cost(args.cost)
-    options = PrepareOptions(
-        rate_scale=args.rate_scale,
-        max_prompt=args.max_prompt,
-        max_output=args.max_output,
-        arrivals=args.arrivals,
-        replace_arrivals=args.replace_arrivals,
-        seed=args.seed,
-    )
-    _check_predictor(args.predictor, args.request_policy)
-    workload, preparation = options.apply(parse_workload(args.workload, args.seed, args.requests))
-    workload = _with_predictor(workload, args.predictor, args.seed)
-    iteration: Any = args.iteration_policy
-    if iteration == "slo" and args.slo_ttft is not None and math.isfinite(args.slo_ttft):
-        from llmsched.online import make_iteration_policy
-
-        iteration = make_iteration_policy("slo", slo_ttft=args.slo_ttft)  # the rule serves the target
+    config, from_file = _simulate_config(args)
+    _check_simulate_outputs(args, config, from_file)
+    with _from_config_file(args, from_file, "cost", "cost"):
+        cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
+    options = config.prepare_options()
+    with _from_config_file(args, from_file, "workload", "workload.spec"):
+        workload = parse_workload(config.workload, config.seed, config.requests)
+    workload, preparation = options.apply(workload)
+    workload = _with_predictor(workload, config.predictor, config.seed)
+    request_name, iteration_name = config.request_policy.name, config.iteration_policy.name
     schedule = simulate(
-        workload, cost, args.clients, args.request_policy, iteration, clairvoyant=args.clairvoyant
+        workload,
+        cost,
+        config.clients,
+        config.make_request_policy(),
+        config.make_iteration_policy(),
+        clairvoyant=config.clairvoyant,
     )
     violations = validate(schedule)
-    bounds = lower_bounds(workload, cost, args.clients)
-    summary = schedule.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt)
+    bounds = lower_bounds(workload, cost, config.clients)
+    summary = schedule.summary(slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt)
     result = {
         "workload": workload.name,
         "workload_options": options.as_dict(),
         "prompts_clipped": preparation.prompts_clipped,
         "outputs_clipped": preparation.outputs_clipped,
         "predictions_clipped": preparation.predictions_clipped,
-        "predictor": args.predictor,
-        "request_policy": args.request_policy,
-        "iteration_policy": args.iteration_policy,
+        "predictor": config.predictor,
+        "request_policy": request_name,
+        "iteration_policy": iteration_name,
         "clairvoyant": schedule.info["clairvoyant"],
         "oracle_lengths": schedule.info["oracle_lengths"],
         **summary,
@@ -307,23 +476,31 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         "gap_to_lb": schedule.makespan / bounds.strong - 1.0,
         "valid": not violations,
         "violations": [str(v) for v in violations],
+        "config": config.as_dict(),
     }
-    if args.plot:
+    if config.plot:
         from llmsched.plot import save_gantt
 
-        save_gantt(
-            schedule, args.plot, title=f"{workload.name}: {args.request_policy} / {args.iteration_policy}"
-        )
-        result["plot"] = str(args.plot)
-    if args.json:
+        save_gantt(schedule, Path(config.plot), title=f"{workload.name}: {request_name} / {iteration_name}")
+        result["plot"] = config.plot
+    if config.trace:
+        write_chrome_trace(schedule, config.trace)
+        result["trace"] = config.trace
+    if config.requests_csv:
+        write_requests_csv(schedule, config.requests_csv, slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt)
+        result["requests_csv"] = config.requests_csv
+    if config.stages_csv:
+        write_stages_csv(schedule, config.stages_csv)
+        result["stages_csv"] = config.stages_csv
+    if config.json:
         _print_json(result)
     else:
-        print(f"{workload!r} on {args.clients} clients, {args.request_policy} / {args.iteration_policy}")
+        print(f"{workload!r} on {config.clients} clients, {request_name} / {iteration_name}")
         prepared = _describe_preparation(preparation)
         if prepared:
             print(f"  workload      {prepared}")
-        if args.predictor is not None:
-            print(f"  predictor     {args.predictor} (the request policy plans with its predictions)")
+        if config.predictor is not None:
+            print(f"  predictor     {config.predictor} (the request policy plans with its predictions)")
         print(
             f"  makespan      {schedule.makespan:10.3f} s   (strong lower bound {bounds.strong:.3f} s, "
             f"gap {result['gap_to_lb']:+.2%})"
@@ -334,16 +511,22 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         print(f"  TBT p50/p99   {summary['tbt_p50_s']:.3f} / {summary['tbt_p99_s']:.3f} s")
         print(f"  e2e p50/p99   {summary['e2e_p50_s']:.3f} / {summary['e2e_p99_s']:.3f} s")
         goodput = f"  goodput       {summary['goodput_rps']:10.3f} requests/s"
-        if args.slo_ttft is not None or args.slo_tbt is not None:
+        if config.slo_ttft is not None or config.slo_tbt is not None:
             goodput += f" ({summary['slo_attainment']:.1%} meet the targets)"
         print(goodput)
-        if args.clairvoyant:
+        if config.clairvoyant:
             print("  clairvoyant   every request was revealed to the policies before the run started")
         print(f"  valid         {not violations}")
         for v in violations[:10]:
             print(f"    {v}")
-        if args.plot:
-            print(f"  Gantt chart written to {args.plot}")
+        if config.plot:
+            print(f"  Gantt chart written to {config.plot}")
+        if config.trace:
+            print(f"  Chrome trace written to {config.trace} (open it in ui.perfetto.dev)")
+        if config.requests_csv:
+            print(f"  per-request metrics written to {config.requests_csv}")
+        if config.stages_csv:
+            print(f"  per-stage table written to {config.stages_csv}")
     return 0 if not violations else 1
 
 
@@ -351,7 +534,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     from llmsched.reproduce import format_report, reproduce_gsm8k
 
     _check_plot_dir(args.plot)
-    report = reproduce_gsm8k(seed=args.seed, plot_dir=args.plot, predictor=args.predictor)
+    report = reproduce_gsm8k(
+        seed=args.seed, plot_dir=args.plot, predictor=args.predictor, progress=_progress(args)
+    )
     if args.json:
         _print_json(report)
     else:
@@ -374,7 +559,7 @@ def _cmd_study(args: argparse.Namespace) -> int:
         clients=args.clients,
         predictor=args.predictor,
         n_jobs=args.jobs,
-        progress=not args.no_progress,
+        progress=_progress(args),
     )
     summary = study_summary(frame)
     summary["wall_s"] = time.perf_counter() - start
@@ -471,7 +656,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             slo_tbt=args.slo_tbt,
             n_jobs=args.jobs,
             backend=args.backend,
-            progress=not args.no_progress,
+            progress=_progress(args),
         )
     wall = time.perf_counter() - start
     if args.plot:
@@ -542,7 +727,7 @@ def _cmd_exegpt(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"setup": sim.name, "schedules": schedules, **result.to_dict()}
     exh = None
     if args.verify:
-        exh = optimize(sim, bound, method="exhaustive", schedules=schedules, **grid)
+        exh = optimize(sim, bound, method="exhaustive", schedules=schedules, progress=_progress(args), **grid)
         out["exhaustive"] = {
             "schedule": exh.schedule,
             "variables": exh.variables,
@@ -596,6 +781,7 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         seed=args.seed,
         dtype=args.dtype,
+        progress=_progress(args),
     )
     if args.json:
         _print_json(report)
@@ -639,9 +825,23 @@ RUNTIME_MAX_CLIENTS = 1024
 RUNTIME_MAX_REQUESTS = 100_000
 
 
+def _version() -> str:
+    """The installed distribution's version; the package's own ``__version__`` when it is not
+    installed (run from a source tree on ``PYTHONPATH``)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("llmsched")
+    except importlib.metadata.PackageNotFoundError:
+        from llmsched import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``llmsched`` command's argument parser, with every subcommand and its options."""
     from llmsched._checks import MAX_REQUESTS, MAX_TOKENS
+    from llmsched.config import RunConfig
     from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS
     from llmsched.online.predictors import predictor_names
     from llmsched.online.registry import iteration_policy_names, request_policy_names
@@ -651,42 +851,60 @@ def build_parser() -> argparse.ArgumentParser:
     requests = _int_arg(1, MAX_REQUESTS)
     clients = _int_arg(1, MAX_CLIENTS)
     parser = _Parser(prog="llmsched", description="Schedule LLM inference.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sim = sub.add_parser("simulate", help="simulate a workload under a pair of policies")
-    sim.add_argument("--workload", default="gsm8k", help=f"{WORKLOAD_HELP} (default: %(default)s)")
+    # Flags default to None (not given), so that a --config file's value stands unless a flag
+    # overrides it; the defaults are RunConfig's.
+    defaults = RunConfig()
+    sim = sub.add_parser(
+        "simulate",
+        help="simulate a workload under a pair of policies",
+        description="Simulate a workload under a pair of policies. Every option can also come from a "
+        "TOML file (--config; see llmsched.config); a flag given on the command line overrides the "
+        "file's value.",
+    )
+    sim.add_argument(
+        "--config",
+        type=Path,
+        metavar="TOML",
+        help="read the run from this TOML file (workload, cost, clients, policies with their parameters, "
+        "predictor, SLO targets, outputs); flags given on the command line override it (default: none)",
+    )
+    sim.add_argument("--workload", help=f"{WORKLOAD_HELP} (default: {defaults.workload})")
     sim.add_argument(
         "--seed",
         type=seed,
-        default=0,
-        help="seed of generated workloads, of --arrivals and of --predictor's folds (default: %(default)s)",
+        help="seed of generated workloads, of --arrivals and of --predictor's folds "
+        f"(default: {defaults.seed})",
     )
     sim.add_argument(
         "--requests",
         type=requests,
-        default=1000,
-        help="requests of generated ExeGPT workloads (default: %(default)s)",
+        help=f"requests of generated ExeGPT workloads (default: {defaults.requests})",
     )
-    sim.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: %(default)s)")
+    sim.add_argument("--cost", help=f"{COST_HELP} (default: {defaults.cost})")
     sim.add_argument(
-        "--clients", type=clients, default=200, help="number of clients (batch slots) (default: %(default)s)"
+        "--clients", type=clients, help=f"number of clients (batch slots) (default: {defaults.clients})"
     )
     sim.add_argument(
         "--request-policy",
-        default="fcfs",
-        help=f"one of {request_policy_names()} (default: %(default)s)",
+        metavar="NAME",
+        help=f"one of {request_policy_names()}; parameters go in --config "
+        f"(default: {defaults.request_policy.name})",
     )
     sim.add_argument(
         "--iteration-policy",
-        default="prefill-first",
-        help=f"one of {iteration_policy_names()} (default: %(default)s)",
+        metavar="NAME",
+        help=f"one of {iteration_policy_names()}; parameters go in --config "
+        f"(default: {defaults.iteration_policy.name})",
     )
     sim.add_argument(
         "--rate-scale",
         type=_positive_float_arg,
-        default=1.0,
         metavar="K",
-        help="replay the arrivals K times faster: every arrival time divided by K (default: %(default)g)",
+        help="replay the arrivals K times faster: every arrival time divided by K "
+        f"(default: {defaults.rate_scale:g})",
     )
     sim.add_argument(
         "--max-prompt",
@@ -708,7 +926,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--replace-arrivals",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="let --arrivals replace arrival times the workload already has (default: refused)",
     )
     sim.add_argument(
@@ -733,37 +951,84 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--clairvoyant",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="reveal every request to the policies before the run starts, a study of planning ahead "
         "(default: off; policies learn of a request when it arrives)",
     )
     sim.add_argument(
-        "--plot", type=Path, help="write a Gantt chart to this file (PNG, SVG, PDF) (default: none)"
+        "--plot", type=_plot_file, help="write a Gantt chart to this file (PNG, SVG, PDF) (default: none)"
     )
-    sim.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    sim.add_argument(
+        "--trace",
+        type=Path,
+        metavar="PATH",
+        help="write a Chrome trace (JSON) to this file: an engine track and a track per client, for "
+        "ui.perfetto.dev or chrome://tracing (default: none)",
+    )
+    sim.add_argument(
+        "--requests-csv",
+        type=Path,
+        metavar="PATH",
+        help="write one row per request (lengths, placement, TTFT, TBT, e2e, meets_slo) to this CSV "
+        "(default: none)",
+    )
+    sim.add_argument(
+        "--stages-csv",
+        type=Path,
+        metavar="PATH",
+        help="write one row per stage (kind, start, end, tokens, iterations) to this CSV (default: none)",
+    )
+    sim.add_argument(
+        "--json",
+        action=argparse.BooleanOptionalAction,
+        help="print one JSON object, with the resolved config as 'config' (default: text)",
+    )
     sim.set_defaults(func=_cmd_simulate)
 
     rep = sub.add_parser("reproduce", help="reproduce a published experiment")
-    rep.add_argument("experiment", choices=["gsm8k"])
-    rep.add_argument("--seed", type=seed, default=0)
-    rep.add_argument("--json", action="store_true", help="print one JSON object")
+    rep.add_argument(
+        "experiment", choices=["gsm8k"], help="gsm8k: Pang et al.'s GSM8K experiment (Table III, Figs. 6-9)"
+    )
+    rep.add_argument(
+        "--seed", type=seed, default=0, help="seed of the GSM8K output lengths (default: %(default)s)"
+    )
+    rep.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     rep.add_argument(
         "--predictor",
         default="mico",
-        help="the realistic predictor run beside the oracle (mico, noisy, bucket, mean)",
+        help="the realistic predictor run beside the oracle: mico, noisy, bucket or mean "
+        "(default: %(default)s)",
     )
-    rep.add_argument("--plot", type=Path, metavar="DIR", help="write Gantt charts to DIR")
+    rep.add_argument(
+        "--plot", type=Path, metavar="DIR", help="write Gantt charts to DIR, made if missing (default: none)"
+    )
+    _add_progress_flag(rep)
     rep.set_defaults(func=_cmd_reproduce)
 
     study = sub.add_parser("study", help="the 100-case study (Figs. 10-11): strategies on random cases")
-    study.add_argument("--cases", type=_int_arg(1, 1_000_000), default=100)
-    study.add_argument("--requests", type=requests, default=1319, help="requests per case")
-    study.add_argument("--clients", type=clients, default=200)
-    study.add_argument("--predictor", default="oracle", help="oracle, mico, noisy, bucket or mean")
-    study.add_argument("--jobs", type=_jobs_arg, default=-1, help="joblib workers (-1: every core)")
-    study.add_argument("--plot", type=Path, help="write the per-case figure to this file")
-    study.add_argument("--json", action="store_true", help="print one JSON object")
-    study.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    study.add_argument(
+        "--cases",
+        type=_int_arg(1, 1_000_000),
+        default=100,
+        help="random cases, seeds 0.. (default: %(default)s)",
+    )
+    study.add_argument(
+        "--requests", type=requests, default=1319, help="requests per case (default: %(default)s)"
+    )
+    study.add_argument(
+        "--clients", type=clients, default=200, help="number of clients (default: %(default)s)"
+    )
+    study.add_argument(
+        "--predictor", default="oracle", help="oracle, mico, noisy, bucket or mean (default: %(default)s)"
+    )
+    study.add_argument(
+        "--jobs", type=_jobs_arg, default=-1, help="joblib workers (-1: every core) (default: %(default)s)"
+    )
+    study.add_argument(
+        "--plot", type=_plot_file, help="write the per-case figure to this file (default: none)"
+    )
+    study.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    _add_progress_flag(study)
     study.set_defaults(func=_cmd_study)
 
     _add_sweep_parser(sub, seed, requests, clients)
@@ -772,33 +1037,48 @@ def build_parser() -> argparse.ArgumentParser:
         "exegpt", help="ExeGPT: the best RRA/WAA configuration under a latency bound (XSimulator + B&B)"
     )
     exe.add_argument(
-        "--model", default="opt-13b", help="t5-11b, opt-13b, gpt3-39b, gpt3-101b, gpt3-175b, gpt3-341b"
+        "--model",
+        default="opt-13b",
+        help="t5-11b, opt-13b, gpt3-39b, gpt3-101b, gpt3-175b, gpt3-341b (default: %(default)s)",
     )
-    exe.add_argument("--task", default="S", help="S, T, G, C1 or C2 (ExeGPT's Table 3)")
-    exe.add_argument("--latency-bound", required=True, help="seconds for the 99th-percentile output, or inf")
+    exe.add_argument(
+        "--task", default="S", help="S, T, G, C1 or C2 (ExeGPT's Table 3) (default: %(default)s)"
+    )
+    exe.add_argument(
+        "--latency-bound",
+        required=True,
+        metavar="SECONDS",
+        help="seconds for the 99th-percentile output, or inf (required)",
+    )
     exe.add_argument("--gpu", help="a40 or a100 (default: the paper's for the model)")
     exe.add_argument(
         "--gpus", type=_int_arg(1, MAX_GPUS), help="GPU count (default: the paper's for the model)"
     )
     exe.add_argument(
-        "--schedules", default="RRA,WAA-C,WAA-M", help="comma-separated subset of RRA,WAA-C,WAA-M"
+        "--schedules",
+        default="RRA,WAA-C,WAA-M",
+        help="comma-separated subset of RRA,WAA-C,WAA-M (default: %(default)s)",
     )
     exe.add_argument(
         "--eps",
         type=_float_arg(0.0, 1.0, high_open=True),
         default=0.01,
-        help="throughput and latency tolerance of the search",
+        help="throughput and latency tolerance of the search (default: %(default)s)",
     )
     exe.add_argument(
-        "--batch-max", type=_int_arg(1, MAX_BATCH), default=128, help="largest encoder batch B_E searched"
+        "--batch-max",
+        type=_int_arg(1, MAX_BATCH),
+        default=128,
+        help="largest encoder batch B_E searched (default: %(default)s)",
     )
     exe.add_argument(
         "--iterations-max",
         type=_int_arg(1, MAX_ITERATIONS),
         help="largest N_D searched (default: the longest output, at most 128)",
     )
-    exe.add_argument("--verify", action="store_true", help="also run the exhaustive search")
-    exe.add_argument("--json", action="store_true", help="print one JSON object")
+    exe.add_argument("--verify", action="store_true", help="also run the exhaustive search (default: off)")
+    exe.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    _add_progress_flag(exe)
     exe.set_defaults(func=_cmd_exegpt)
 
     run = sub.add_parser("runtime", help="run schedules on a real torch decode loop (needs torch)")
@@ -807,17 +1087,44 @@ def build_parser() -> argparse.ArgumentParser:
     val = run_sub.add_parser(
         "validate", help="profile, fit a cost model, execute a simulated schedule, compare with the clock"
     )
-    val.add_argument("--model", default="tiny", help="tiny, small, 125m or 1b (seeded random weights)")
-    val.add_argument("--device", default="cpu", help="cpu or cuda")
-    val.add_argument("--requests", type=_int_arg(1, RUNTIME_MAX_REQUESTS), default=24)
-    val.add_argument("--clients", type=_int_arg(2, RUNTIME_MAX_CLIENTS), default=8)
     val.add_argument(
-        "--scale", type=_float_arg(0.0, 1.0, low_open=True), default=0.125, help="GSM8K lengths times this"
+        "--model",
+        default="tiny",
+        help="tiny, small, 125m or 1b (seeded random weights) (default: %(default)s)",
     )
-    val.add_argument("--strategy", default="hybrid", help="baseline or hybrid")
-    val.add_argument("--seed", type=seed, default=0)
-    val.add_argument("--dtype", default="float32", help="float32 (exact token check), float16 or bfloat16")
-    val.add_argument("--json", action="store_true", help="print one JSON object")
+    val.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
+    val.add_argument(
+        "--requests",
+        type=_int_arg(1, RUNTIME_MAX_REQUESTS),
+        default=24,
+        help="requests of the GSM8K-like workload (default: %(default)s)",
+    )
+    val.add_argument(
+        "--clients",
+        type=_int_arg(2, RUNTIME_MAX_CLIENTS),
+        default=8,
+        help="number of clients, each a KV-cache slot (default: %(default)s)",
+    )
+    val.add_argument(
+        "--scale",
+        type=_float_arg(0.0, 1.0, low_open=True),
+        default=0.125,
+        help="GSM8K lengths times this (default: %(default)s)",
+    )
+    val.add_argument("--strategy", default="hybrid", help="baseline or hybrid (default: %(default)s)")
+    val.add_argument(
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed of the workload, prompts and weights (default: %(default)s)",
+    )
+    val.add_argument(
+        "--dtype",
+        default="float32",
+        help="float32 (exact token check), float16 or bfloat16 (default: %(default)s)",
+    )
+    val.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    _add_progress_flag(val)
     val.set_defaults(func=_cmd_runtime)
     return parser
 
@@ -920,25 +1227,101 @@ def _add_sweep_parser(
         "e2e_p50_s, goodput_rps (default: ttft_p99_s)",
     )
     sw.add_argument(
-        "--plot", type=Path, metavar="FILE", help="write the latency-load figure to this file (default: none)"
+        "--plot",
+        type=_plot_file,
+        metavar="FILE",
+        help="write the latency-load figure to this file (default: none)",
     )
     sw.add_argument("--json", action="store_true", help="print one JSON object with rows (default: off)")
-    sw.add_argument("--no-progress", action="store_true", help="hide the progress bar (default: shown)")
+    _add_progress_flag(sw)
     sw.set_defaults(func=_cmd_sweep)
 
 
+# The status of a command whose reader went away (``llmsched ... | head -1``): what a shell
+# reports for a program that SIGPIPE ended, 128 + 13.
+EXIT_BROKEN_PIPE = 141
+# The status of a command stopped by Ctrl-C: what a shell reports for SIGINT, 128 + 2.
+EXIT_INTERRUPTED = 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; return its exit status (2 for bad arguments, reported on stderr)."""
-    parser = build_parser()
+    """Run the command; return its exit status.
+
+    0 on success; 1 when the result says so (an invalid schedule, no feasible configuration);
+    2 for bad arguments, or an input or output that cannot be read or written, reported as one
+    ``llmsched: error: ...`` line on stderr; 141 (as for SIGPIPE), quietly, when the reader of
+    the output went away before it was all written (``llmsched ... | head -1``); 130 after
+    ``llmsched: interrupted`` when Ctrl-C stops it.
+    """
     try:
-        args = parser.parse_args(argv)
+        return _run(argv)
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        print("llmsched: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        status = int(args.func(args))
     except SystemExit as exc:  # --help (0), or a usage error argparse has reported (2)
-        return exc.code if isinstance(exc.code, int) else 2
-    try:
-        return int(args.func(args))
+        status = exc.code if isinstance(exc.code, int) else 2
+    except BrokenPipeError:
+        raise
     except (ValueError, TypeError, OSError) as exc:
-        print(f"llmsched: error: {exc}", file=sys.stderr)
-        return 2
+        if isinstance(exc, OSError) and exc.filename is None and not _flush_stdout():
+            return _fail(f"cannot write the output: {exc.strerror or exc}")  # stdout refused it
+        return _fail(_describe(exc))
+    # Flushed here, so that an output that cannot be written (a reader gone away, a full disk)
+    # is met in main rather than at exit.
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        return _fail(f"cannot write the output: {exc.strerror or exc}")
+    return status
+
+
+def _describe(exc: Exception) -> str:
+    """The error line's text: an OSError as ``PATH: reason``, others as their message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        if exc.filename is None:
+            return exc.strerror
+        target = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+        return f"{exc.filename}{target}: {exc.strerror}"
+    return str(exc)
+
+
+def _fail(message: str) -> int:
+    """Report ``message`` as ``llmsched: error: ...`` on stderr; status 2."""
+    print(f"llmsched: error: {message}", file=sys.stderr)
+    _flush_stdout()  # what stdout still holds, now, so that it cannot fail again at exit
+    return 2
+
+
+def _flush_stdout() -> bool:
+    """Flush stdout; if it cannot be written, discard what it holds and return False."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        _discard_stdout()
+        return False
+    return True
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that what its buffer still holds is not written (and
+    refused again, with a traceback) when the interpreter exits."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a file descriptor
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

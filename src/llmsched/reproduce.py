@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmsched._checks import path_arg, positive_int
+from llmsched._checks import flag, path_arg, positive_int
 from llmsched._checks import seed as check_seed
+from llmsched._progress import progress_bar
 from llmsched.bounds import lower_bounds
 from llmsched.cost import LinearCostModel
 from llmsched.schedule import Schedule
@@ -129,13 +130,15 @@ def reproduce_gsm8k(
     clients: int = 200,
     plot_dir: str | Path | None = None,
     predictor: str = REALISTIC_PREDICTOR,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Run every strategy on ``gsm8k(seed)`` with oracle and with predicted lengths.
 
     The predicted lengths come from ``predictor`` (by default ``mico``: ten length classes
     predicted at the accuracy Mico reports), cross-fitted so that no request is predicted by
     a model that saw it. The report's accuracy table also gives the bucket classifier learned
-    from the prompt length.
+    from the prompt length. With ``progress`` a bar on stderr counts the steps: the decode
+    bound, each method's run with each kind of lengths, each Gantt chart.
 
     Returns the report as a JSON-ready dict. Keys: ``rows`` (one per method and predictor:
     ``method``, ``predictor``, ``makespan_s``, ``utilization``, ``tokens_per_s``,
@@ -155,6 +158,7 @@ def reproduce_gsm8k(
 
     seed = check_seed("seed", seed)
     clients = positive_int("clients", clients)
+    progress = flag("progress", progress)
     if plot_dir is not None:
         # The charts' folder is made before the work, so a bad one fails at once, not after it.
         out = Path(path_arg("plot_dir", plot_dir))
@@ -167,40 +171,49 @@ def reproduce_gsm8k(
     make_predictor(predictor)  # ValueError on an unknown name, before any work
     workload = gsm8k(seed)
     cost = LinearCostModel.paper()
-    # t_d of Eqs. 31-32 from the bin packing's proven bound (its optimum when proven).
-    packing = solve_pcmax(workload.output_tokens, clients, time_limit=30)
-    bounds = lower_bounds(workload, cost, clients, decode_tokens_makespan=int(packing.lower_bound))
-    predicted = cross_fit(predictor, workload)
-    inputs = {"oracle": workload, predictor: with_predictions(workload, predicted)}
-    rows: list[dict[str, Any]] = []
-    schedules: dict[str, Schedule] = {}
-    for name, source in inputs.items():
-        for method in METHODS:
-            schedule = run_method(method, source, cost, clients, name)
-            schedules[f"{method.name}_{name}"] = schedule
-            paper = PAPER_GSM8K["methods"].get(method.name, {})
-            rows.append(
-                {
-                    "method": method.name,
-                    "predictor": name,
-                    "request_policy": method.request_policy_for(name),
-                    "iteration_policy": method.iteration_policy,
-                    "makespan_s": schedule.makespan,
-                    "utilization": schedule.utilization,
-                    "tokens_per_s": schedule.tokens_per_s,
-                    "gap_to_lb": schedule.makespan / bounds.strong - 1.0,
-                    "valid": True,
-                    "paper_makespan_s": paper.get("makespan_s"),
-                    "paper_utilization": paper.get("utilization"),
-                }
-            )
-    if plot_dir is not None:
-        from llmsched.plot import save_gantt
+    charts = 2 * len(STRATEGIES) if plot_dir is not None else 0
+    with progress_bar(progress, 1 + 2 * len(METHODS) + charts, "gsm8k", unit="step") as bar:
+        bar.set_postfix_str("decode bound")
+        # t_d of Eqs. 31-32 from the bin packing's proven bound (its optimum when proven).
+        packing = solve_pcmax(workload.output_tokens, clients, time_limit=30)
+        bounds = lower_bounds(workload, cost, clients, decode_tokens_makespan=int(packing.lower_bound))
+        bar.update()
+        predicted = cross_fit(predictor, workload)
+        inputs = {"oracle": workload, predictor: with_predictions(workload, predicted)}
+        rows: list[dict[str, Any]] = []
+        schedules: dict[str, Schedule] = {}
+        for name, source in inputs.items():
+            for method in METHODS:
+                bar.set_postfix_str(f"{method.name} ({name})")
+                schedule = run_method(method, source, cost, clients, name)
+                bar.update()
+                schedules[f"{method.name}_{name}"] = schedule
+                paper = PAPER_GSM8K["methods"].get(method.name, {})
+                rows.append(
+                    {
+                        "method": method.name,
+                        "predictor": name,
+                        "request_policy": method.request_policy_for(name),
+                        "iteration_policy": method.iteration_policy,
+                        "makespan_s": schedule.makespan,
+                        "utilization": schedule.utilization,
+                        "tokens_per_s": schedule.tokens_per_s,
+                        "gap_to_lb": schedule.makespan / bounds.strong - 1.0,
+                        "valid": True,
+                        "paper_makespan_s": paper.get("makespan_s"),
+                        "paper_utilization": paper.get("utilization"),
+                    }
+                )
+        if plot_dir is not None:
+            from llmsched.plot import save_gantt
 
-        for key, schedule in schedules.items():
-            method_name, name = key.rsplit("_", 1)
-            if method_name in STRATEGIES:
-                save_gantt(schedule, out / f"gsm8k_{key}.png", title=f"GSM8K, {method_name} ({name} lengths)")
+            for key, schedule in schedules.items():
+                method_name, name = key.rsplit("_", 1)
+                if method_name in STRATEGIES:
+                    bar.set_postfix_str(f"chart {key}")
+                    title = f"GSM8K, {method_name} ({name} lengths)"
+                    save_gantt(schedule, out / f"gsm8k_{key}.png", title=title)
+                    bar.update()
     return {
         "workload": "gsm8k",
         "seed": seed,

@@ -33,6 +33,7 @@ is valid, but the metrics only mean something for a valid schedule.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -728,6 +729,65 @@ class Schedule:
             }
         )
         return frame.sort_values(["start", "client"], kind="stable").reset_index(drop=True)
+
+    # ---------------------------------------------------------------- exports
+    def to_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """The schedule as a Chrome trace (Trace Event Format) for ui.perfetto.dev or
+        chrome://tracing: an ``engine`` track with a slice per stage and a ``client J``
+        track per client that worked, with a slice per prefill and decode segment
+        (``prefill r123``, ``decode r123``); times in integer microseconds. See
+        :mod:`llmsched.export` for the layout.
+
+        Parameters
+        ----------
+        path
+            Where to write the JSON; None: write nothing.
+
+        Returns
+        -------
+        dict
+            The trace object (``traceEvents``, ``displayTimeUnit``, ``otherData``).
+
+        Raises
+        ------
+        TypeError, ValueError
+            A path that cannot be written (a folder, a missing folder, no permission),
+            named in the message and checked before the trace is built.
+        """
+        from llmsched.export import chrome_trace, write_chrome_trace
+
+        return chrome_trace(self) if path is None else write_chrome_trace(self, path)
+
+    def to_requests_csv(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        slo_ttft: float | None = None,
+        slo_tbt: float | None = None,
+    ) -> str | None:
+        """:meth:`request_frame` as CSV (a ``request`` column first, serving metrics included)
+        written to ``path``, or returned as text when ``path`` is None.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A path that cannot be written (checked before any work), or a bad SLO target.
+        """
+        from llmsched.export import write_requests_csv
+
+        return write_requests_csv(self, path, slo_ttft=slo_ttft, slo_tbt=slo_tbt)
+
+    def to_stages_csv(self, path: str | os.PathLike[str] | None = None) -> str | None:
+        """:meth:`stage_frame` as CSV (a ``stage`` column first) written to ``path``, or
+        returned as text when ``path`` is None.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A path that cannot be written, checked before any work.
+        """
+        from llmsched.export import write_stages_csv
+
+        return write_stages_csv(self, path)
 
     def plot(self, **kwargs: Any) -> Figure:
         """Gantt chart of clients over time; see :func:`llmsched.plot.gantt`."""

@@ -10,7 +10,7 @@ through joblib: on every core here by default, or on a Dask or Ray cluster insid
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,9 @@ from llmsched._checks import MAX_REQUESTS, positive_int
 from llmsched.cost import LinearCostModel
 from llmsched.reproduce import METHODS, STRATEGIES, run_method
 from llmsched.workloads import gsm8k_like
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 # More cases than this is a run without end, refused up front.
 MAX_CASES = 1_000_000
@@ -149,15 +152,26 @@ def format_study(frame: pd.DataFrame, summary: dict[str, Any]) -> str:
     )
 
 
-def plot_study(frame: pd.DataFrame, path: str | Path) -> None:
-    """Utilization and generation speed per case and strategy (as Figs. 10-11), to ``path``."""
+def plot_study(frame: pd.DataFrame, path: str | Path | None = None) -> Figure:
+    """Utilization and generation speed per case and strategy (as Figs. 10-11).
+
+    Parameters
+    ----------
+    frame
+        What :func:`run_study` returned.
+    path
+        Also write the figure to this file (PNG, SVG, PDF: by extension); None: do not.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        A new figure (not registered with pyplot; the matplotlib backend is left alone).
+    """
     _check_frame(frame)
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), constrained_layout=True)
+    fig = Figure(figsize=(12, 4), dpi=120, layout="constrained")
+    axes = fig.subplots(1, 2)
     for method in STRATEGIES:
         part = frame[frame["method"] == method].sort_values("case")
         if part.empty:
@@ -169,8 +183,9 @@ def plot_study(frame: pd.DataFrame, path: str | Path) -> None:
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.savefig(Path(path), dpi=120)
-    plt.close(fig)
+    if path is not None:
+        fig.savefig(Path(path))
+    return fig
 
 
 def _check_frame(frame: pd.DataFrame) -> None:

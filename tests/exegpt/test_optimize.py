@@ -58,6 +58,22 @@ def test_an_impossible_bound_is_a_result_not_an_error() -> None:
     assert result.to_dict()["latency"] is None
 
 
+def test_progress_counts_the_evaluations_on_stderr(capsys) -> None:
+    """progress=True draws a bar on stderr that counts XSimulator evaluations, out of the grid
+    for the exhaustive search; the default draws nothing; a non-bool is refused."""
+    sim = XSimulator.for_task("opt-13b", "S")
+    exact = optimize(sim, 6.0, method="exhaustive", progress=True, **TINY)
+    err = capsys.readouterr().err
+    assert "ExeGPT exhaustive: 100%" in err and f"{exact.grid_size}/{exact.grid_size}" in err
+    found = optimize(sim, 6.0, progress=True, **TINY)
+    assert f"ExeGPT bnb: {found.evaluations}config" in " ".join(capsys.readouterr().err.split())
+    silent = optimize(sim, 6.0, method="exhaustive", **TINY)
+    assert dataclasses.replace(silent, runtime=exact.runtime) == exact
+    assert capsys.readouterr().err == ""
+    with pytest.raises(TypeError, match="progress must be True or False"):
+        optimize(sim, 6.0, progress="yes", **TINY)
+
+
 def test_results_say_what_each_search_proves() -> None:
     """Throughput is maximised: the exhaustive search is optimal (both bounds are its
     objective, gap 0); the branch-and-bound is only feasible (no bound: nan lower bound and

@@ -41,6 +41,30 @@ def test_predictors_accuracy() -> None:
     assert bucket["mae"] < 0.95 * mean["mae"]  # measured: 38.4 against 44.6 tokens
 
 
+def test_spearman_is_scipys_with_ties_and_zero_without_a_ranking() -> None:
+    """accuracy's Spearman correlation is scipy.stats.spearmanr's (average ranks over ties) on
+    random lengths full of ties; where either side is constant (a constant-mean predictor, a
+    single request) there is no ranking to compare and it is 0.0, not scipy's NaN."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(7)
+    compared = 0
+    for size in (2, 3, 5, 10, 50, 400):
+        for _ in range(5):
+            truth = rng.integers(1, 6, size)
+            predicted = rng.integers(0, 6, size) + rng.choice([0.0, 0.5], size)
+            if np.ptp(truth) == 0 or np.ptp(predicted) == 0:
+                continue
+            expected = spearmanr(truth, predicted).statistic
+            assert accuracy(truth, predicted)["spearman"] == pytest.approx(expected, abs=1e-12)
+            compared += 1
+    assert compared >= 25
+    assert accuracy([3, 3, 3], [1, 2, 3])["spearman"] == 0.0
+    assert accuracy([1, 2, 3], [5, 5, 5])["spearman"] == 0.0
+    assert accuracy([4], [4])["spearman"] == 0.0
+    assert accuracy([1, 2, 2, 3], [1, 2, 2, 3])["spearman"] == 1.0
+
+
 def test_mico_classifier_has_its_published_accuracy_and_errs_by_one_class() -> None:
     """The simulated Mico classifier hits the true class at its accuracy, else a neighbour."""
     w = workloads.gsm8k_like(20_000, seed=3)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -21,12 +23,48 @@ def test_scaled_workload() -> None:
         scaled_gsm8k(5, 0)
 
 
+def _run_with_stderr_on_a_terminal(args: list[str]) -> tuple[int, str, str]:
+    """Run ``args`` with stderr on a pseudo-terminal (where one exists, else a pipe); return
+    the status, stdout and what the terminal showed."""
+    if not hasattr(os, "openpty"):
+        proc = subprocess.run(args, capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+    import fcntl
+    import struct
+    import termios
+
+    terminal, child_side = os.openpty()
+    # 24 rows of 100 columns: a new pseudo-terminal has no size, and tqdm draws nothing on one.
+    fcntl.ioctl(child_side, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    shown: list[bytes] = []
+
+    def drain() -> None:  # read as the command writes, so that it never waits on a full terminal
+        while True:
+            try:
+                data = os.read(terminal, 4096)
+            except OSError:  # EIO: the command's side is closed
+                return
+            if not data:
+                return
+            shown.append(data)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    try:
+        proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=child_side, text=True, check=False)
+    finally:
+        os.close(child_side)
+        reader.join()
+        os.close(terminal)
+    return proc.returncode, proc.stdout, b"".join(shown).decode(errors="replace")
+
+
 def test_cli_runtime_validate_json() -> None:
     """llmsched runtime validate --json reports predicted and measured makespans, the token
-    check and the fit's error."""
+    check and the fit's error; on a terminal a progress bar counts its six steps."""
     from llmsched.cli import main
 
-    proc = subprocess.run(
+    status, stdout, stderr = _run_with_stderr_on_a_terminal(
         [
             sys.executable,
             "-c",
@@ -41,15 +79,14 @@ def test_cli_runtime_validate_json() -> None:
             "10",
             "--json",
         ],
-        capture_output=True,
-        text=True,
-        check=False,
     )
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
+    assert status == 0, stderr
+    out = json.loads(stdout)
     assert out["tokens_match"] is True and out["valid"] is True
     assert out["predicted_makespan_s"] > 0 and out["measured_makespan_s"] > 0
     assert 0 <= out["fit_error"] < 10
+    if hasattr(os, "openpty"):
+        assert "runtime (tiny): 100%" in stderr and "6/6" in stderr, stderr
     assert main(["runtime", "validate", "--model", "huge"]) == 2
     assert main(["runtime", "validate", "--clients", "1"]) == 2
 

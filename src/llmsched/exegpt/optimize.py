@@ -25,7 +25,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llmsched._checks import positive_int
+from llmsched._checks import flag, positive_int
+from llmsched._progress import progress_bar
 from llmsched.exegpt.search import SearchResult, Variable, branch_and_bound, exhaustive, grid_size
 from llmsched.exegpt.xsim import MAX_BATCH, MAX_ITERATIONS, MAX_MICRO_BATCHES, Estimate, XSimulator
 from llmsched.result import Result, Status
@@ -290,6 +291,7 @@ def optimize(
     batch_max: int = 128,
     iterations_max: int | None = None,
     micro_batches_max: int = 8,
+    progress: bool = False,
 ) -> ExeGPTResult:
     """Maximise throughput subject to ``latency <= latency_bound`` (seconds, or ``inf``).
 
@@ -297,7 +299,8 @@ def optimize(
     ``grid_size`` is what the exhaustive search evaluates. When no configuration meets the
     bound the result has ``feasible=False`` and a message saying so. The status says what
     was proven (see :class:`ExeGPTResult`): ``optimal`` or ``infeasible`` for the exhaustive
-    search, ``feasible`` or ``unknown`` for the branch-and-bound.
+    search, ``feasible`` or ``unknown`` for the branch-and-bound. With ``progress`` a bar on
+    stderr counts the XSimulator evaluations (out of the grid for the exhaustive search).
     """
     if not isinstance(sim, XSimulator):
         raise TypeError(f"sim must be an XSimulator, got {type(sim).__name__}")
@@ -313,17 +316,23 @@ def optimize(
     for name, eps in (("eps_throughput", eps_throughput), ("eps_latency", eps_latency)):
         if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 <= eps < 1:
             raise ValueError(f"{name} must be a fraction in [0, 1), got {eps!r}")
+    progress = flag("progress", progress)
     schedules = _schedule_list(schedules)
     spaces = search_spaces(sim, schedules, batch_max, iterations_max, micro_batches_max)
+    total = sum(grid_size(space.variables) for space in spaces) if method == "exhaustive" else None
     start = time.perf_counter()
     runs = []
-    for space in spaces:
-        perf = space.perf(sim)
-        if method == "bnb":
-            result = branch_and_bound(perf, space.variables, latency_bound, eps_throughput, eps_latency)
-        else:
-            result = exhaustive(perf, space.variables, latency_bound)
-        runs.append(Run(space, result, grid_size(space.variables)))
+    with progress_bar(progress, total, f"ExeGPT {method}", unit="config") as bar:
+        for space in spaces:
+            perf = space.perf(sim)
+            if progress:
+                bar.set_postfix_str(space.schedule, refresh=False)
+                perf = _counted(perf, bar)
+            if method == "bnb":
+                result = branch_and_bound(perf, space.variables, latency_bound, eps_throughput, eps_latency)
+            else:
+                result = exhaustive(perf, space.variables, latency_bound)
+            runs.append(Run(space, result, grid_size(space.variables)))
     runtime = time.perf_counter() - start
     evaluations = sum(r.result.evaluations for r in runs)
     grid = sum(r.grid for r in runs)
@@ -368,6 +377,16 @@ def optimize(
         method=method,
         runs=tuple(runs),
     )
+
+
+def _counted(perf: Any, bar: Any) -> Any:
+    """``perf`` moving ``bar`` one step per evaluation."""
+
+    def counted(config: dict[str, int]) -> tuple[float, float]:
+        bar.update()
+        return perf(config)
+
+    return counted
 
 
 def monotonicity(

@@ -388,6 +388,10 @@ def accuracy(
 ) -> dict[str, float]:
     """How close predictions are: MAE, relative MAE, Spearman rank correlation, class accuracy.
 
+    ``spearman`` is :func:`scipy.stats.spearmanr`'s correlation (ties take their average rank);
+    when the truth or the predictions are all one value, so that they rank nothing, it is 0.0
+    where scipy would give NaN. Neither input may hold NaN (a ValueError).
+
     ``bucket_accuracy`` is the share of requests whose predicted length falls in the same
     class as the true one, with Mico's ``buckets`` equal-width classes
     ``floor(l / (max_tokens / buckets))`` over ``[0, max_tokens]`` (by default the longest
@@ -406,18 +410,13 @@ def accuracy(
         else positive_int("max_tokens", max_tokens, maximum=MAX_TOKENS)
     )
     same = length_classes(true, buckets, top) == length_classes(pred, buckets, top)
+    # A constant side (a constant-mean predictor, a single request) ranks nothing: scipy says
+    # NaN (with a warning); 0.0 here, so that the report stays a number and valid JSON.
+    spearman = 0.0
+    if np.ptp(true) > 0 and np.ptp(pred) > 0:
+        from scipy.stats import spearmanr
 
-    def ranks(x: np.ndarray) -> np.ndarray:
-        order = np.argsort(x, kind="stable")
-        r = np.empty(x.size)
-        r[order] = np.arange(x.size)
-        # average ranks over ties
-        _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
-        sums = np.bincount(inverse, weights=r)
-        return np.asarray(sums[inverse] / counts[inverse])
-
-    rt, rp = ranks(true), ranks(pred)
-    spearman = float(np.corrcoef(rt, rp)[0, 1]) if rt.std() > 0 and rp.std() > 0 else 0.0
+        spearman = float(spearmanr(true, pred).statistic)  # average ranks over ties
     return {
         "mae": float(np.abs(true - pred).mean()),
         "relative_mae": float(np.abs(true - pred).sum() / true.sum()),

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from llmsched._checks import flag
+from llmsched._progress import progress_bar
 from llmsched.runtime.engine import Engine
 from llmsched.runtime.executor import execute_schedule, make_prompts, run_alone
 from llmsched.runtime.model import PRESETS, LlamaModel
@@ -50,6 +52,7 @@ def validate_runtime(
     seed: int = 0,
     threads: int | None = 1,
     dtype: str = "float32",
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Profile, fit, simulate a schedule with the fitted model, execute it, compare.
 
@@ -62,6 +65,9 @@ def validate_runtime(
 
     In float16 or bfloat16 a request's greedy tokens can change with the batch around it
     (rounding in the matrix products), so the token check is exact only in float32.
+
+    With ``progress`` a bar on stderr counts the steps: building the model, profiling,
+    profiling held-out sizes, simulating, executing the schedule, running each request alone.
     """
     import torch
 
@@ -80,33 +86,47 @@ def validate_runtime(
         raise ValueError(
             f"clients must be an integer >= 2 (decode fits need two batch sizes), got {clients!r}"
         )
+    progress = flag("progress", progress)
     start = time.perf_counter()
     workload = scaled_gsm8k(requests, scale, seed)
     config = PRESETS[model]
     longest = int(np.max(workload.prompt_tokens + workload.output_tokens))
-    engine = Engine(
-        LlamaModel(config, seed=seed),
-        clients,
-        longest + 8,
-        device=device,
-        dtype=dtypes[dtype],
-        threads=threads if device == "cpu" else None,
-    )
-    prompt_len = max(1, int(np.median(workload.prompt_tokens)))
-    capacity = max(prompt_len * clients, int(workload.prompt_tokens.max()))
-    sizes, held_sizes = split_sizes(prompt_len, prompt_len * clients, 6)
-    batches, held_batches = split_sizes(1, clients, 5)
-    samples = profile(engine, sizes, batches, prompt_len=prompt_len, context=64, seed=seed)
-    cost = fit_cost(samples, capacity)
-    fit_error = {"mape": float("nan"), "prefill_mape": float("nan"), "decode_mape": float("nan")}
-    if held_sizes and held_batches:
-        held = profile(engine, held_sizes, held_batches, prompt_len=prompt_len, context=64, seed=seed + 1)
-        fit_error = stage_errors(cost, held, median=True)
-    rp, ip = STRATEGIES[strategy]
-    predicted = simulate(workload, cost, clients, rp, ip)
-    prompts = make_prompts(workload, config.vocab_size, seed)
-    execution = execute_schedule(predicted, engine, prompts)
-    alone = run_alone(engine, workload, prompts)
+    with progress_bar(progress, 6, f"runtime ({model})", unit="step") as bar:
+        bar.set_postfix_str("model")
+        engine = Engine(
+            LlamaModel(config, seed=seed),
+            clients,
+            longest + 8,
+            device=device,
+            dtype=dtypes[dtype],
+            threads=threads if device == "cpu" else None,
+        )
+        bar.update()
+        prompt_len = max(1, int(np.median(workload.prompt_tokens)))
+        capacity = max(prompt_len * clients, int(workload.prompt_tokens.max()))
+        sizes, held_sizes = split_sizes(prompt_len, prompt_len * clients, 6)
+        batches, held_batches = split_sizes(1, clients, 5)
+        bar.set_postfix_str("profile")
+        samples = profile(engine, sizes, batches, prompt_len=prompt_len, context=64, seed=seed)
+        cost = fit_cost(samples, capacity)
+        bar.update()
+        fit_error = {"mape": float("nan"), "prefill_mape": float("nan"), "decode_mape": float("nan")}
+        if held_sizes and held_batches:
+            bar.set_postfix_str("held-out profile")
+            held = profile(engine, held_sizes, held_batches, prompt_len=prompt_len, context=64, seed=seed + 1)
+            fit_error = stage_errors(cost, held, median=True)
+        bar.update()
+        bar.set_postfix_str("simulate")
+        rp, ip = STRATEGIES[strategy]
+        predicted = simulate(workload, cost, clients, rp, ip)
+        prompts = make_prompts(workload, config.vocab_size, seed)
+        bar.update()
+        bar.set_postfix_str("execute")
+        execution = execute_schedule(predicted, engine, prompts)
+        bar.update()
+        bar.set_postfix_str("each request alone")
+        alone = run_alone(engine, workload, prompts)
+        bar.update()
     violations = validate(execution.measured, skip=("stage_time",))
     executed = stage_errors(cost, schedule_stage_times(execution.measured))
     matched = sum(a == b for a, b in zip(execution.tokens, alone, strict=True))

@@ -117,7 +117,7 @@ def test_the_time_limit_stops_the_search_with_the_best_schedule_and_bound(solver
         warm_starts=warm,
     )
     assert result.status is Status.TIME_LIMIT
-    assert result.runtime <= 0.2 * 1.1 + 0.5
+    assert result.runtime <= 0.2 * 1.1 + 1.5  # slack for a loaded machine; the full build takes seconds
     assert result.warm_start is not None and result.objective <= result.warm_start[1] + 1e-9
     assert 0 < result.gap < 1
     check(result)
@@ -133,7 +133,7 @@ def test_the_time_limit_stops_the_model_build(solver: str) -> None:
     result = solve_full(
         workload, cost, 8, time_limit=0.2, backend=solver, formulation="literal", warm_starts={"fcfs": start}
     )
-    assert result.runtime <= 0.2 * 1.1 + 0.5
+    assert result.runtime <= 0.2 * 1.1 + 1.5  # slack for a loaded machine; the full build takes seconds
     assert result.status is Status.TIME_LIMIT
     assert result.schedule is start and result.warm_start == ("fcfs", start.makespan)
     assert result.bound == lower_bounds(workload, cost, 8).strong
