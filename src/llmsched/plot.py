@@ -166,7 +166,9 @@ def save_gantt(schedule: Schedule, path: Any, **kwargs: Any) -> Figure:
     return fig
 
 
-# Per-request latencies latency_cdf draws (attributes of Schedule), and their axis labels.
+#: Per-request latencies latency_cdf draws (attributes of Schedule), and their axis labels.
+#:
+#: :meta hide-value:
 LATENCY_METRICS = {
     "ttft": "time to first token (s)",
     "e2e": "end-to-end latency (s)",
