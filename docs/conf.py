@@ -34,6 +34,8 @@ exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
 html_theme = "furo"
 html_title = f"llmsched {release}"
 html_show_sourcelink = False
+html_static_path = ["_static"]
+html_css_files = ["notebooks.css"]
 
 # Markdown pages (MyST) and notebooks (myst-nb). Notebooks are shown with the outputs stored in
 # them and never executed here: a notebook without outputs renders as its code and text.
@@ -65,15 +67,10 @@ napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 napoleon_preprocess_types = False
 
-# Every cross-reference to llmsched must resolve (``make docs`` runs nitpicky, warnings as
-# errors). Other libraries' names are left as text: their inventories would need the network.
+# Every cross-reference to a public llmsched name must resolve (``make docs`` runs nitpicky,
+# warnings as errors); other libraries' names stay text (their inventories would need the
+# network), and so do private names (see _only_llmsched_names).
 nitpicky = True
-nitpick_ignore_regex = [
-    (r"py:.*", r"(?!llmsched\.)\w+\..*"),  # a dotted name outside llmsched (numpy.ndarray, ...)
-    (r"py:.*", r".*\b_\w+"),  # private names (bases such as _Model)
-    # names annotations use unqualified (imported under TYPE_CHECKING or from typing)
-    (r"py:class", r"Figure|Axes|Module|Generator|Any|Callable"),
-]
 
 API = DOCS / "api"
 
@@ -205,29 +202,36 @@ def _undo_inline_type(app: Any, what: str, name: str, obj: Any, options: Any, li
 
 def _resolve_alias(app: Any, env: Any, node: Any, contnode: Any) -> Any:
     """Resolve a Python cross-reference that names an object where it is re-exported
-    (``llmsched.mip.solve_pcmax``) or, inside a module, by the name it has there
-    (``solve_pcmax``) to the page of the module that defines it."""
+    (``llmsched.mip.solve_pcmax``), inside a module by the name it has there (``solve_pcmax``),
+    or by the name of a class the module imports only for its annotations
+    (``Schedule.request_frame``), to the page of the module that defines it."""
     if node.get("refdomain") != "py":
         return None
     target = node["reftarget"]
     candidates = [target]
     if node.get("py:module"):
         candidates.append(f"{node['py:module']}.{target}")
-    domain = env.get_domain("py")
+    targets: list[str] = []
     for candidate in candidates:
         value = _lookup(candidate)
-        if value is None:
+        if value is not None:
+            targets += _homes(candidate.rpartition(".")[2], value)
+    first, _, rest = target.partition(".")
+    for module_name, module in sorted(sys.modules.items()):
+        value = getattr(module, first, None) if module_name.startswith("llmsched") else None
+        if (inspect.isclass(value) or inspect.isfunction(value)) and value.__module__.startswith("llmsched"):
+            targets.append(".".join(filter(None, [value.__module__, value.__qualname__, rest])))
+    domain = env.get_domain("py")
+    for canonical in dict.fromkeys(targets):
+        if canonical in candidates:
             continue
-        for canonical in _homes(candidate.rpartition(".")[2], value):
-            if canonical == candidate:
-                continue
-            node = node.deepcopy()
-            node["reftarget"] = canonical
-            resolved = domain.resolve_xref(
-                env, node["refdoc"], app.builder, node["reftype"], canonical, node, contnode
-            )
-            if resolved is not None:
-                return resolved
+        node = node.deepcopy()
+        node["reftarget"] = canonical
+        resolved = domain.resolve_xref(
+            env, node["refdoc"], app.builder, node["reftype"], canonical, node, contnode
+        )
+        if resolved is not None:
+            return resolved
     return None
 
 
@@ -264,6 +268,27 @@ def _lookup(dotted: str) -> Any:
     return None
 
 
+def _only_llmsched_names(app: Any, domain: Any, node: Any) -> bool | None:
+    """Silence a missing Python reference unless it names a public llmsched object: names of
+    other libraries (``numpy.ndarray``; ``Path`` or ``Figure`` in an annotation) have no page
+    here, and private names (a base such as ``_Model``) have none by design."""
+    if node.get("refdomain") != "py":
+        return None
+    target = node["reftarget"].lstrip("~.")
+    if any(part.startswith("_") for part in target.split(".")):
+        return True
+    if target.startswith("llmsched."):
+        return None
+    first = target.split(".")[0]
+    for module_name, module in list(sys.modules.items()):
+        if module_name.startswith("llmsched") and module is not None and hasattr(module, first):
+            value = getattr(module, first)
+            home = getattr(value, "__module__", None) if not inspect.ismodule(value) else value.__name__
+            if home is None or home.startswith("llmsched"):
+                return None  # a llmsched class, function or constant: the warning stands
+    return True
+
+
 def setup(app: Any) -> None:
     app.connect("builder-inited", write_api_pages)
     app.connect("autodoc-process-docstring", _exported_names)
@@ -271,3 +296,4 @@ def setup(app: Any) -> None:
     app.connect("autodoc-process-docstring", _keep_original, priority=400)
     app.connect("autodoc-process-docstring", _undo_inline_type, priority=600)
     app.connect("missing-reference", _resolve_alias)
+    app.connect("warn-missing-reference", _only_llmsched_names)
