@@ -3,6 +3,7 @@ reference generated from the numpy-style docstrings (``make docs``)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
@@ -12,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from sphinx.ext import autosummary
+from sphinx.pycode import ModuleAnalyzer
 
 DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent / "src"))  # the checkout's own sources, installed or not
@@ -115,6 +117,31 @@ def defined_here(module: ModuleType) -> list[str]:
     return sorted(names, key=lambda name: (not inspect.isclass(getattr(module, name)), name))
 
 
+def undocumented_constants(module: ModuleType) -> list[str]:
+    """Names in ``module.__all__`` that it assigns at its top level (constants, type aliases)
+    without a ``#:`` doc comment. autodoc leaves undocumented data out of ``:members:``; named
+    one by one they get an entry (name and value), so what a module exports has a page."""
+    exported = set(getattr(module, "__all__", ()))
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError):
+        return []
+    assigned: list[str] = []
+    for statement in tree.body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        if isinstance(statement, ast.AnnAssign):
+            targets = [statement.target]
+        assigned += [target.id for target in targets if isinstance(target, ast.Name)]
+    documented = {attribute for _, attribute in ModuleAnalyzer.for_module(module.__name__).find_attr_docs()}
+    return [
+        name
+        for name in dict.fromkeys(assigned)
+        if name in exported
+        and name not in documented
+        and not (inspect.isclass(getattr(module, name)) or inspect.isroutine(getattr(module, name)))
+    ]
+
+
 def module_page(module: ModuleType, children: list[ModuleType]) -> str:
     """The reST of one module's page: its docstring, tables of what it defines and of its
     submodules, then its members (autodoc puts a directive's content before the members)."""
@@ -130,6 +157,8 @@ def module_page(module: ModuleType, children: list[ModuleType]) -> str:
         for child in children:
             lines += [f"      * - :mod:`~{child.__name__}`", f"        - {summary(child)}"]
         lines.append("")
+    for constant in undocumented_constants(module):
+        lines += [f".. autodata:: {name}.{constant}", ""]
     if children:
         lines += [".. toctree::", "   :hidden:", ""]
         lines += [f"   {child.__name__}" for child in children]
@@ -186,6 +215,8 @@ _original: dict[str, list[str]] = {}
 
 def _keep_original(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
     if what in _ATTRIBUTES:
+        if " ".join(lines).split() == (inspect.getdoc(type(obj)) or "").split():
+            lines[:] = []  # a constant without a doc comment: not the docstring of dict or str
         _original[name] = list(lines)
 
 
