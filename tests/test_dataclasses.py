@@ -79,6 +79,16 @@ def _pcmax() -> Any:
     return solve_pcmax([5, 3, 9, 1, 2, 7], 3, time_limit=5)
 
 
+def _milp_outcome() -> Any:
+    from llmsched.mip.highs import MilpModel
+
+    model = MilpModel()
+    x, y = model.variable(0, 3, True, "x"), model.variable(0, 3, False, "y")
+    model.add(x + y >= 2.5, "cover")
+    model.minimize(2 * x + y)
+    return model.solve(10.0)
+
+
 def _search_outcome() -> Any:
     from llmsched.mip.pcmax_search import bin_completion_search
 
@@ -145,6 +155,7 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.mip.full.model.FullData": _full_data,
     "llmsched.mip.full.model.Plan": _plan,
     "llmsched.mip.full.solve.FullResult": _full,
+    "llmsched.mip.highs.MilpOutcome": _milp_outcome,
     "llmsched.mip.pcmax_result.PcmaxResult": _pcmax,
     "llmsched.mip.pcmax_search.SearchOutcome": _search_outcome,
     "llmsched.mip.pcmax_exact.PatternLP": _pattern_lp,
