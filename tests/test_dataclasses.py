@@ -48,7 +48,7 @@ def _full() -> Any:
     from llmsched.mip import solve_full
 
     cost = LevelCostModel([(100, 0.01)], 0.1)
-    return solve_full(Workload([10, 10, 10], [1, 3, 1]), cost, 2, time_limit=10, backend="cpsat")
+    return solve_full(Workload([10, 10, 10], [1, 3, 1]), cost, 2, time_limit=10, backend="highs")
 
 
 def _plan() -> Any:

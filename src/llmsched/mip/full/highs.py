@@ -12,11 +12,17 @@ offers no more:
 * **A bound only with a solution.** scipy returns HiGHS's dual bound only when HiGHS holds
   a solution; stopped without one, the bound is that of the lower-bound formulas.
 
-Determinism: HiGHS's branch and bound is deterministic, so the same model gives the same
-search on any machine. The wall-clock limit is only a safety net (its firing is the status
-``time_limit``); ``work_limit`` bounds the search in branch-and-bound nodes (HiGHS's
-``mip_max_nodes``, scipy's ``node_limit``), which gives the same answer under any load
-(status ``feasible``).
+``optimal`` is HiGHS's proof with both gaps set to 0; it holds up to HiGHS's feasibility
+tolerance (1e-6: it prunes a node whose bound is within that of the incumbent), as SCIP's
+holds up to its own. The bound reported is HiGHS's dual bound, never above the replayed
+schedule's makespan.
+
+Determinism: HiGHS's branch and bound is deterministic (scipy's ``milp`` documents it so),
+so the same model gives the same search on any machine. The wall-clock limit is only a
+safety net (its firing is the status ``time_limit``); ``work_limit`` bounds the search in
+branch-and-bound nodes (HiGHS's ``mip_max_nodes``, scipy's ``node_limit``), which gives the
+same answer under any load (status ``feasible``). scipy exposes no other limit (no
+iteration or leaf limit, no thread count) without passing HiGHS options verbatim.
 """
 
 from __future__ import annotations
