@@ -181,10 +181,16 @@ FACTORIES: dict[str, Callable[[], Any]] = {
 }
 
 
+# Modules that import an optional solver at load (the solvers extra): left out without it.
+_SOLVER_MODULES = {"llmsched.mip.full.scip": "pyscipopt", "llmsched.mip.full.cpsat": "ortools"}
+
+
 def _frozen_dataclasses() -> set[str]:
     found = set()
     for info in pkgutil.walk_packages(llmsched.__path__, "llmsched."):
         if info.name.startswith("llmsched.runtime") and importlib.util.find_spec("torch") is None:
+            continue
+        if info.name in _SOLVER_MODULES and importlib.util.find_spec(_SOLVER_MODULES[info.name]) is None:
             continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
