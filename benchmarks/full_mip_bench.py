@@ -2,6 +2,8 @@
 
     python benchmarks/full_mip_bench.py [--instances 30] [--limit 60] [--parts tiny,toy,limits]
                                         [--toy-limit 600] [--limits 1,5,10] [--json out.json]
+                                        [--backends highs,scip] [--formulation strong]
+                                        [--reference optima.json]
 
 tiny: ``tiny_instance(seed)`` (``benchmarks/instances.py``) for seeds 0..N-1 (2-8 requests,
 1-3 clients, outputs 1-20, the paper's cost model at its levels), each solved by the strong
@@ -12,6 +14,14 @@ median speed-up of strong over literal (target: >= 5x).
 
 toy: the paper's toy case, 100 GSM8K-shaped requests on 20 clients (gsm8k_like(100, seed=0)),
 strong formulation, against the paper's report (Gurobi, 3,600 s, gap not closed).
+
+backends (``--backends highs,scip``, which runs this part alone unless ``--parts`` names
+others): the same tiny instances solved by each backend named (one formulation,
+``--formulation``, warm-started from the heuristics), objectives, statuses and runtimes side
+by side, and whether the proven optima agree (within 1e-6 s). ``--reference`` takes the JSON
+of an earlier run (``--json``; its ``backends`` rows) and compares every backend's objective
+with the optimum proven there: how a core-only install (``--backends highs``, no solvers
+extra) checks HiGHS against SCIP's optima computed elsewhere.
 
 limits: the literal model of gsm8k_like(40) on 8 clients and of gsm8k_like(100) on 20, and the
 strong one of the latter, under time limits of 1, 5 and 10 s on both backends: the elapsed time
@@ -154,6 +164,100 @@ def toy_part(limit: float, backend: str) -> dict:
     }
 
 
+def backends_part(
+    instances: int, limit: float, backends: list[str], formulation: str, reference: dict[int, float] | None
+) -> list[dict]:
+    """Each backend on the tiny instances, side by side; the optima must agree."""
+    print(f"Tiny instances by backend ({formulation} formulation), {limit:.0f} s limit per solve")
+    head = f"{'seed':>4} {'n':>2} {'J':>2}" + "".join(
+        f" {b + ' objective':>16} {'status':>10} {'time':>7}" for b in backends
+    )
+    print(head + (f" {'reference':>10}" if reference else "") + "  agree  closed by")
+    rows = []
+    for seed in range(instances):
+        workload, cost, clients = tiny_instance(seed)
+        heuristics = heuristic_schedules(workload, cost, clients)
+        # Where the lower bound meets the best heuristic the strong formulation builds no model.
+        search = (
+            lower_bounds(workload, cost, clients).strong < min(s.makespan for s in heuristics.values()) - 1e-9
+        )
+        results = {
+            b: solve_full(
+                workload,
+                cost,
+                clients,
+                time_limit=limit,
+                backend=b,
+                formulation=formulation,
+                warm_starts=heuristics,
+            )
+            for b in backends
+        }
+        for b, r in results.items():
+            assert r.backend == b and r.schedule is not None and validate(r.schedule) == [], (seed, b)
+        optima = [r.objective for r in results.values() if r.status is Status.OPTIMAL]
+        if reference is not None:
+            optima.append(reference[seed])
+        # None where nothing was proven (nothing to compare), else whether the proofs agree.
+        agree = max(optima) - min(optima) <= 1e-6 if optima else None
+        cells = "".join(f" {r.objective:>16.6f} {r.status:>10} {r.runtime:>6.2f}s" for r in results.values())
+        ref = f" {reference[seed]:>10.6f}" if reference is not None else ""
+        print(
+            f"{seed:>4} {len(workload):>2} {clients:>2}{cells}{ref}  "
+            f"{'-' if agree is None else 'yes' if agree else 'NO':>5}  "
+            f"{'search' if search else 'bounds'}"
+        )
+        sys.stdout.flush()
+        rows.append(
+            {
+                "seed": seed,
+                "requests": len(workload),
+                "clients": clients,
+                "agree": agree,
+                "search": search,
+                **({"reference": reference[seed]} if reference is not None else {}),
+                **{
+                    b: {
+                        "status": str(r.status),
+                        "objective": r.objective,
+                        "bound": r.bound,
+                        "runtime": r.runtime,
+                    }
+                    for b, r in results.items()
+                },
+            }
+        )
+    for b in backends:
+        times = [row[b]["runtime"] for row in rows]
+        proven = sum(row[b]["status"] == "optimal" for row in rows)
+        print(
+            f"{b}: proven optimal {proven}/{len(rows)}, median {statistics.median(times):.3f} s, "
+            f"max {max(times):.2f} s, total {sum(times):.1f} s"
+        )
+    compared = [row for row in rows if row["agree"] is not None]
+    print(
+        f"optima agree on {sum(bool(row['agree']) for row in compared)} of the {len(compared)} instances "
+        f"with a proven optimum ({len(rows) - len(compared)} without one; "
+        f"{sum(row['search'] for row in rows)} of {len(rows)} needed a search: the bounds did not close them)"
+    )
+    return rows
+
+
+def reference_optima(path: str) -> dict[int, float]:
+    """Seed -> optimum proven in an earlier run's JSON (its ``backends`` rows; the smallest
+    objective proven optimal by any backend there)."""
+    with open(path) as fh:
+        rows = json.load(fh)["backends"]
+    out = {}
+    for row in rows:
+        proven = [
+            v["objective"] for v in row.values() if isinstance(v, dict) and v.get("status") == "optimal"
+        ]
+        if proven:
+            out[int(row["seed"])] = min(proven)
+    return out
+
+
 LIMIT_CASES = ((40, 8, "literal"), (100, 20, "literal"), (100, 20, "strong"))
 
 
@@ -208,12 +312,23 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=60.0)
     parser.add_argument("--toy-limit", type=float, default=600.0)
     parser.add_argument("--toy-backend", default="scip")
-    parser.add_argument("--parts", default="tiny,toy", help="tiny, toy, limits (comma-separated)")
+    parser.add_argument(
+        "--parts",
+        help="tiny, toy, limits, backends (comma-separated; default tiny,toy, or backends "
+        "when --backends is given)",
+    )
+    parser.add_argument("--backends", help="backends of the backends part, e.g. highs,scip")
+    parser.add_argument("--formulation", default="strong", help="formulation of the backends part")
+    parser.add_argument("--reference", help="JSON of an earlier run whose backends rows hold optima")
     parser.add_argument("--limits", default="1,5,10", help="time limits of the limits part (seconds)")
     parser.add_argument("--json")
     args = parser.parse_args()
-    parts = set(args.parts.split(","))
+    parts = set((args.parts or ("backends" if args.backends else "tiny,toy")).split(","))
     out: dict = {}
+    if "backends" in parts:
+        backends = (args.backends or "highs,scip").split(",")
+        reference = reference_optima(args.reference) if args.reference else None
+        out["backends"] = backends_part(args.instances, args.limit, backends, args.formulation, reference)
     if "tiny" in parts:
         out["tiny"] = tiny_part(args.instances, args.limit)
     if "toy" in parts:

@@ -48,7 +48,7 @@ def _full() -> Any:
     from llmsched.mip import solve_full
 
     cost = LevelCostModel([(100, 0.01)], 0.1)
-    return solve_full(Workload([10, 10, 10], [1, 3, 1]), cost, 2, time_limit=10, backend="cpsat")
+    return solve_full(Workload([10, 10, 10], [1, 3, 1]), cost, 2, time_limit=10, backend="highs")
 
 
 def _plan() -> Any:
@@ -77,6 +77,16 @@ def _pcmax() -> Any:
     from llmsched.mip import solve_pcmax
 
     return solve_pcmax([5, 3, 9, 1, 2, 7], 3, time_limit=5)
+
+
+def _milp_outcome() -> Any:
+    from llmsched.mip.highs import MilpModel
+
+    model = MilpModel()
+    x, y = model.variable(0, 3, True, "x"), model.variable(0, 3, False, "y")
+    model.add(x + y >= 2.5, "cover")
+    model.minimize(2 * x + y)
+    return model.solve(10.0)
 
 
 def _search_outcome() -> Any:
@@ -151,6 +161,7 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.mip.full.model.FullData": _full_data,
     "llmsched.mip.full.model.Plan": _plan,
     "llmsched.mip.full.solve.FullResult": _full,
+    "llmsched.mip.highs.MilpOutcome": _milp_outcome,
     "llmsched.mip.pcmax_result.PcmaxResult": _pcmax,
     "llmsched.mip.pcmax_search.SearchOutcome": _search_outcome,
     "llmsched.mip.pcmax_exact.PatternLP": _pattern_lp,
@@ -176,10 +187,16 @@ FACTORIES: dict[str, Callable[[], Any]] = {
 }
 
 
+# Modules that import an optional solver at load (the solvers extra): left out without it.
+_SOLVER_MODULES = {"llmsched.mip.full.scip": "pyscipopt", "llmsched.mip.full.cpsat": "ortools"}
+
+
 def _frozen_dataclasses() -> set[str]:
     found = set()
     for info in pkgutil.walk_packages(llmsched.__path__, "llmsched."):
         if info.name.startswith("llmsched.runtime") and importlib.util.find_spec("torch") is None:
+            continue
+        if info.name in _SOLVER_MODULES and importlib.util.find_spec(_SOLVER_MODULES[info.name]) is None:
             continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-# Backend name -> the module it needs.
-SOLVER_BACKENDS = {"scip": "pyscipopt", "cpsat": "ortools"}
+from llmsched.mip.backends import SOLVER_MODULES, installed, installed_backends
+
+__all__ = ["SOLVER_MODULES", "installed_backends"]
 
 
-def installed_backends() -> list[str]:
-    return [name for name, module in SOLVER_BACKENDS.items() if importlib.util.find_spec(module)]
-
-
-@pytest.fixture(params=sorted(SOLVER_BACKENDS))
+@pytest.fixture(params=sorted(SOLVER_MODULES))
 def solver(request: pytest.FixtureRequest) -> str:
-    """A MIP backend name; the test is skipped where that backend is not installed."""
+    """A MIP backend name (``cpsat``, ``highs``, ``scip``); the test is skipped where that
+    backend is not installed (``highs`` always is: scipy is a core dependency)."""
     name = request.param
-    if importlib.util.find_spec(SOLVER_BACKENDS[name]) is None:
-        pytest.skip(f"{name} needs {SOLVER_BACKENDS[name]}, which is not installed")
+    if not installed(name):
+        pytest.skip(f"{name} needs {SOLVER_MODULES[name]}, which is not installed")
     return name

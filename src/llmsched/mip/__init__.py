@@ -1,6 +1,8 @@
 """Solvers: the offline minimising-makespan assignment (P||Cmax and Q||Cmax) and the full MIP.
 
-Solver packages (OR-Tools, PySCIPOpt) are imported only by the steps that use them.
+Solver packages (OR-Tools, PySCIPOpt) are imported only by the steps that use them; HiGHS,
+through scipy, needs no extra (:mod:`llmsched.mip.backends`: which backends are installed,
+``backend="auto"``, and :class:`~llmsched.mip.backends.MissingSolverError`).
 """
 
 from llmsched.mip.full import FullResult, solve_full

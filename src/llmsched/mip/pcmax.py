@@ -35,8 +35,9 @@ bound. A packing found at a capacity lowers the incumbent and never raises the b
 With at least as many machines as jobs of positive size the answer is immediate (one job
 per machine); nothing of the size of the machine count is allocated then.
 
-``backend="scip"`` or ``"cpsat"`` instead solves the paper's model as written (one binary
-per job and machine), so the two can be compared honestly.
+``backend="scip"``, ``"cpsat"`` or ``"highs"`` instead solves the paper's model as written
+(one binary per job and machine), so the two can be compared honestly. SCIP and CP-SAT are
+the ``solvers`` extra; HiGHS comes with scipy (see :mod:`llmsched.mip.backends`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ import numpy as np
 
 from llmsched.mip import pcmax_bounds as lb
 from llmsched.mip import pcmax_heuristics as ub
+from llmsched.mip.backends import load, require
 from llmsched.mip.pcmax_budgets import (
     ARCFLOW_ARCS,
     EXCHANGE_ROUNDS_PER_JOB,
@@ -67,7 +69,7 @@ from llmsched.result import Status, Tracer, relative_gap
 
 __all__ = ["PcmaxResult", "check_pcmax_input", "solve_pcmax"]
 
-BACKENDS = ("pipeline", "scip", "cpsat")
+BACKENDS = ("pipeline", "scip", "cpsat", "highs")
 
 
 def check_pcmax_input(
@@ -146,7 +148,9 @@ def solve_pcmax(
         is its load divided by its speed. Proofs of optimality need integer speeds.
     backend
         ``pipeline`` (bounds, heuristics, exact search), or the paper's model as written in
-        ``scip`` or ``cpsat`` (which runs until it proves the optimum or the time limit).
+        ``scip`` or ``cpsat`` (the ``solvers`` extra) or ``highs`` (scipy's HiGHS, no extra
+        needed), which runs until it proves the optimum or the time limit. Loading the
+        solver's package is not counted against ``time_limit``.
     exact
         Run the exact step when bounds and heuristics leave a gap (pipeline only).
     effort
@@ -166,6 +170,9 @@ def solve_pcmax(
 
     Raises
     ------
+    MissingSolverError
+        ``backend="scip"`` or ``"cpsat"`` without its package (a ``ModuleNotFoundError``
+        whose message says ``pip install 'llmsched[solvers]'``).
     ValueError
         Negative, fractional or missing job times, fewer than one machine, a speed <= 0,
         an unknown backend, a time limit that is negative, nan or not a number, an effort
@@ -180,6 +187,9 @@ def solve_pcmax(
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
     p, m, s = check_pcmax_input(times, machines, speeds)
+    if backend != "pipeline":
+        require(backend)
+        load(backend)  # off the clock: scipy.optimize alone takes about a second to import
     tracer = Tracer(limit)
     if backend == "pipeline" and s is None and np.count_nonzero(p) <= m:
         return _one_job_per_machine(p, tracer)

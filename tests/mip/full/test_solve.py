@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from llmsched import LinearCostModel, Workload, lower_bounds, simulate, validate, workloads
 from llmsched.cost import LevelCostModel
 from llmsched.mip import FullResult, Status, solve_full
+from llmsched.mip.backends import installed
 from llmsched.online.warm_starts import heuristic_schedules
 from llmsched.result import Result
 
@@ -63,11 +64,12 @@ def test_both_formulations_reach_the_known_optimum(solver: str, formulation: str
 @given(
     st.lists(st.tuples(st.integers(1, 700), st.integers(1, 8)), min_size=1, max_size=4),
     st.integers(1, 2),
-    st.sampled_from(["scip", "cpsat"]),
+    st.sampled_from(["scip", "cpsat", "highs"]),
 )
 def test_optimum_is_never_above_a_heuristic_nor_below_a_bound(requests, clients, backend) -> None:
     """Over random tiny instances the proven optimum lies between the lower bound and every heuristic."""
-    pytest.importorskip("pyscipopt" if backend == "scip" else "ortools")
+    if not installed(backend):
+        pytest.skip(f"{backend} is not installed")
     workload = Workload(prompt_tokens=[r[0] for r in requests], output_tokens=[r[1] for r in requests])
     warm = heuristic_schedules(workload, COST, clients)
     result = solve_full(workload, COST, clients, time_limit=60, backend=backend, warm_starts=warm)
@@ -146,11 +148,11 @@ def test_the_time_limit_stops_the_model_build(solver: str) -> None:
 SIX = Workload(prompt_tokens=np.full(6, 60), output_tokens=[3, 17, 8, 20, 11, 5])
 # Deterministic effort that stops each backend before its proof on SIX (optimum 1.52412 s,
 # 4.2% below the best heuristic's 1.59086 s).
-SMALL_WORK = {"scip": 1, "cpsat": 0.005}
+SMALL_WORK = {"scip": 1, "cpsat": 0.005, "highs": 1}
 
 
 def test_a_work_limit_gives_the_same_answer_every_time(solver: str) -> None:
-    """With a deterministic work limit (SCIP's nodes, CP-SAT's deterministic time) the solve
+    """With a deterministic work limit (SCIP's or HiGHS's nodes, CP-SAT's deterministic time) the solve
     stops before its proof, as feasible, and twice gives the same status, objective and bound."""
     warm = heuristic_schedules(SIX, LinearCostModel.paper(), 2)
     runs = [
@@ -188,7 +190,9 @@ def test_infeasible_bins_and_bad_input(solver: str) -> None:
         ({"work_limit": 0}, "work_limit must be a positive finite number"),
         ({"work_limit": math.inf}, "work_limit"),
         ({"backend": "scip", "work_limit": 2.5}, "whole number"),
+        ({"backend": "highs", "work_limit": 2.5}, "HiGHS's branch-and-bound nodes: a whole number"),
         ({"backend": "scip", "workers": 2}, "workers=2"),
+        ({"backend": "highs", "workers": 2}, "workers=2: HiGHS solves on one thread"),
         ({"warm_starts": {"x": simulate(workload, LinearCostModel.paper(), 3)}}, r"warm_starts\['x'\]"),
     ):
         with pytest.raises(ValueError, match=message):

@@ -2,12 +2,14 @@
 
 :func:`solve_full` builds the model (:mod:`~llmsched.mip.full.model`: the paper's literal
 formulation and a strong one, constraint families named by the paper's equations) in SCIP
-(:mod:`~llmsched.mip.full.scip`) or CP-SAT (:mod:`~llmsched.mip.full.cpsat`), warm-started
-from schedules the caller gives (the online heuristics make good ones:
-:func:`llmsched.online.warm_starts.heuristic_schedules`), solves it within a time limit with a
-trace of incumbent and bound, and turns its solution into a :class:`~llmsched.Schedule` by
-replaying its plan (:mod:`~llmsched.mip.full.replay`), so the validator checks it like any
-other schedule.
+(:mod:`~llmsched.mip.full.scip`), CP-SAT (:mod:`~llmsched.mip.full.cpsat`) or HiGHS through
+scipy (:mod:`~llmsched.mip.full.highs`, no extra needed; ``backend="auto"`` picks SCIP when
+it is installed, else HiGHS), warm-started from schedules the caller gives (the online
+heuristics make good ones: :func:`llmsched.online.warm_starts.heuristic_schedules`; HiGHS
+takes none through scipy, and the start is then only the incumbent), solves it within a time
+limit with a trace of incumbent and bound, and turns its solution into a
+:class:`~llmsched.Schedule` by replaying its plan (:mod:`~llmsched.mip.full.replay`), so the
+validator checks it like any other schedule.
 
 The MIP's semantics are those of :class:`~llmsched.cost.LevelCostModel` (prefill levels, a
 constant decode time per iteration); a :class:`~llmsched.cost.LinearCostModel` is turned

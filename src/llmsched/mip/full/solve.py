@@ -1,7 +1,9 @@
 """``solve_full``: check the instance, size the model, run a backend, return one result.
 
-The backends (:mod:`~llmsched.mip.full.scip`, :mod:`~llmsched.mip.full.cpsat`) are imported
-only when called, so an optional solver stays optional.
+The backends (:mod:`~llmsched.mip.full.scip`, :mod:`~llmsched.mip.full.cpsat`,
+:mod:`~llmsched.mip.full.highs`) are imported only when called, so an optional solver stays
+optional; ``backend="auto"`` is SCIP when it is installed, else HiGHS, which scipy brings
+(see :mod:`llmsched.mip.backends`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from llmsched._checks import positive_int
 from llmsched._checks import time_limit as check_time_limit
 from llmsched.cost import LevelCostModel, LinearCostModel
+from llmsched.mip.backends import AUTO, auto_backend, require
 from llmsched.mip.full.model import FORMULATIONS, FullData, Plan
 from llmsched.mip.full.replay import plan_from_schedule, schedule_from_plan
 from llmsched.result import Result, Status, Tracer, relative_gap
@@ -25,7 +28,10 @@ from llmsched.workload import Workload
 
 __all__ = ["BACKENDS", "FullResult", "default_bins", "min_decode_iterations", "solve_full"]
 
-BACKENDS = ("scip", "cpsat")
+BACKENDS = ("scip", "cpsat", "highs")
+# A schedule and a bound equal up to float rounding (sums of the same times in another
+# order) are closed.
+_ROUNDING = 1e-12
 
 # What a backend's solve function takes: (data, formulation, tracer, start, work_limit,
 # workers, display) -> (status, plan of its best solution or None).
@@ -58,7 +64,8 @@ class FullResult(Result):
     schedule
         The best schedule, valid under ``cost`` (None without one).
     backend, formulation, bins
-        What was solved: ``scip`` or ``cpsat``, ``strong`` or ``literal``, K.
+        What was solved: ``scip``, ``cpsat`` or ``highs`` (what ``auto`` chose), ``strong``
+        or ``literal``, K.
     warm_start
         Name and makespan of the warm-start schedule the solver started from (None when it
         had none).
@@ -111,7 +118,7 @@ def solve_full(
     clients: int,
     time_limit: float = 60.0,
     *,
-    backend: str = "scip",
+    backend: str = AUTO,
     formulation: str = "strong",
     warm_starts: Mapping[str, Schedule] | None = None,
     bins: int | None = None,
@@ -131,9 +138,14 @@ def solve_full(
     time_limit
         Wall-clock seconds (``inf`` for none), model building included: a safety net. When
         it fires, during the build or the search, the best schedule in hand (a warm start or
-        the solver's) and the proven bound come back with status ``time_limit``.
+        the solver's) and the proven bound come back with status ``time_limit``. Importing
+        the solver's package (about a second for scipy's HiGHS) is not counted.
     backend
-        ``scip`` or ``cpsat``.
+        ``auto`` (the default: ``scip`` when PySCIPOpt is installed, else ``highs``),
+        ``scip`` or ``cpsat`` (the ``solvers`` extra), or ``highs`` (HiGHS through
+        ``scipy.optimize.milp``, which needs no extra). HiGHS takes no warm start (scipy
+        cannot pass one): it searches from nothing, and the warm start stays the incumbent
+        and fallback result; its trace holds HiGHS's final incumbent and bound only.
     formulation
         ``strong`` (client-free, tight constants, cuts, symmetry breaking; when the lower
         bound already meets the best warm start no model is built) or ``literal`` (the
@@ -141,8 +153,8 @@ def solve_full(
     warm_starts
         Schedules to start from, by name, valid under the MIP's cost model (``cost`` as a
         :class:`LevelCostModel`) for this workload and these clients; the best one that fits
-        in the bins is the solver's start, an incumbent, and the fallback result, so the
-        result is never worse than it. The online heuristics make a good set:
+        in the bins is the solver's start (not HiGHS's: see ``backend``), an incumbent, and
+        the fallback result, so the result is never worse than it. The online heuristics make a good set:
         :func:`llmsched.online.warm_starts.heuristic_schedules`. Without warm starts the
         solver starts from nothing (the lower bounds still apply).
     bins
@@ -154,13 +166,13 @@ def solve_full(
         an optimum needs it can exceed the unrestricted optimum), and a K no schedule fits
         gives ``infeasible``.
     work_limit
-        Deterministic effort (same result on any machine, under any load): SCIP's
-        branch-and-bound nodes (``limits/nodes``, a whole number) or CP-SAT's deterministic
-        time (``max_deterministic_time``). Stopping on it gives ``feasible`` (``unknown``
-        without a schedule).
+        Deterministic effort (same result on any machine, under any load): SCIP's or
+        HiGHS's branch-and-bound nodes (``limits/nodes``, ``mip_max_nodes``; a whole number)
+        or CP-SAT's deterministic time (``max_deterministic_time``). Stopping on it gives
+        ``feasible`` (``unknown`` without a schedule).
     workers
         CP-SAT's search workers; 1 (the default) is deterministic, more are faster but not.
-        SCIP solves on one thread (only 1 is allowed).
+        SCIP and HiGHS solve on one thread (only 1 is allowed).
     display
         Print the solver's log.
 
@@ -170,21 +182,33 @@ def solve_full(
 
     Raises
     ------
+    MissingSolverError
+        ``backend="scip"`` or ``"cpsat"`` without its package (a ``ModuleNotFoundError``
+        whose message says ``pip install 'llmsched[solvers]'``).
     ValueError
         An unknown backend or formulation, a bad time or work limit or worker count, a
         prompt no level holds, a request arriving after time 0 (the model is of an offline
         batch), ``bins`` too few to prefill every request, or a warm start that is not a
         valid schedule of this instance under the MIP's cost model.
     """
-    tracer = Tracer(check_time_limit("time_limit", time_limit))
+    limit = check_time_limit("time_limit", time_limit)
+    if backend == AUTO:
+        backend = auto_backend()
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}")
+        raise ValueError(f"unknown backend {backend!r}; choose one of {[AUTO, *BACKENDS]}")
     if formulation not in FORMULATIONS:
         raise ValueError(f"unknown formulation {formulation!r}; choose one of {list(FORMULATIONS)}")
     _check_work_limit(work_limit, backend)
     workers = positive_int("workers", workers)
-    if backend == "scip" and workers != 1:
-        raise ValueError(f"workers={workers}: SCIP solves on one thread here; only cpsat takes more workers")
+    if backend in ("scip", "highs") and workers != 1:
+        raise ValueError(
+            f"workers={workers}: {_NAMES[backend]} solves on one thread here; only cpsat takes more workers"
+        )
+    require(backend)
+    # Imported before the clock starts: loading a solver (scipy.optimize takes about a
+    # second) is not solving, and a short limit would be spent on it.
+    solve_backend = _backend(backend)
+    tracer = Tracer(limit)
     clients = positive_int("clients", clients)
     if isinstance(cost, LinearCostModel):
         cost = cost.to_levels(clients)
@@ -221,7 +245,7 @@ def solve_full(
         # The lower bound (a cut of the strong formulation) already proves the start optimal.
         status, solved = Status.OPTIMAL, start[1]
     else:
-        status, solved = _backend(backend)(
+        status, solved = solve_backend(
             data,
             formulation,
             tracer,
@@ -241,7 +265,7 @@ def solve_full(
         if status is Status.UNKNOWN:
             status = Status.FEASIBLE  # the solver found nothing, but the start is a schedule
     objective = schedule.makespan if schedule is not None else math.inf
-    if schedule is not None and tracer.lower_bound >= objective:
+    if schedule is not None and tracer.lower_bound >= objective - _ROUNDING * max(1.0, objective):
         status = Status.OPTIMAL  # a proven bound meets the schedule, whatever stopped the solver
     lower = min(tracer.lower_bound, objective)
     if status is Status.OPTIMAL:
@@ -264,12 +288,19 @@ def solve_full(
     )
 
 
+_NAMES = {"scip": "SCIP", "cpsat": "CP-SAT", "highs": "HiGHS"}
+
+
 def _backend(name: str) -> SolveFunction:
     """The backend's solve function, imported on first use."""
     if name == "scip":
         from llmsched.mip.full import scip
 
         return scip.solve
+    if name == "highs":
+        from llmsched.mip.full import highs
+
+        return highs.solve
     from llmsched.mip.full import cpsat
 
     return cpsat.solve
@@ -289,9 +320,10 @@ def _check_work_limit(work_limit: Any, backend: str) -> None:
     value = float(work_limit)
     if not 0 < value < math.inf:
         raise ValueError(f"work_limit must be a positive finite number or None, got {work_limit!r}")
-    if backend == "scip" and not value.is_integer():
+    if backend in ("scip", "highs") and not value.is_integer():
         raise ValueError(
-            f"work_limit counts SCIP's branch-and-bound nodes: a whole number, got {work_limit!r}"
+            f"work_limit counts {_NAMES[backend]}'s branch-and-bound nodes: a whole number, "
+            f"got {work_limit!r}"
         )
 
 
