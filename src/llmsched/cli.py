@@ -1271,7 +1271,7 @@ def _run(argv: Sequence[str] | None) -> int:
         status = exc.code if isinstance(exc.code, int) else 2
     except BrokenPipeError:
         raise
-    except (ValueError, TypeError, OSError) as exc:
+    except (ValueError, TypeError, OSError, ImportError) as exc:  # ImportError: a solver extra missing
         if isinstance(exc, OSError) and exc.filename is None and not _flush_stdout():
             return _fail(f"cannot write the output: {exc.strerror or exc}")  # stdout refused it
         return _fail(_describe(exc))
