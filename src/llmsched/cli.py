@@ -838,9 +838,27 @@ def _version() -> str:
         return __version__
 
 
+def _add_clip_flags(parser: argparse.ArgumentParser, reported: str = "") -> None:
+    """--max-prompt and --max-output (``reported``: what the command says of the clipping)."""
+    from llmsched._checks import MAX_TOKENS
+
+    parser.add_argument(
+        "--max-prompt",
+        type=_int_arg(1, MAX_TOKENS),
+        metavar="N",
+        help=f"clip prompts to at most N tokens{reported} (default: no clipping)",
+    )
+    parser.add_argument(
+        "--max-output",
+        type=_int_arg(1, MAX_TOKENS),
+        metavar="N",
+        help="clip outputs and predicted outputs to at most N tokens (default: no clipping)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``llmsched`` command's argument parser, with every subcommand and its options."""
-    from llmsched._checks import MAX_REQUESTS, MAX_TOKENS
+    from llmsched._checks import MAX_REQUESTS
     from llmsched.config import RunConfig
     from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS
     from llmsched.online.predictors import predictor_names
@@ -906,18 +924,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay the arrivals K times faster: every arrival time divided by K "
         f"(default: {defaults.rate_scale:g})",
     )
-    sim.add_argument(
-        "--max-prompt",
-        type=_int_arg(1, MAX_TOKENS),
-        metavar="N",
-        help="clip prompts to at most N tokens; the count clipped is reported (default: no clipping)",
-    )
-    sim.add_argument(
-        "--max-output",
-        type=_int_arg(1, MAX_TOKENS),
-        metavar="N",
-        help="clip outputs and predicted outputs to at most N tokens (default: no clipping)",
-    )
+    _add_clip_flags(sim, "; the count clipped is reported")
     sim.add_argument(
         "--arrivals",
         type=_arrivals_arg,
@@ -1132,7 +1139,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_sweep_parser(
     sub: Any, seed: Callable[[str], int], requests: Callable[[str], int], clients: Callable[[str], int]
 ) -> None:
-    from llmsched._checks import MAX_TOKENS
     from llmsched.sweep import PLOT_METRICS
 
     sw = sub.add_parser(
@@ -1158,18 +1164,7 @@ def _add_sweep_parser(
         help="replace the workload's arrivals by Poisson arrivals at R requests/s before scaling "
         "(default: the workload's own; one without any, such as gsm8k, needs this)",
     )
-    sw.add_argument(
-        "--max-prompt",
-        type=_int_arg(1, MAX_TOKENS),
-        metavar="N",
-        help="clip prompts to at most N tokens (default: no clipping)",
-    )
-    sw.add_argument(
-        "--max-output",
-        type=_int_arg(1, MAX_TOKENS),
-        metavar="N",
-        help="clip outputs and predicted outputs to at most N tokens (default: no clipping)",
-    )
+    _add_clip_flags(sw)
     sw.add_argument(
         "--predictor",
         metavar="NAME",

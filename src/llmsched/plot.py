@@ -10,7 +10,7 @@ figure shows itself as a notebook cell's value and saves with ``fig.savefig(path
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -26,6 +26,19 @@ __all__ = ["LATENCY_METRICS", "gantt", "latency_cdf", "occupancy_grid", "optimal
 IDLE, PREFILLING, DECODING = 0, 1, 2
 MAX_CELLS = 50_000_000  # clients x bins of the occupancy grid (int8 cells, and int32 sums of them)
 COLORS = ("#ffffff", "#f28e2b", "#4e79a7")  # idle, prefill, decode
+
+
+def figure_axes(
+    ax: Axes | None, size: tuple[float, float], layout: Literal["constrained", "tight"]
+) -> tuple[Figure, Axes]:
+    """``ax`` and its figure, or new axes on a new ``Figure`` of ``size`` inches (made
+    directly, not through pyplot, so no backend is touched and nothing is left open)."""
+    from matplotlib.figure import Figure as NewFigure
+
+    if ax is not None:
+        return ax.figure, ax  # type: ignore[return-value]
+    fig = NewFigure(figsize=size, dpi=120, layout=layout)
+    return fig, fig.add_subplot()
 
 
 def occupancy_grid(schedule: Schedule, bins: int = 2000) -> tuple[np.ndarray, np.ndarray]:
@@ -114,7 +127,6 @@ def gantt(
         The figure drawn on (``ax``'s when given).
     """
     from matplotlib.colors import ListedColormap
-    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
     from matplotlib.ticker import MaxNLocator
 
@@ -122,12 +134,8 @@ def gantt(
         raise ValueError(f"time_unit must be 's' or 'ms', got {time_unit!r}")
     scale = 1000.0 if time_unit == "ms" else 1.0
     grid, _ = occupancy_grid(schedule, bins)
-    if ax is None:
-        # Tight layout makes room for the legend beside the axes; a caller's figure keeps its own.
-        fig = Figure(figsize=(10, 5.5), dpi=120, layout="tight")
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure  # type: ignore[assignment]
+    # Tight layout makes room for the legend beside the axes; a caller's figure keeps its own.
+    fig, ax = figure_axes(ax, (10, 5.5), "tight")
     ax.imshow(
         grid,
         aspect="auto",
@@ -218,7 +226,6 @@ def latency_cdf(
         No schedule, something other than a schedule, an unknown metric, a target that is
         not > 0, or a schedule with no request that has the metric.
     """
-    from matplotlib.figure import Figure
 
     if isinstance(schedules, Schedule):
         schedules = {"schedule": schedules}
@@ -240,11 +247,7 @@ def latency_cdf(
             raise ValueError(f"schedules[{label!r}] has no request with a {metric}")
         samples[str(label)] = values
 
-    if ax is None:
-        fig = Figure(figsize=(7, 4.5), dpi=120, layout="constrained")
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure  # type: ignore[assignment]
+    fig, ax = figure_axes(ax, (7, 4.5), "constrained")
     for label, values in samples.items():
         p50, p99 = np.percentile(values, [50, 99])
         ax.ecdf(values, label=f"{label}: p50 {p50:.3g} s, p99 {p99:.3g} s")

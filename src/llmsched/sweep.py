@@ -374,7 +374,8 @@ def plot_sweep(
         ``x``, or ``offered_rps`` for a workload without arrival spread.
     """
     import pandas as pd
-    from matplotlib.figure import Figure
+
+    from llmsched.plot import figure_axes
 
     instance("frame", frame, pd.DataFrame, "a DataFrame from sweep()")
     missing = {"rate_scale", "request_policy", "iteration_policy", "offered_rps"} - set(frame.columns)
@@ -391,11 +392,7 @@ def plot_sweep(
         )
     log_y = flag("log_y", log_y)
 
-    if ax is None:
-        fig = Figure(figsize=(7, 4.5), dpi=120, layout="constrained")
-        ax = fig.add_subplot()
-    else:
-        fig = ax.figure  # type: ignore[assignment]
+    fig, ax = figure_axes(ax, (7, 4.5), "constrained")
     for (request, iteration), part in frame.groupby(["request_policy", "iteration_policy"], sort=False):
         part = part.sort_values(x)
         ax.plot(part[x], part[metric], marker="o", label=f"{request}/{iteration}")

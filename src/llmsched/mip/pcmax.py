@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -537,7 +536,7 @@ class _Pipeline:
             objective=tracer.upper_bound,
             lower_bound=min(tracer.lower_bound, tracer.upper_bound),
             gap=relative_gap(tracer.upper_bound, tracer.lower_bound),
-            runtime=time.perf_counter() - tracer.start,
+            runtime=tracer.elapsed(),
             trace=tuple(tracer.points),
             assignment=self.assignment,
             backend="pipeline",

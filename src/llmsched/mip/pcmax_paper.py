@@ -22,7 +22,6 @@ incumbent and bound, and its bound only when it holds a solution.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import numpy as np
@@ -73,7 +72,7 @@ def solve_paper_model(
         objective=makespan,
         lower_bound=lower,
         gap=relative_gap(makespan, lower),
-        runtime=time.perf_counter() - tracer.start,
+        runtime=tracer.elapsed(),
         trace=tuple(tracer.points),
         assignment=assignment,
         backend=backend,

@@ -15,13 +15,11 @@ import numpy as np
 
 from llmsched.cost import CostModel
 from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, KnownRequests
-from llmsched.workload import Workload
 
 __all__ = [
     "Lagrangian",
     "SLOAware",
     "Threshold",
-    "closed_form_k",
     "known_k",
     "slo_iterations",
     "stage_overhead",
@@ -63,10 +61,6 @@ def slo_iterations(engine: EngineView, slo_ttft: float, mean_prompt: float) -> i
     if not slack > tau or tau <= 0:  # NaN-safe: no slack, or nothing left to wait for
         return 0
     return int(slack // tau)
-
-
-# "Decode on": no limit from the TTFT target.
-DECODE_FOREVER = 1 << 62
 
 
 def stage_overhead(cost: CostModel, tokens: float) -> float:
@@ -116,13 +110,6 @@ def known_k(known: KnownRequests, cost: CostModel, clients: int, sizes: str = "p
     if not len(known) or not mean_output > 0:
         return 1
     return threshold_k(cost, clients, mean_output, known.mean_prompt())
-
-
-def closed_form_k(workload: Workload, cost: CostModel, clients: int) -> int:
-    """:func:`threshold_k` for ``workload``: its mean predicted output (or, without predictions,
-    its mean output, as an operator would measure from past traffic) and mean prompt."""
-    out = workload.predicted_output if workload.predicted_output is not None else workload.output_tokens
-    return threshold_k(cost, clients, float(np.mean(out)), float(workload.prompt_tokens.mean()))
 
 
 class Lagrangian:
@@ -185,7 +172,7 @@ class Lagrangian:
         if engine.ready >= engine.unstarted:
             return self._prefill()
         mean_prompt = self._known.mean_prompt()
-        allowed = DECODE_FOREVER
+        allowed = DECODE_UNTIL_EVENT  # no cap from a TTFT target
         if self.slo_ttft is not None:
             allowed = slo_iterations(engine, self.slo_ttft, mean_prompt)
             if allowed < 1:

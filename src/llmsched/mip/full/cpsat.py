@@ -18,15 +18,7 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
-from llmsched.mip.full.model import (
-    BuildStopped,
-    Deadline,
-    FullData,
-    Plan,
-    build_model,
-    floor_units,
-    time_scale,
-)
+from llmsched.mip.full.model import FullData, Plan, build_before, floor_units, time_scale
 from llmsched.result import Status, Tracer
 
 __all__ = ["RANDOM_SEED", "STATUS", "CpSatBackend", "solve"]
@@ -96,15 +88,12 @@ def solve(
     times = [lv.time for lv in data.cost.levels] + [data.cost.decode_token_time]
     scale, exact = time_scale(times)
     model = cp_model.CpModel()
-    try:
-        built = build_model(data, formulation, Deadline(CpSatBackend(model, scale), tracer.expired))
-    except BuildStopped:
+    built = build_before(data, formulation, CpSatBackend(model, scale), tracer.expired)
+    if built is None:
         return Status.TIME_LIMIT, None
     if start is not None:
         for var, value in built.values_from_plan(*start):
             model.add_hint(var, round(value))
-    if tracer.expired():
-        return Status.TIME_LIMIT, None
 
     solver = cp_model.CpSolver()
     params = solver.parameters

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched.mip.full.model import BuildStopped, Deadline, FullData, Plan, build_model
+from llmsched.mip.full.model import FullData, Plan, build_before
 from llmsched.mip.highs import MilpModel, linear_sum
 from llmsched.result import Status, Tracer
 
@@ -108,11 +108,8 @@ def solve(
     from llmsched.mip.full.replay import schedule_from_plan
 
     model = MilpModel()
-    try:
-        built = build_model(data, formulation, Deadline(HighsBackend(model), tracer.expired))
-    except BuildStopped:
-        return Status.TIME_LIMIT, None
-    if tracer.expired():
+    built = build_before(data, formulation, HighsBackend(model), tracer.expired)
+    if built is None:
         return Status.TIME_LIMIT, None
 
     outcome = model.solve(

@@ -670,3 +670,16 @@ def build_model(data: FullData, formulation: str, backend: Backend) -> StrongMod
     model = MODELS[formulation](data, backend)
     model.build()
     return model
+
+
+def build_before(
+    data: FullData, formulation: str, backend: Backend, expired: Callable[[], bool]
+) -> StrongModel | LiteralModel | None:
+    """:func:`build_model` on ``backend`` under a :class:`Deadline` of ``expired``: the
+    model, or None when the time limit passed during the build or right after it (each
+    backend then reports ``time_limit``)."""
+    try:
+        model = build_model(data, formulation, Deadline(backend, expired))
+    except BuildStopped:
+        return None
+    return None if expired() else model

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from pyscipopt import Model, quicksum
 
-from llmsched.mip.full.model import BuildStopped, Deadline, FullData, Plan, build_model
+from llmsched.mip.full.model import FullData, Plan, build_before
 from llmsched.mip.result import attach_scip_trace
 from llmsched.result import Status, Tracer
 
@@ -96,11 +96,8 @@ def solve(
     scip = Model(f"full-mip-{formulation}")
     if not display:
         scip.hideOutput()
-    try:
-        model = build_model(data, formulation, Deadline(ScipBackend(scip), tracer.expired))
-    except BuildStopped:
-        return Status.TIME_LIMIT, None
-    if tracer.expired():
+    model = build_before(data, formulation, ScipBackend(scip), tracer.expired)
+    if model is None:
         return Status.TIME_LIMIT, None
 
     attach_scip_trace(scip, tracer)
