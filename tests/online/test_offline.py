@@ -66,3 +66,23 @@ def test_offline_needs_predictions_unless_oracle() -> None:
     predicted = wl.replace(predicted_output=np.full(len(wl), 345))
     assert np.array_equal(decode_sizes(predicted), np.full(len(wl), 345))
     assert validate(simulate(predicted, LinearCostModel.paper(), 200, "offline")) == []
+
+
+def test_a_plan_stopped_by_the_clock_says_the_schedule_may_depend_on_the_machine(monkeypatch) -> None:
+    """The exact plan runs on deterministic work budgets; should the wall-clock safety net stop
+    it first, the run warns that its schedule may differ on another machine."""
+    import dataclasses
+
+    import llmsched.online.offline as offline
+    from llmsched.result import Status
+
+    solve = offline.balanced_assignment
+
+    def stopped(sizes, clients, time_limit):
+        assignment, result = solve(sizes, clients, time_limit)
+        return assignment, dataclasses.replace(result, status=Status.TIME_LIMIT)
+
+    monkeypatch.setattr(offline, "balanced_assignment", stopped)
+    w = workloads.gsm8k_like(40, seed=1)
+    with pytest.warns(RuntimeWarning, match="may depend on the machine's speed"):
+        simulate(w, LinearCostModel.paper(), 8, "offline-oracle", "prefill-first")

@@ -15,6 +15,7 @@ present at time 0 its first plan is the paper's offline assignment, exactly.
 from __future__ import annotations
 
 import heapq
+import warnings
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ import numpy as np
 from llmsched._checks import time_limit as check_time_limit
 from llmsched.online.baselines import FreeClients
 from llmsched.policies import KnownRequests
+from llmsched.result import Status
 from llmsched.workload import Workload
 
 if TYPE_CHECKING:
@@ -250,6 +252,16 @@ class RollingQueues:
             # the exact balanced assignment. Later plans are online decisions and stay cheap.
             sizes = np.array([self._size(i) for i in batch], dtype=np.int64)
             assignment, self.result = balanced_assignment(sizes, len(fresh), self.time_limit)
+            if self.result.status is Status.TIME_LIMIT:
+                # Only the clock's safety net stops a plan short of its work budget: the
+                # queues, and so the schedule, may then differ on a faster or slower machine.
+                warnings.warn(
+                    f"{type(self).__name__}: the balanced assignment of {b} requests reached its "
+                    f"{self.time_limit:g} s time limit before its work budget, so this schedule "
+                    "may depend on the machine's speed; raise time_limit",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             shares = {c: [] for c in fresh}
             for request, machine in zip(batch, assignment.tolist(), strict=True):
                 shares[fresh[machine]].append(request)
