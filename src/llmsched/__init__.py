@@ -6,7 +6,7 @@ bounds) needs only numpy; solvers and torch are imported lazily by the parts tha
 
 from llmsched import workloads
 from llmsched.bounds import LowerBounds, lower_bounds
-from llmsched.cost import CostModel, LevelCostModel, LinearCostModel, PrefillLevel
+from llmsched.cost import ContextCostModel, CostModel, LevelCostModel, LinearCostModel, PrefillLevel
 from llmsched.schedule import Schedule
 from llmsched.simulate import simulate
 from llmsched.validate import Violation, validate
@@ -15,6 +15,7 @@ from llmsched.workload import Workload
 __version__ = "0.1.0"
 
 __all__ = [
+    "ContextCostModel",
     "CostModel",
     "LevelCostModel",
     "LinearCostModel",

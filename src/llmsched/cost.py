@@ -14,11 +14,23 @@ Both functions of a stage accept scalars or numpy arrays.
 
 :class:`LinearCostModel` is the paper's measured model; :class:`LevelCostModel` has the
 semantics of the paper's MIP (prefill levels, constant per-token decode time).
+
+A *context-aware* model (:class:`ContextCostModel`, or any model that
+:func:`is_context_aware` accepts) also sees what a stage reads and computes beyond its
+counts: ``prefill_time(tokens, squares)`` takes the sum of the squared prompt lengths
+(attention over a prompt costs its square) and ``decode_iteration_time(active, context)``
+the context tokens of the active requests (each iteration reads every cached key and value).
+A request with ``p`` prompt tokens that has decoded ``j`` tokens has context ``p + j``: the
+tokens in its cache when the iteration starts. Decode time must be affine in the context,
+with slope ``decode_per_context``: the simulator jumps over a run of iterations in closed
+form (the context grows by one token per active request and iteration, so a run's iteration
+times form an arithmetic series).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -26,15 +38,19 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched._checks import instance, nonnegative_int, positive_int, real, real_array, sizes
+from llmsched._checks import flag, instance, nonnegative_int, positive_int, real, real_array, sizes
 
 __all__ = [
     "BoundedCostModel",
+    "ContextAwareCostModel",
+    "ContextCostModel",
     "CostModel",
     "LevelCostModel",
     "LinearCostModel",
     "PrefillLevel",
     "cost_model_error",
+    "is_context_aware",
+    "request_context",
 ]
 
 
@@ -57,6 +73,44 @@ class BoundedCostModel(CostModel, Protocol):
     def min_prefill_time(self, total_tokens: int, stages: int = 0) -> float: ...
 
     def min_decode_time(self, total_tokens: int, iterations: int) -> float: ...
+
+
+@runtime_checkable
+class ContextAwareCostModel(CostModel, Protocol):
+    """A cost model whose stage times see context (see the module's docstring).
+
+    ``decode_iteration_time(active, context)`` must equal ``decode_iteration_time(active)
+    + decode_per_context * context``.
+    """
+
+    @property
+    def decode_per_context(self) -> float: ...
+
+    @property
+    def prefill_per_square(self) -> float: ...
+
+    def prefill_time(self, tokens: Any, squares: Any = 0) -> Any: ...
+
+    def decode_iteration_time(self, active: Any, context: Any = 0) -> Any: ...
+
+
+def is_context_aware(cost: object) -> bool:
+    """Whether ``cost`` prices context: it has ``decode_per_context`` and ``prefill_per_square``.
+
+    The simulator, the validator and the bounds then pass ``squares`` to ``prefill_time``
+    and ``context`` to ``decode_iteration_time``; other models are called with counts alone.
+    """
+    return isinstance(getattr(cost, "decode_per_context", None), numbers.Real) and isinstance(
+        getattr(cost, "prefill_per_square", None), numbers.Real
+    )
+
+
+def request_context(prompt_tokens: Any, output_tokens: Any) -> np.ndarray:
+    """Context tokens a request reads over its whole decode phase: ``sum_{j < N^d} (N^p + j)``
+    ``= N^d N^p + N^d (N^d - 1) / 2`` per request, whatever the schedule (as int64)."""
+    prompt = np.asarray(prompt_tokens, dtype=np.int64)
+    output = np.asarray(output_tokens, dtype=np.int64)
+    return output * prompt + output * (output - 1) // 2
 
 
 # More prefill levels than this are refused: the MIP carries a binary per level and stage.
@@ -195,6 +249,243 @@ class LinearCostModel:
         return cls(a_p, b_p, a_d, b_d, prefill_capacity)
 
 
+@dataclass(frozen=True)
+class ContextCostModel:
+    """Stage times that see context.
+
+    Prefill ``a_p + b_p * tokens + c_p * squares`` (``squares`` the sum of the squared
+    prompt lengths in the stage: attention over a prompt grows with its square); decode
+    iteration ``a_d + b_d * active + c_d * context`` (``context`` the tokens already in the
+    active requests' caches: each iteration reads their keys and values). With
+    ``c_p = c_d = 0`` it is :class:`LinearCostModel` and gives the same times.
+
+    Parameters
+    ----------
+    prefill_base, prefill_per_token, prefill_per_square
+        a_p (s), b_p (s per prompt token) and c_p (s per squared prompt token).
+    decode_base, decode_per_client, decode_per_context
+        a_d (s), b_d (s per active client) and c_d (s per context token read).
+    prefill_capacity
+        The most prompt tokens one prefill stage may hold.
+
+    Notes
+    -----
+    Every coefficient is >= 0, so a stage never gets faster with more work; the lower
+    bounds (:meth:`min_prefill_time`, :meth:`min_decode_time`) rest on it.
+    """
+
+    prefill_base: float
+    prefill_per_token: float
+    prefill_per_square: float
+    decode_base: float
+    decode_per_client: float
+    decode_per_context: float
+    prefill_capacity: int = 5000
+
+    def __post_init__(self) -> None:
+        for name in (
+            "prefill_base",
+            "prefill_per_token",
+            "prefill_per_square",
+            "decode_base",
+            "decode_per_client",
+            "decode_per_context",
+        ):
+            object.__setattr__(self, name, real(name, getattr(self, name), low=0.0))
+        object.__setattr__(self, "prefill_capacity", positive_int("prefill_capacity", self.prefill_capacity))
+        if self.prefill_base + self.prefill_per_token + self.prefill_per_square <= 0:
+            raise ValueError(
+                "a prefill stage must take some time: prefill_base + prefill_per_token "
+                "+ prefill_per_square > 0"
+            )
+        if self.decode_base + self.decode_per_client <= 0:
+            raise ValueError(
+                "a decode iteration must take some time: decode_base + decode_per_client > 0 "
+                "(an iteration with no context still runs)"
+            )
+
+    @classmethod
+    def from_linear(
+        cls, linear: LinearCostModel, prefill_per_square: float = 0.0, decode_per_context: float = 0.0
+    ) -> ContextCostModel:
+        """``linear``'s coefficients with the two context terms added (0 by default)."""
+        instance("linear", linear, LinearCostModel, "a LinearCostModel")
+        return cls(
+            linear.prefill_base,
+            linear.prefill_per_token,
+            prefill_per_square,
+            linear.decode_base,
+            linear.decode_per_client,
+            decode_per_context,
+            linear.prefill_capacity,
+        )
+
+    def linear(self) -> LinearCostModel:
+        """The same model without its context terms (what a linear fit cannot see)."""
+        return LinearCostModel(
+            self.prefill_base,
+            self.prefill_per_token,
+            self.decode_base,
+            self.decode_per_client,
+            self.prefill_capacity,
+        )
+
+    def prefill_time(self, tokens: Any, squares: Any = 0) -> Any:
+        return (
+            self.prefill_base
+            + self.prefill_per_token * sizes("tokens", tokens)
+            + self.prefill_per_square * sizes("squares", squares)
+        )
+
+    def decode_iteration_time(self, active: Any, context: Any = 0) -> Any:
+        return (
+            self.decode_base
+            + self.decode_per_client * sizes("active", active)
+            + self.decode_per_context * sizes("context", context)
+        )
+
+    def min_prefill_time(self, total_tokens: int, stages: int = 0, squares: int = 0) -> float:
+        """Least total prefill time of ``total_tokens`` prompt tokens in at least ``stages``
+        stages (and at least ``ceil(total / capacity)``), their squared lengths summing to
+        ``squares``.
+
+        Exact, not only a bound, in its two sums: every prompt is prefilled in one stage,
+        so the stages' tokens sum to ``total_tokens`` and their squares to ``squares``
+        whatever the grouping; only the number of stages is free, and each costs a_p.
+        """
+        total = nonnegative_int("total_tokens", total_tokens)
+        stages = max(nonnegative_int("stages", stages), -(-total // self.prefill_capacity))
+        return (
+            stages * self.prefill_base
+            + self.prefill_per_token * total
+            + self.prefill_per_square * nonnegative_int("squares", squares)
+        )
+
+    def min_decode_time(self, total_tokens: int, iterations: int, context: int = 0) -> float:
+        """Least total decode time of ``total_tokens`` output tokens over at least
+        ``iterations`` iterations, the requests reading ``context`` tokens in all.
+
+        Summing an iteration's time over the iterations gives a_d per iteration, b_d per
+        token produced (every active client produces one) and c_d per context token read.
+        A request's context at its j-th decode iteration is ``N^p + j`` whichever
+        iteration that is, so the total context is :func:`request_context` summed over the
+        requests: a property of the workload, not of the schedule. Only the number of
+        iterations is free, and each costs a_d >= 0.
+        """
+        total = nonnegative_int("total_tokens", total_tokens)
+        return (
+            self.decode_base * nonnegative_int("iterations", iterations)
+            + self.decode_per_client * total
+            + self.decode_per_context * nonnegative_int("context", context)
+        )
+
+    def to_levels(self, clients: int, levels: int = 5, context: int = 0) -> LevelCostModel:
+        """This model under the MIP's semantics, charged as if every client's request held
+        ``context`` tokens of context in every iteration.
+
+        Prefill level ``l`` holds ``ceil(l * capacity / levels)`` tokens and takes their time
+        as one prompt (the largest sum of squares those tokens can have); a decode iteration
+        takes the time of a full batch of ``clients`` at ``context`` tokens each. With
+        ``context`` at least the longest prompt plus output, no stage is faster than this
+        model says; with less the MIP sees an engine that reads fewer keys and values.
+        """
+        clients = positive_int("clients", clients)
+        levels = positive_int("levels", levels, maximum=MAX_LEVELS)
+        context = nonnegative_int("context", context)
+        caps = sorted({-(-k * self.prefill_capacity // levels) for k in range(1, levels + 1)})
+        return LevelCostModel(
+            tuple(PrefillLevel(int(c), float(self.prefill_time(c, c * c))) for c in caps),
+            float(self.decode_iteration_time(clients, clients * context)),
+        )
+
+    @classmethod
+    def fit(
+        cls,
+        prefill_tokens: Any,
+        prefill_squares: Any,
+        prefill_times: Any,
+        decode_active: Any,
+        decode_context: Any,
+        decode_times: Any,
+        prefill_capacity: int,
+        robust: bool = True,
+    ) -> ContextCostModel:
+        """Least-squares fit of both stage models from measured stages.
+
+        Each sample's error counts relative to its time (a 1-token prefill against a full
+        one spans orders of magnitude); coefficients are kept >= 0 (non-negative least
+        squares). With ``robust`` the fit is iteratively reweighted with Huber's weights on
+        the relative residuals (scale from their median absolute deviation), so a stray slow
+        run (the operating system taking the core) pulls the fit far less than it pulls
+        plain least squares.
+
+        Parameters
+        ----------
+        prefill_tokens, prefill_squares, prefill_times
+            Measured prefill stages: total prompt tokens, sum of squared prompt lengths, seconds.
+        decode_active, decode_context, decode_times
+            Measured decode iterations: active clients, context tokens, seconds.
+        prefill_capacity
+            Capacity of the fitted model (not identifiable from times).
+
+        Raises
+        ------
+        TypeError, ValueError
+            If sizes are not finite numbers >= 0, times not finite and > 0, arrays of one
+            kind differ in length, fewer than two distinct token counts (prefill) or batch
+            sizes (decode) are given, or ``prefill_capacity`` is not a positive integer.
+        """
+        positive_int("prefill_capacity", prefill_capacity)
+        robust = flag("robust", robust)
+        xs_p, ys_p = _samples("prefill_tokens", prefill_tokens, "prefill_times", prefill_times)
+        sq_p, _ = _samples("prefill_squares", prefill_squares, "prefill_times", prefill_times)
+        xs_d, ys_d = _samples("decode_active", decode_active, "decode_times", decode_times)
+        cx_d, _ = _samples("decode_context", decode_context, "decode_times", decode_times)
+        for name, xs in (("prefill_tokens", xs_p), ("decode_active", xs_d)):
+            if np.unique(xs).size < 2:
+                raise ValueError(
+                    f"{name}: need samples at two or more distinct sizes to fit, got {np.unique(xs).size}"
+                )
+        a_p, b_p, c_p = _fit_relative(np.column_stack([np.ones_like(xs_p), xs_p, sq_p]), ys_p, robust)
+        a_d, b_d, c_d = _fit_relative(np.column_stack([np.ones_like(xs_d), xs_d, cx_d]), ys_d, robust)
+        if a_p + b_p + c_p <= 0:  # all clipped: a constant through the mean
+            a_p = float(ys_p.mean())
+        if a_d + b_d <= 0:
+            b_d = float(np.mean(ys_d / np.maximum(xs_d, 1.0)))
+        return cls(a_p, b_p, c_p, a_d, b_d, c_d, prefill_capacity)
+
+
+def _fit_relative(design: np.ndarray, ys: np.ndarray, robust: bool, rounds: int = 20) -> list[float]:
+    """Non-negative coefficients ``x`` minimising the (Huber-weighted) squared relative
+    errors ``(design @ x - ys) / ys``.
+
+    Columns are scaled to unit norm before the solve (a count and a sum of squares differ
+    by orders of magnitude) and the scale is undone after.
+    """
+    from scipy.optimize import nnls
+
+    rel = design / ys[:, None]
+    norms = np.linalg.norm(rel, axis=0)
+    norms[norms == 0] = 1.0
+    scaled = rel / norms
+    weights = np.ones_like(ys)
+    coef = np.zeros(design.shape[1])
+    for _ in range(rounds if robust else 1):
+        root = np.sqrt(weights)
+        solution, _ = nnls(scaled * root[:, None], root, maxiter=50 * design.shape[1])
+        new = solution / norms
+        residual = design @ new / ys - 1.0
+        if robust:
+            spread = 1.4826 * float(np.median(np.abs(residual - np.median(residual))))
+            edge = 1.345 * max(spread, 1e-6)
+            weights = np.minimum(1.0, edge / np.maximum(np.abs(residual), 1e-300))
+        if np.allclose(new, coef, rtol=1e-10, atol=0.0):
+            coef = new
+            break
+        coef = new
+    return [float(c) for c in coef]
+
+
 def _samples(size_name: str, sizes: Any, time_name: str, times: Any) -> tuple[np.ndarray, np.ndarray]:
     """Measured (size, seconds) pairs: sizes finite and >= 0, times finite and > 0, one length."""
     xs = real_array(size_name, sizes, low=0.0)
@@ -328,8 +619,14 @@ def cost_model_error(
     prefill_times: Any = (),
     decode_active: Any = (),
     decode_times: Any = (),
+    prefill_squares: Any = None,
+    decode_context: Any = None,
 ) -> dict[str, float]:
     """Mean absolute relative error of a model's stage times against measured ones.
+
+    ``prefill_squares`` (sum of squared prompt lengths per stage) and ``decode_context``
+    (context tokens per iteration) reach a context-aware model (:func:`is_context_aware`);
+    other models price counts alone and ignore them.
 
     Returns ``prefill_mape``, ``decode_mape`` (fractions, NaN where no sample was given)
     and ``max_relative_error`` over all samples.
@@ -343,17 +640,27 @@ def cost_model_error(
     instance(
         "model", model, CostModel, "a cost model (prefill_time, decode_iteration_time, prefill_capacity)"
     )
-    samples = (
-        ("prefill_mape", *_samples("prefill_tokens", prefill_tokens, "prefill_times", prefill_times)),
-        ("decode_mape", *_samples("decode_active", decode_active, "decode_times", decode_times)),
-    )
+    aware = is_context_aware(model)
+    samples = []
+    for key, size_name, size, extra_name, extra, time_name, times in (
+        ("prefill_mape", "prefill_tokens", prefill_tokens, "prefill_squares", prefill_squares,
+         "prefill_times", prefill_times),
+        ("decode_mape", "decode_active", decode_active, "decode_context", decode_context,
+         "decode_times", decode_times),
+    ):  # fmt: skip
+        xs, ys = _samples(size_name, size, time_name, times)
+        more = _samples(extra_name, extra, time_name, times)[0] if extra is not None else None
+        samples.append((key, xs, more, ys))
     errors: dict[str, float] = {}
     worst = 0.0
-    for (key, xs, ys), fn in zip(samples, (model.prefill_time, model.decode_iteration_time), strict=True):
+    for (key, xs, more, ys), fn in zip(
+        samples, (model.prefill_time, model.decode_iteration_time), strict=True
+    ):
         if xs.size == 0:
             errors[key] = float("nan")
             continue
-        rel = np.abs(np.asarray(fn(xs), dtype=np.float64) - ys) / ys
+        predicted = fn(xs, more) if aware and more is not None else fn(xs)
+        rel = np.abs(np.asarray(predicted, dtype=np.float64) - ys) / ys
         errors[key] = float(rel.mean())
         worst = max(worst, float(rel.max()))
     errors["max_relative_error"] = worst
