@@ -653,12 +653,12 @@ def cost_model_error(
         samples.append((key, xs, more, ys))
     errors: dict[str, float] = {}
     worst = 0.0
-    for (key, xs, more, ys), fn in zip(
-        samples, (model.prefill_time, model.decode_iteration_time), strict=True
-    ):
+    functions: tuple[Any, Any] = (model.prefill_time, model.decode_iteration_time)
+    for (key, xs, more, ys), fn in zip(samples, functions, strict=True):
         if xs.size == 0:
             errors[key] = float("nan")
             continue
+        # Only a context-aware model takes the second argument.
         predicted = fn(xs, more) if aware and more is not None else fn(xs)
         rel = np.abs(np.asarray(predicted, dtype=np.float64) - ys) / ys
         errors[key] = float(rel.mean())
