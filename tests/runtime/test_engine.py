@@ -33,3 +33,33 @@ def test_engine_rejects_misuse(model, prompts) -> None:
             Engine(model, 1, 16, device="cuda")
     with pytest.raises(ValueError, match="max_len"):
         run_alone(Engine(model, 1, 8), WORKLOAD, prompts)
+
+
+def test_both_attention_layouts_give_the_tokens_of_a_run_alone(model, prompts, alone) -> None:
+    """In float32 each request's greedy tokens in a busy batch equal its tokens alone,
+    whether each sequence attends to its slot in place or the batch's slots are gathered
+    and padded (the layouts compute the same attention, differently laid out)."""
+    for layout in ("in-place", "gathered"):
+        engine = Engine(model, 3, 128, attention=layout)
+        result = run_insertion(engine, WORKLOAD, "apart", prompts)
+        assert result.tokens == alone, layout
+    with pytest.raises(ValueError, match=r"attention must be one of \['in-place', 'gathered'\]"):
+        Engine(model, 1, 16, attention="paged")
+
+
+def test_occupy_sets_contexts_without_computing_them(model) -> None:
+    """Occupied slots decode from their given lengths; busy, repeated, too long or empty
+    contexts are refused."""
+    engine = Engine(model, 3, 32)
+    engine.occupy([0, 2], [5, 30])
+    assert engine.lengths == [5, 0, 30] and engine.pending == [0, None, 0]
+    engine.decode([0, 2])
+    assert engine.lengths == [6, 0, 31] and engine.counters.forward_tokens == 2
+    with pytest.raises(ValueError, match="busy"):
+        engine.occupy([0], [3])
+    with pytest.raises(ValueError, match="more than max_len=32"):
+        engine.occupy([1], [32])
+    with pytest.raises(ValueError, match="positive integer"):
+        engine.occupy([1], [0])
+    with pytest.raises(ValueError, match="repeat"):
+        engine.occupy([1, 1], [3, 3])

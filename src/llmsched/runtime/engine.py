@@ -31,7 +31,16 @@ from torch.nn import functional
 
 from llmsched.runtime.model import DecoderLayer, LlamaModel, apply_rotary
 
-__all__ = ["Counters", "Engine"]
+__all__ = ["ATTENTION_LAYOUTS", "Counters", "Engine"]
+
+#: How the engine's prefill and decode passes read the key/value cache.
+ATTENTION_LAYOUTS = {
+    "in-place": "each sequence attends to a view of its own slot, no copy: a decode iteration "
+    "reads each request's context once (cost grows with the sum of the contexts), a prefill "
+    "stage attends within each prompt (cost grows with the sum of the squared prompt lengths)",
+    "gathered": "the batch's slots copied out and padded to the longest sequence: cost grows "
+    "with the batch times the longest context, and prefill with prompts times the widest",
+}
 
 
 @dataclass
@@ -61,6 +70,11 @@ class Engine:
         thread avoids the thread pool's spinning when another process competes for the
         cores: a tiny model's decode iteration took 1.6 ms on one thread and 149 ms on two
         next to a busy process.
+    attention
+        How :meth:`prefill` and :meth:`decode` read the cache (see :data:`ATTENTION_LAYOUTS`):
+        ``"in-place"`` (each sequence attends to a view of its own slot, so work grows with
+        the context tokens read) or ``"gathered"`` (slots gathered and padded to the longest,
+        the layout before in-place reads; kept to compare the two).
     """
 
     def __init__(
@@ -71,6 +85,7 @@ class Engine:
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         threads: int | None = None,
+        attention: str = "in-place",
     ):
         if not isinstance(model, LlamaModel):
             raise TypeError(f"model must be a LlamaModel, got {type(model).__name__}")
@@ -95,6 +110,9 @@ class Engine:
                 )
         elif self.device.type not in ("cpu", "mps"):
             raise ValueError(f"device must be cpu, cuda[:N] or mps, got {device!r}")
+        if attention not in ATTENTION_LAYOUTS:
+            raise ValueError(f"attention must be one of {list(ATTENTION_LAYOUTS)}, got {attention!r}")
+        self.attention = attention
         self.dtype = dtype
         # The model is moved and cast in place (a float16 engine leaves the model in float16).
         self.model = model.to(device=self.device, dtype=dtype).eval()
@@ -133,6 +151,31 @@ class Engine:
         for slot in range(self.slots):
             self.release(slot)
         self.counters = Counters()
+
+    def occupy(self, slots: Sequence[int], lengths: Sequence[int]) -> None:
+        """Mark each empty slot ``slots[i]`` as holding ``lengths[i]`` tokens, without
+        computing them: for timing decode iterations at a given context.
+
+        A pass's time does not depend on the values in the cache, only on how many are
+        read, so the profiler sets contexts this way instead of prefilling them (a
+        125M-parameter model on one CPU thread prefills a few hundred tokens a second).
+        The slot's keys and values are whatever its cache holds (finite: zeros or an
+        earlier request's) and its pending token is 0; tokens decoded from it mean nothing.
+        """
+        if len(slots) != len(lengths):
+            raise ValueError(f"occupy needs one length per slot, got {len(slots)} slots and {len(lengths)}")
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"occupy slots repeat: {list(slots)}")
+        for slot, length in zip(slots, lengths, strict=True):
+            self._check_slot(slot)
+            if self.lengths[slot] or self.pending[slot] is not None:
+                raise ValueError(f"slot {slot} is busy; release it before occupying it")
+            if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+                raise ValueError(f"a slot's length must be a positive integer, got {length!r}")
+            self._room(slot, length + 1)
+        for slot, length in zip(slots, lengths, strict=True):
+            self.lengths[slot] = length
+            self.pending[slot] = 0
 
     def _check_slot(self, slot: int) -> None:
         if not 0 <= slot < self.slots:
@@ -176,24 +219,39 @@ class Engine:
         for slot, n in zip(slots, lengths, strict=True):
             segments.append((slot, offset, n))
             offset += n
-        # Attention in one call: each prompt's queries in a row of its own, masked to its own
-        # keys (causal); the projections and the MLP above see the packed tokens only.
-        widest = max(lengths)
-        row_of = torch.repeat_interleave(
-            torch.arange(len(prompts), device=self.device), torch.tensor(lengths, device=self.device)
-        )
-        slot_index = torch.tensor(list(slots), device=self.device)
-        key_pos = torch.arange(widest, device=self.device)
-        own = key_pos[None, :] < torch.tensor(lengths, device=self.device)[:, None]  # [B, widest]
-        mask = (key_pos[None, :, None] >= key_pos[None, None, :]) & own[:, None, :]  # [B, q, k]
+        if self.attention == "in-place":
+            # Each prompt attends causally to its own keys and values, read in place from
+            # its slot after this layer wrote them: work grows with the sum of the squared
+            # prompt lengths, as in a varlen attention kernel, not with prompts times the
+            # widest.
+            def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+                out = torch.empty_like(q)
+                for slot, start, n in segments:
+                    rows = q[start : start + n].transpose(0, 1).unsqueeze(0)  # [1, h, n, d]
+                    k = self.keys[layer, slot, :, :n].unsqueeze(0)  # [1, kv, n, d], a view
+                    v = self.values[layer, slot, :, :n].unsqueeze(0)
+                    out[start : start + n] = self._attention(rows, k, v, None, causal=True)[0].transpose(0, 1)
+                return out
 
-        def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
-            rows = q.new_zeros((len(prompts), widest, q.shape[1], q.shape[2]))
-            rows[row_of, positions] = q
-            k = self.keys[layer, slot_index, :, :widest]  # [B, kv, widest, d]
-            v = self.values[layer, slot_index, :, :widest]
-            out = self._attention(rows.transpose(1, 2), k, v, mask[:, None], causal=False)
-            return out.transpose(1, 2)[row_of, positions]
+        else:
+            # Attention in one call: each prompt's queries in a row of its own, masked to its
+            # own keys (causal), gathered and padded to the widest prompt.
+            widest = max(lengths)
+            row_of = torch.repeat_interleave(
+                torch.arange(len(prompts), device=self.device), torch.tensor(lengths, device=self.device)
+            )
+            slot_index = torch.tensor(list(slots), device=self.device)
+            key_pos = torch.arange(widest, device=self.device)
+            own = key_pos[None, :] < torch.tensor(lengths, device=self.device)[:, None]  # [B, widest]
+            mask = (key_pos[None, :, None] >= key_pos[None, None, :]) & own[:, None, :]  # [B, q, k]
+
+            def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+                rows = q.new_zeros((len(prompts), widest, q.shape[1], q.shape[2]))
+                rows[row_of, positions] = q
+                k = self.keys[layer, slot_index, :, :widest]  # [B, kv, widest, d]: a copy
+                v = self.values[layer, slot_index, :, :widest]
+                out = self._attention(rows.transpose(1, 2), k, v, mask[:, None], causal=False)
+                return out.transpose(1, 2)[row_of, positions]
 
         hidden = self._layers(tokens, positions, slot_of, positions, attend)
         last = torch.tensor([s + n - 1 for _, s, n in segments], device=self.device)
@@ -222,13 +280,38 @@ class Engine:
         tokens = torch.tensor(fed, device=self.device, dtype=torch.long)
         positions = torch.tensor([self.lengths[s] for s in slots], device=self.device)
         slot_index = torch.tensor(list(slots), device=self.device)
-        span = max(self.lengths[s] for s in slots) + 1  # from the host: no device sync
-        mask = torch.arange(span, device=self.device)[None, :] <= positions[:, None]  # [B, span]
+        if self.attention == "in-place":
+            # Each slot's query attends to its own keys and values in place (a view of the
+            # slot, no copy), up to and including the token written this iteration: work
+            # grows with the context tokens read, as in a paged-attention engine.
+            # The query heads that share a key/value head are that head's queries (one query
+            # position each, nothing masked): plain attention over [kv, group] queries, which
+            # on the CPU runs at a third of the cost of the grouped-query path per call.
+            spans = [(slot, self.lengths[slot] + 1) for slot in slots]
+            kv_heads = self.config.num_key_value_heads
+            group = self.config.num_attention_heads // kv_heads
 
-        def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
-            k = self.keys[layer, slot_index, :, :span]  # [B, kv, span, d]
-            v = self.values[layer, slot_index, :, :span]
-            return self._attention(q.unsqueeze(2), k, v, mask[:, None, None, :], causal=False)[:, :, 0]
+            def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+                keys, values = self.keys[layer], self.values[layer]
+                grouped = q.view(len(spans), 1, kv_heads, group, q.shape[-1])  # [B, 1, kv, group, d]
+                outs = [
+                    functional.scaled_dot_product_attention(
+                        grouped[row], keys[slot, :, :span].unsqueeze(0), values[slot, :, :span].unsqueeze(0)
+                    )
+                    for row, (slot, span) in enumerate(spans)
+                ]  # each [1, kv, group, d]; keys and values are views of the slot: nothing copied
+                return torch.cat(outs).view(q.shape)
+
+        else:
+            # Every slot's cache gathered up to the longest span (a copy of B x span per
+            # layer) and masked to its own length: work grows with B times the longest.
+            span = max(self.lengths[s] for s in slots) + 1  # from the host: no device sync
+            mask = torch.arange(span, device=self.device)[None, :] <= positions[:, None]  # [B, span]
+
+            def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+                k = self.keys[layer, slot_index, :, :span]  # [B, kv, span, d]
+                v = self.values[layer, slot_index, :, :span]
+                return self._attention(q.unsqueeze(2), k, v, mask[:, None, None, :], causal=False)[:, :, 0]
 
         hidden = self._layers(tokens, positions, slot_index, positions, attend, batched=True)
         chosen = self._greedy(hidden)
