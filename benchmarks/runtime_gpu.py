@@ -7,12 +7,13 @@ and throughput of the baseline and hybrid strategies against static batching.
 Defaults: on a GPU, the 1B-parameter preset in float16 on GSM8K-shaped requests at full
 length; on the CPU, the small preset in float32 on lengths scaled by 1/8.
 
-1. Profile prefill stages and decode iterations, fit the linear cost model, report its mean
-   absolute error on held-out stages of other sizes (target on a GPU: <= 5%).
+1. Profile prefill stages (prompt mixes) and decode iterations (batch sizes times contexts),
+   fit the context-aware and the linear cost model on the same rows, report each one's mean
+   absolute error on held-out points of other sizes and contexts (target: <= 5%).
 2. Simulate the baseline (FCFS, prefill-first) and hybrid (offline queues planned with the
-   true output lengths, Algorithm 1, Lagrangian) schedules with the fitted model, execute
-   them, compare predicted and measured makespans (target for the hybrid on a GPU: within
-   5%) and the executed stages' error, and check the tokens against runs alone.
+   true output lengths, Algorithm 1, Lagrangian) schedules with each fitted model, execute
+   them, compare predicted and measured makespans (target: within 5%) and the executed
+   stages' error, and check the tokens against runs alone.
 3. Serve the same requests with static batching (run-to-completion batches of J), insertion
    with padding, and prefill-apart insertion: throughput, padded and idle token computations
    (target on a GPU: hybrid >= 1.2x static batching).
@@ -32,11 +33,11 @@ import numpy as np
 import torch
 
 from llmsched import simulate, validate
-from llmsched.runtime import PRESETS, Engine, LlamaModel, execute_schedule, profile, run_alone, run_insertion
-from llmsched.runtime.check import STRATEGIES, scaled_gsm8k
+from llmsched.runtime import PRESETS, Engine, LlamaModel, execute_schedule, run_alone, run_insertion
+from llmsched.runtime.check import STRATEGIES, profile_and_fit, scaled_gsm8k, workload_plan
 from llmsched.runtime.executor import make_prompts
 from llmsched.runtime.insertion import static_cache_need
-from llmsched.runtime.profiling import fit_cost, schedule_stage_times, split_sizes, stage_errors
+from llmsched.runtime.profiling import schedule_stage_times, stage_errors
 
 
 def _hf_reference(
@@ -114,7 +115,7 @@ def main() -> None:
     )
     engine = Engine(
         model, clients, longest + 8, device=device, dtype=dtype, threads=None if gpu else args.threads
-    )
+    )  # the profile times a few iterations past the longest context
     name = torch.cuda.get_device_name() if gpu else f"CPU ({torch.get_num_threads()} thread(s))"
     print(
         f"{model_name} ({config.parameters_count() / 1e6:.1f} M parameters, {dtype}) on {name}; "
@@ -131,60 +132,57 @@ def main() -> None:
         "output_tokens": int(workload.output_tokens.sum()),
     }
 
-    # 1. profile and fit
-    prompt_len = max(1, int(np.median(workload.prompt_tokens)))
-    capacity = max(prompt_len * clients, int(workload.prompt_tokens.max()))
-    context = int(np.median(workload.prompt_tokens) + workload.output_tokens.mean() / 2)
-    sizes, held_sizes = split_sizes(prompt_len, prompt_len * clients, 7)
-    batches, held_batches = split_sizes(1, clients, 7 if gpu else 5)
-    report["held_out_sizes"] = {"prefill_tokens": held_sizes, "decode_batches": held_batches}
-    fit_rows = profile(engine, sizes, batches, prompt_len=prompt_len, context=context, seed=args.seed)
-    cost = fit_cost(fit_rows, capacity)
-    held = profile(
-        engine, held_sizes, held_batches, prompt_len=prompt_len, context=context, seed=args.seed + 1
-    )
-    fit = stage_errors(cost, held, median=True)
-    report["cost_model"] = {
-        "prefill_base": cost.prefill_base,
-        "prefill_per_token": cost.prefill_per_token,
-        "decode_base": cost.decode_base,
-        "decode_per_client": cost.decode_per_client,
-        "prefill_capacity": capacity,
+    # 1. profile and fit both cost models on the same rows
+    capacity, plan = workload_plan(workload, clients, seed=args.seed)
+    report["held_out"] = plan.held_out()
+    fitted = profile_and_fit(engine, plan, capacity, seed=args.seed)
+    models = {name: fitted[name] for name in ("context", "linear")}
+    report["cost_models"] = {
+        name: {k: getattr(cost, k) for k in vars(cost) if not k.startswith("_")}
+        for name, cost in models.items()
     }
-    report["fit_error"] = fit
+    report["fit_error"] = fitted["fit_error"]
+    context = models["context"]
     print(
-        f"fit: prefill {cost.prefill_base * 1e3:.3f} ms + {cost.prefill_per_token * 1e6:.3f} us/token, "
-        f"decode {cost.decode_base * 1e3:.3f} ms + {cost.decode_per_client * 1e6:.3f} us/client; "
-        f"held-out error {fit['mape']:.2%} "
-        f"(prefill {fit['prefill_mape']:.2%}, decode {fit['decode_mape']:.2%})"
+        f"fit: prefill {context.prefill_base * 1e3:.3f} ms + {context.prefill_per_token * 1e6:.3f} "
+        f"us/token + {context.prefill_per_square * 1e9:.3f} ns/squared token, decode "
+        f"{context.decode_base * 1e3:.3f} ms + {context.decode_per_client * 1e6:.3f} us/client "
+        f"+ {context.decode_per_context * 1e9:.3f} ns/context token"
     )
+    for name, fit in fitted["fit_error"].items():
+        print(
+            f"  {name:8s} held-out error {fit['mape']:.2%} "
+            f"(prefill {fit['prefill_mape']:.2%}, decode {fit['decode_mape']:.2%})"
+        )
 
-    # 2. strategies: predicted vs measured
+    # 2. strategies: predicted vs measured, both models
     prompts = make_prompts(workload, config.vocab_size, args.seed)
     alone = run_alone(engine, workload, prompts)
     output_tokens = int(workload.output_tokens.sum())
     report["strategies"] = {}
     for strategy, (rp, ip) in STRATEGIES.items():
-        predicted = simulate(workload, cost, clients, rp, ip)
-        run = execute_schedule(predicted, engine, prompts)
-        violations = validate(run.measured, skip=("stage_time",))
-        stage = stage_errors(cost, schedule_stage_times(run.measured))
-        row = {
-            "predicted_makespan_s": predicted.makespan,
-            "measured_makespan_s": run.measured.makespan,
-            "makespan_error": run.measured.makespan / predicted.makespan - 1,
-            "measured_tokens_per_s": output_tokens / run.measured.makespan,
-            "stage_error": stage["mape"],
-            "valid": not violations,
-            "tokens_matched": sum(a == b for a, b in zip(run.tokens, alone, strict=True)),
-        }
+        row: dict[str, Any] = {}
+        for name, cost in models.items():
+            predicted = simulate(workload, cost, clients, rp, ip)
+            run = execute_schedule(predicted, engine, prompts)
+            violations = validate(run.measured, skip=("stage_time",))
+            stage = stage_errors(cost, schedule_stage_times(run.measured))
+            row[name] = {
+                "predicted_makespan_s": predicted.makespan,
+                "measured_makespan_s": run.measured.makespan,
+                "makespan_error": run.measured.makespan / predicted.makespan - 1,
+                "measured_tokens_per_s": output_tokens / run.measured.makespan,
+                "stage_error": stage["mape"],
+                "valid": not violations,
+                "tokens_matched": sum(a == b for a, b in zip(run.tokens, alone, strict=True)),
+            }
+            print(
+                f"{strategy:9s} {name:8s} predicted {predicted.makespan:8.3f} s  measured "
+                f"{run.measured.makespan:8.3f} s ({row[name]['makespan_error']:+.2%}); "
+                f"{row[name]['measured_tokens_per_s']:9.1f} tokens/s; stage error {stage['mape']:.2%}; "
+                f"valid {not violations}; tokens as when alone: {row[name]['tokens_matched']}/{requests}"
+            )
         report["strategies"][strategy] = row
-        print(
-            f"{strategy:9s} predicted {predicted.makespan:8.3f} s  measured {run.measured.makespan:8.3f} s "
-            f"({row['makespan_error']:+.2%}); {row['measured_tokens_per_s']:9.1f} tokens/s; "
-            f"stage error {stage['mape']:.2%}; valid {not violations}; "
-            f"tokens as when alone: {row['tokens_matched']}/{requests}"
-        )
 
     # 3. insertion modes
     report["insertion"] = {}
@@ -195,7 +193,7 @@ def main() -> None:
             f"{mode:9s} {result.seconds:8.3f} s  {result.tokens_per_s:9.1f} tokens/s; forward tokens "
             f"{result.forward_tokens}, padded {result.padded_tokens}, idle {result.idle_tokens}"
         )
-    hybrid = report["strategies"]["hybrid"]["measured_tokens_per_s"]
+    hybrid = report["strategies"]["hybrid"]["context"]["measured_tokens_per_s"]
     static = report["insertion"]["static"]["tokens_per_s"]
     report["hybrid_over_static"] = hybrid / static
     print(f"hybrid / static batching throughput: {hybrid / static:.2f}x")

@@ -117,6 +117,13 @@ def _insertion() -> Any:
     return run_insertion(engine, Workload([4, 5], [2, 3]), "apart")
 
 
+def _profile_plan() -> Any:
+    pytest.importorskip("torch")
+    from llmsched.runtime.profiling import plan_profile
+
+    return plan_profile(8, 64, (4, 20), (4, 60))
+
+
 def _llama_config() -> Any:
     pytest.importorskip("torch")
     from llmsched.runtime import PRESETS
@@ -173,6 +180,7 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     ),
     "llmsched.runtime.insertion.InsertionResult": _insertion,
     "llmsched.runtime.model.LlamaConfig": _llama_config,
+    "llmsched.runtime.profiling.ProfilePlan": _profile_plan,
     "llmsched.schedule.Schedule": _schedule,
     "llmsched.validate.Violation": _violation,
     "llmsched.workload.Workload": lambda: workloads.gsm8k_like(5),

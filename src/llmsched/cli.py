@@ -780,32 +780,57 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
         scale=args.scale,
         strategy=args.strategy,
         seed=args.seed,
+        threads=args.threads,
         dtype=args.dtype,
         progress=_progress(args),
+        check_tokens=args.check_tokens,
     )
     if args.json:
         _print_json(report)
     else:
-        print(
-            f"{report['model']} model ({report['parameters']:,} parameters) on {report['device']}, "
-            f"{report['workload']} on {report['clients']} clients, {report['strategy']} strategy"
-        )
-        print(
-            f"  fitted cost model  held-out error {report['fit_error']:.1%} "
-            f"(prefill {report['fit_error_prefill']:.1%}, decode {report['fit_error_decode']:.1%}); "
-            f"on the executed stages {report['stage_error']:.1%}"
-        )
-        print(f"  predicted makespan {report['predicted_makespan_s']:.4f} s")
-        print(f"  measured makespan  {report['measured_makespan_s']:.4f} s ({report['makespan_error']:+.1%})")
-        print(
-            f"  tokens match       {report['tokens_match']} ({report['tokens_matched']}/{report['requests']} "
-            f"requests equal a run of their own, {report['dtype']})"
-        )
-        print(f"  measured schedule  {'valid' if report['valid'] else 'INVALID'} (all rules but stage_time)")
-        for v in report["violations"][:5]:
-            print(f"    {v}")
+        _print_runtime_report(report)
     exact = report["dtype"] == "float32"  # in half precision tokens may change with the batch
     return 0 if report["valid"] and (report["tokens_match"] or not exact) else 1
+
+
+def _print_runtime_report(report: dict[str, Any]) -> None:
+    """``llmsched runtime validate``'s figures as text: both cost models side by side."""
+    threads = f", {report['threads']} thread(s)" if report["threads"] else ""
+    print(
+        f"{report['model']} model ({report['parameters']:,} parameters) on {report['device']}{threads}, "
+        f"{report['workload']} on {report['clients']} clients"
+    )
+    names = {"context": "context-aware", "linear": "linear"}
+    print("  held-out profile points (sizes and contexts not fitted on), mean relative error:")
+    for model, label in names.items():
+        fit = report["fit_error"][model]
+        print(
+            f"    {label:14s} {fit['mape']:6.1%}  (prefill {fit['prefill_mape']:.1%}, "
+            f"decode {fit['decode_mape']:.1%})"
+        )
+    for strategy, row in report["strategies"].items():
+        print(f"  {strategy} ({', '.join(row['policies'])}): {row['iterations']} decode iterations")
+        for model, label in names.items():
+            print(
+                f"    {label:14s} predicted {row['predicted_makespan_s'][model]:8.3f} s  measured "
+                f"{row['measured_makespan_s'][model]:8.3f} s  ({row['makespan_error'][model]:+.1%}); "
+                f"executed stages {row['stage_error'][model]:.1%}"
+            )
+        for v in row["violations"][:5]:
+            print(f"    {v}")
+    print(
+        f"  tokens match       {report['tokens_match']} ({report['tokens_checked']}/{report['requests']} "
+        f"requests checked against a run of their own, {report['dtype']})"
+    )
+    valid = "valid" if report["valid"] else "INVALID"
+    print(f"  measured schedules {valid} (all rules but stage_time)")
+    machine = report["machine"]
+    reference = ", ".join(f"{s * 1e3:.2f}" for s in machine["reference_iteration_s"])
+    busy = machine["other_cpus_busy"]
+    print(
+        f"  machine            reference iteration {reference} ms (before profiling, after, after "
+        f"executing)" + (f"; other CPUs {busy:.0%} busy" if busy is not None else "")
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -1092,7 +1117,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_sub = run.add_subparsers(dest="action")
     run.set_defaults(func=_cmd_runtime, runtime_parser=run, action=None)
     val = run_sub.add_parser(
-        "validate", help="profile, fit a cost model, execute a simulated schedule, compare with the clock"
+        "validate",
+        help="profile, fit cost models (context-aware and linear), execute simulated schedules, "
+        "compare with the clock",
     )
     val.add_argument(
         "--model",
@@ -1103,22 +1130,39 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument(
         "--requests",
         type=_int_arg(1, RUNTIME_MAX_REQUESTS),
-        default=24,
-        help="requests of the GSM8K-like workload (default: %(default)s)",
+        default=None,
+        help="requests of the GSM8K-like workload (default: the model's, from "
+        "llmsched.runtime.check.DEFAULT_WORKLOADS)",
     )
     val.add_argument(
         "--clients",
         type=_int_arg(2, RUNTIME_MAX_CLIENTS),
-        default=8,
-        help="number of clients, each a KV-cache slot (default: %(default)s)",
+        default=None,
+        help="number of clients, each a KV-cache slot (default: the model's)",
     )
     val.add_argument(
         "--scale",
         type=_float_arg(0.0, 1.0, low_open=True),
-        default=0.125,
-        help="GSM8K lengths times this (default: %(default)s)",
+        default=None,
+        help="GSM8K lengths times this (default: the model's)",
     )
-    val.add_argument("--strategy", default="hybrid", help="baseline or hybrid (default: %(default)s)")
+    val.add_argument(
+        "--strategy",
+        default="both",
+        help="baseline, hybrid or both, executed after one profile (default: %(default)s)",
+    )
+    val.add_argument(
+        "--check-tokens",
+        type=_int_arg(1, RUNTIME_MAX_REQUESTS),
+        default=None,
+        help="check the tokens of the first N requests against a run of their own (default: all)",
+    )
+    val.add_argument(
+        "--threads",
+        type=_int_arg(1, 1024),
+        default=1,
+        help="CPU threads of torch, for CPU runs (default: %(default)s, for steady timings)",
+    )
     val.add_argument(
         "--seed",
         type=seed,

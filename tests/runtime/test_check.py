@@ -60,8 +60,10 @@ def _run_with_stderr_on_a_terminal(args: list[str]) -> tuple[int, str, str]:
 
 
 def test_cli_runtime_validate_json() -> None:
-    """llmsched runtime validate --json reports predicted and measured makespans, the token
-    check and the fit's error; on a terminal a progress bar counts its six steps."""
+    """llmsched runtime validate --json runs both strategies after one profile and reports,
+    for the context-aware and the linear model side by side, the held-out error, the
+    executed stages' error and predicted against measured makespan, with the token check;
+    on a terminal a progress bar counts its steps."""
     from llmsched.cli import main
 
     status, stdout, stderr = _run_with_stderr_on_a_terminal(
@@ -82,13 +84,41 @@ def test_cli_runtime_validate_json() -> None:
     )
     assert status == 0, stderr
     out = json.loads(stdout)
-    assert out["tokens_match"] is True and out["valid"] is True
-    assert out["predicted_makespan_s"] > 0 and out["measured_makespan_s"] > 0
-    assert 0 <= out["fit_error"] < 10
+    assert out["tokens_match"] is True and out["valid"] is True and out["tokens_checked"] == 10
+    assert set(out["fit_error"]) == set(out["cost_models"]) == {"context", "linear"}
+    assert "decode_per_context" in out["cost_models"]["context"]
+    assert "decode_per_context" not in out["cost_models"]["linear"]
+    for errors in out["fit_error"].values():
+        assert 0 <= errors["mape"] < 10 and 0 <= errors["decode_mape"] < 10
+    assert set(out["strategies"]) == {"baseline", "hybrid"}
+    for row in out["strategies"].values():
+        for figure in ("predicted_makespan_s", "measured_makespan_s", "makespan_error", "stage_error"):
+            assert set(row[figure]) == {"context", "linear"}, figure
+        for model in ("context", "linear"):
+            assert row["predicted_makespan_s"][model] > 0 and row["measured_makespan_s"][model] > 0
+            assert row["makespan_error"][model] == pytest.approx(
+                row["measured_makespan_s"][model] / row["predicted_makespan_s"][model] - 1
+            )
+        assert row["tokens_matched"] == 10 and row["valid"] is True
+    # The held-out points are of sizes and contexts not fitted on.
+    assert set(out["held_out"]) == {"prefill_tokens", "prompt_lengths", "decode_batches", "contexts"}
+    assert len(out["machine"]["reference_iteration_s"]) == 3
     if hasattr(os, "openpty"):
-        assert "runtime (tiny): 100%" in stderr and "6/6" in stderr, stderr
+        assert "runtime (tiny): 100%" in stderr and "8/8" in stderr, stderr
     assert main(["runtime", "validate", "--model", "huge"]) == 2
     assert main(["runtime", "validate", "--clients", "1"]) == 2
+    assert main(["runtime", "validate", "--strategy", "fastest"]) == 2
+
+
+def test_cli_runtime_validate_text(capsys) -> None:
+    """The text report puts the two models side by side for one strategy."""
+    from llmsched.cli import main
+
+    args = ["runtime", "validate", "--model", "tiny", "--requests", "6", "--clients", "3"]
+    assert main([*args, "--strategy", "baseline", "--check-tokens", "2", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "context-aware" in text and "linear" in text and "baseline (fcfs, prefill-first)" in text
+    assert "hybrid" not in text and "2/6 requests checked" in text
 
 
 def test_without_torch_the_rest_works_and_the_command_says_why() -> None:

@@ -1,25 +1,49 @@
-"""``llmsched runtime validate``: profile the engine, fit a cost model, run a simulated
-schedule on the engine, and compare the prediction with the clock.
+"""``llmsched runtime validate``: profile the engine, fit cost models, run simulated
+schedules on the engine, and compare the predictions with the clock.
+
+Two cost models are fitted to the same profile: the context-aware model
+(:class:`~llmsched.ContextCostModel`: a decode iteration's time grows with the context it
+reads, a prefill stage's with the squares of its prompts) and the linear model
+(:class:`~llmsched.LinearCostModel`, counts alone). Both are scored on held-out profile
+points, on the executed schedule's stages, and by the makespan they predict.
 """
 
 from __future__ import annotations
 
+import os
+import statistics
 import time
 from typing import Any
 
 import numpy as np
 
-from llmsched._checks import flag
+from llmsched._checks import flag, positive_int
 from llmsched._progress import progress_bar
+from llmsched.cost import CostModel
 from llmsched.runtime.engine import Engine
-from llmsched.runtime.executor import execute_schedule, make_prompts, run_alone
+from llmsched.runtime.executor import Execution, execute_schedule, make_prompts, run_alone
 from llmsched.runtime.model import PRESETS, LlamaModel
-from llmsched.runtime.profiling import fit_cost, profile, schedule_stage_times, split_sizes, stage_errors
+from llmsched.runtime.profiling import (
+    ProfilePlan,
+    fit_cost,
+    plan_profile,
+    profile,
+    schedule_stage_times,
+    stage_errors,
+)
+from llmsched.schedule import PREFILL, Schedule
 from llmsched.simulate import simulate
 from llmsched.validate import validate
 from llmsched.workload import Workload
 
-__all__ = ["STRATEGIES", "scaled_gsm8k", "validate_runtime"]
+__all__ = [
+    "DEFAULT_WORKLOADS",
+    "STRATEGIES",
+    "profile_and_fit",
+    "same_decisions",
+    "scaled_gsm8k",
+    "validate_runtime",
+]
 
 # (request policy, iteration policy) of the strategies the runtime can execute; the hybrid
 # plans its offline queues with the true output lengths (the oracle).
@@ -27,6 +51,20 @@ STRATEGIES = {
     "baseline": ("fcfs", "prefill-first"),
     "hybrid": ("hybrid-oracle", "lagrangian"),
 }
+
+#: Default (requests, clients, scale) of ``llmsched runtime validate`` for each model:
+#: GSM8K-shaped requests with lengths times ``scale``. ``small`` runs GSM8K's lengths in
+#: full (contexts up to 676 tokens, a schedule of several seconds on one CPU thread);
+#: ``125m`` a quarter of them (a validation of about a minute on one CPU thread, its token
+#: check on a few requests); ``tiny`` is sized for the tests.
+DEFAULT_WORKLOADS = {
+    "tiny": (24, 8, 0.125),
+    "small": (32, 16, 1.0),
+    "125m": (16, 8, 0.25),
+    "1b": (64, 16, 0.5),
+}
+
+_MODELS = ("context", "linear")
 
 
 def scaled_gsm8k(requests: int, scale: float, seed: int = 0) -> Workload:
@@ -42,122 +80,323 @@ def scaled_gsm8k(requests: int, scale: float, seed: int = 0) -> Workload:
     return Workload(prompt, output, name=f"gsm8k-like-{requests}x{scale:g}")
 
 
+def workload_plan(workload: Workload, clients: int, count: int = 5, seed: int = 0) -> tuple[int, ProfilePlan]:
+    """The prefill capacity for ``workload`` on ``clients`` clients (a median prompt per
+    client, and at least the longest prompt) and profile points spanning its stages: prompt
+    lengths from its shortest to its longest prompt, contexts from its shortest prompt to
+    its longest request, batches up to ``clients``."""
+    prompt, output = workload.prompt_tokens, workload.output_tokens
+    capacity = max(int(np.median(prompt)) * clients, int(prompt.max()))
+    longest = int(np.max(prompt + output)) - 1  # the context of a request's last iteration
+    plan = plan_profile(
+        clients,
+        capacity,
+        (int(prompt.min()), int(prompt.max())),
+        (int(prompt.min()), max(int(prompt.min()), longest)),
+        count=count,
+        seed=seed,
+    )
+    return capacity, plan
+
+
+def profile_and_fit(
+    engine: Engine, plan: ProfilePlan, capacity: int, repeats: int = 3, rounds: int = 4, seed: int = 0
+) -> dict[str, Any]:
+    """Profile the plan's points, fitted and held out together in one random order (a slow
+    spell of the machine then falls on both alike), and fit both cost models on the fitted
+    points.
+
+    Returns ``rows`` (every measurement), ``fit_rows``, ``held_rows``, ``context`` and
+    ``linear`` (the two fitted models) and ``fit_error`` (each model's
+    :func:`~llmsched.runtime.profiling.stage_errors` on the held-out points' medians).
+    """
+    rows = profile(
+        engine,
+        plan.fit_prefill + plan.held_prefill,
+        plan.fit_decode + plan.held_decode,
+        repeats=repeats,
+        rounds=rounds,
+        seed=seed,
+    )
+    fitted = np.where(rows["kind"] == "prefill", len(plan.fit_prefill), len(plan.fit_decode))
+    is_fit = rows["point"].to_numpy() < fitted
+    fit_rows, held_rows = rows[is_fit].reset_index(drop=True), rows[~is_fit].reset_index(drop=True)
+    models: dict[str, CostModel] = {
+        "context": fit_cost(fit_rows, capacity),
+        "linear": fit_cost(fit_rows, capacity, context=False),
+    }
+    nan = {"mape": float("nan"), "prefill_mape": float("nan"), "decode_mape": float("nan")}
+    errors = {
+        name: stage_errors(model, held_rows, median=True) if len(held_rows) else dict(nan)
+        for name, model in models.items()
+    }
+    return {"rows": rows, "fit_rows": fit_rows, "held_rows": held_rows, **models, "fit_error": errors}
+
+
+def same_decisions(a: Schedule, b: Schedule) -> bool:
+    """Whether two schedules of one workload make the same decisions: the same stages in
+    order, the same requests on the same clients, decode stages of the same lengths."""
+    return all(
+        np.array_equal(getattr(a, name), getattr(b, name))
+        for name in ("stage_kind", "stage_iterations", "request_client", "request_prefill_stage")
+    )
+
+
+def _cost_fields(cost: CostModel) -> dict[str, float]:
+    names = (
+        *("prefill_base", "prefill_per_token", "prefill_per_square"),
+        *("decode_base", "decode_per_client", "decode_per_context", "prefill_capacity"),
+    )
+    return {name: getattr(cost, name) for name in names if hasattr(cost, name)}
+
+
+class _CpuLoad:
+    """Busy share of the CPUs this process may not run on, over a span (Linux; None
+    elsewhere or when the process may run on every CPU): work there can slow this
+    process's memory and caches, and the figures with it."""
+
+    def __init__(self) -> None:
+        self.cpus: set[int] | None = None
+        try:
+            mine = os.sched_getaffinity(0)
+            others = set(range(os.cpu_count() or 0)) - mine
+            self.cpus = others or None
+        except (AttributeError, OSError):
+            self.cpus = None
+        self.start = self._read()
+
+    def _read(self) -> tuple[int, int] | None:
+        if not self.cpus:
+            return None
+        busy = total = 0
+        try:
+            with open("/proc/stat") as stat:
+                for line in stat:
+                    name, *fields = line.split()
+                    if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in self.cpus:
+                        ticks = [int(f) for f in fields]
+                        busy += sum(ticks) - ticks[3] - ticks[4]  # all but idle and iowait
+                        total += sum(ticks)
+        except (OSError, ValueError, IndexError):
+            return None
+        return busy, total
+
+    def busy(self) -> float | None:
+        end = self._read()
+        if self.start is None or end is None or end[1] == self.start[1]:
+            return None
+        return (end[0] - self.start[0]) / (end[1] - self.start[1])
+
+
+def _reference_iteration(engine: Engine, batch: int, context: int, iterations: int = 20) -> float:
+    """Median seconds of a fixed decode iteration (``batch`` slots at ``context``): the
+    same measurement before profiling, after it and after executing shows whether the
+    machine's speed moved during a run."""
+    slots = list(range(batch))
+    context = max(1, min(context, engine.max_len - iterations - 2))
+    engine.reset()
+    engine.occupy(slots, [context] * batch)
+    engine.decode(slots)
+    times = []
+    end = engine.clock()
+    for _ in range(iterations):
+        engine.decode(slots)
+        start, end = end, engine.clock()
+        times.append(end - start)
+    engine.reset()
+    return statistics.median(times)
+
+
 def validate_runtime(
     model: str = "tiny",
     device: str = "cpu",
-    requests: int = 24,
-    clients: int = 8,
-    scale: float = 0.125,
-    strategy: str = "hybrid",
+    requests: int | None = None,
+    clients: int | None = None,
+    scale: float | None = None,
+    strategy: str = "both",
     seed: int = 0,
     threads: int | None = 1,
     dtype: str = "float32",
     progress: bool = False,
+    check_tokens: int | None = None,
+    repeats: int = 3,
+    rounds: int = 4,
 ) -> dict[str, Any]:
-    """Profile, fit, simulate a schedule with the fitted model, execute it, compare.
+    """Profile, fit both cost models, simulate each strategy's schedule, execute it, compare.
 
-    Returns the figures as a dict: ``predicted_makespan_s``, ``measured_makespan_s``,
-    ``makespan_error``, ``tokens_match`` (every request's tokens equal its tokens when run
-    alone; ``tokens_matched`` counts the requests that do), ``fit_error`` (mean absolute
-    relative error on held-out profile stages of sizes not fitted on), ``stage_error`` (on
-    the executed schedule's stages), ``violations`` of the measured schedule (all rules but
-    ``stage_time``), and the fitted cost model.
+    Parameters
+    ----------
+    model, device, dtype
+        The preset (seeded random weights), ``cpu`` or ``cuda``, and the precision.
+    requests, clients, scale
+        The GSM8K-shaped workload (:func:`scaled_gsm8k`); None takes the model's default
+        from :data:`DEFAULT_WORKLOADS`.
+    strategy
+        ``baseline``, ``hybrid`` or ``both`` (one profile, both strategies executed).
+    seed
+        Seeds the workload, the prompts, the weights and the profile.
+    threads
+        CPU threads for torch (CPU runs only); one by default, for steady timings.
+    progress
+        A bar on stderr counting the steps.
+    check_tokens
+        Requests whose tokens are checked against a run of their own (the first ones; all
+        by default). Running each request alone costs its output tokens in single-request
+        iterations, the longest part of a run on a large model.
+    repeats, rounds
+        Of the profile (see :func:`~llmsched.runtime.profiling.profile`).
+
+    Returns
+    -------
+    dict
+        ``cost_models`` (``context`` and ``linear`` coefficients); ``fit_error`` (each
+        model's mean absolute relative error on held-out profile points, of batch sizes,
+        contexts, prompt totals and prompt lengths not fitted on: ``mape``, ``prefill_mape``,
+        ``decode_mape``, ``max_relative_error``); ``held_out`` (those sizes); per strategy
+        in ``strategies``: ``predicted_makespan_s`` and ``makespan_error`` (measured over
+        predicted, minus 1) per model, ``measured_makespan_s`` of the schedule each model's
+        simulation chose (``linear_executed_apart`` says whether the linear model's schedule
+        differed and was executed too), ``stage_error`` per model (on the executed
+        stages), ``tokens_matched``, ``valid`` and ``violations``; ``tokens_match`` and
+        ``valid`` over all strategies; ``machine`` (load average, busy share of the other
+        CPUs, a reference iteration timed before profiling, after it and after executing);
+        ``seconds`` spent per step.
 
     In float16 or bfloat16 a request's greedy tokens can change with the batch around it
     (rounding in the matrix products), so the token check is exact only in float32.
-
-    With ``progress`` a bar on stderr counts the steps: building the model, profiling,
-    profiling held-out sizes, simulating, executing the schedule, running each request alone.
     """
     import torch
 
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
     if model not in PRESETS:
         raise ValueError(f"unknown model {model!r}; choose one of {sorted(PRESETS)}")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {sorted(STRATEGIES)}")
+    if strategy not in (*STRATEGIES, "both"):
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of {[*sorted(STRATEGIES), 'both']}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if dtype not in dtypes:
         raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
+    default_requests, default_clients, default_scale = DEFAULT_WORKLOADS.get(model, (24, 8, 0.125))
+    requests = default_requests if requests is None else requests
+    clients = default_clients if clients is None else clients
+    scale = default_scale if scale is None else scale
     if isinstance(clients, bool) or not isinstance(clients, int) or clients < 2:
         raise ValueError(
             f"clients must be an integer >= 2 (decode fits need two batch sizes), got {clients!r}"
         )
+    requests = positive_int("requests", requests)
+    check = requests if check_tokens is None else min(requests, positive_int("check_tokens", check_tokens))
     progress = flag("progress", progress)
+    names = list(STRATEGIES) if strategy == "both" else [strategy]
+    load = _CpuLoad()
+    load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    seconds: dict[str, float] = {}
     start = time.perf_counter()
     workload = scaled_gsm8k(requests, scale, seed)
     config = PRESETS[model]
+    capacity, plan = workload_plan(workload, clients, seed=seed)
     longest = int(np.max(workload.prompt_tokens + workload.output_tokens))
-    with progress_bar(progress, 6, f"runtime ({model})", unit="step") as bar:
+    steps = 4 + 2 * len(names)
+    with progress_bar(progress, steps, f"runtime ({model})", unit="step") as bar:
         bar.set_postfix_str("model")
         engine = Engine(
             LlamaModel(config, seed=seed),
             clients,
-            longest + 8,
+            longest + repeats + 2,  # the profile times iterations past the longest context
             device=device,
             dtype=dtypes[dtype],
             threads=threads if device == "cpu" else None,
         )
+        reference = [_reference_iteration(engine, clients, longest // 2)]
         bar.update()
-        prompt_len = max(1, int(np.median(workload.prompt_tokens)))
-        capacity = max(prompt_len * clients, int(workload.prompt_tokens.max()))
-        sizes, held_sizes = split_sizes(prompt_len, prompt_len * clients, 6)
-        batches, held_batches = split_sizes(1, clients, 5)
         bar.set_postfix_str("profile")
-        samples = profile(engine, sizes, batches, prompt_len=prompt_len, context=64, seed=seed)
-        cost = fit_cost(samples, capacity)
+        mark = time.perf_counter()
+        fitted = profile_and_fit(engine, plan, capacity, repeats=repeats, rounds=rounds, seed=seed)
+        models: dict[str, Any] = {name: fitted[name] for name in _MODELS}
+        reference.append(_reference_iteration(engine, clients, longest // 2))
+        seconds["profile"] = time.perf_counter() - mark
         bar.update()
-        fit_error = {"mape": float("nan"), "prefill_mape": float("nan"), "decode_mape": float("nan")}
-        if held_sizes and held_batches:
-            bar.set_postfix_str("held-out profile")
-            held = profile(engine, held_sizes, held_batches, prompt_len=prompt_len, context=64, seed=seed + 1)
-            fit_error = stage_errors(cost, held, median=True)
-        bar.update()
-        bar.set_postfix_str("simulate")
-        rp, ip = STRATEGIES[strategy]
-        predicted = simulate(workload, cost, clients, rp, ip)
         prompts = make_prompts(workload, config.vocab_size, seed)
-        bar.update()
-        bar.set_postfix_str("execute")
-        execution = execute_schedule(predicted, engine, prompts)
-        bar.update()
+        executions: dict[str, dict[str, Any]] = {}
+        mark = time.perf_counter()
+        for name in names:
+            rp, ip = STRATEGIES[name]
+            bar.set_postfix_str(f"simulate {name}")
+            predicted = {m: simulate(workload, cost, clients, rp, ip) for m, cost in models.items()}
+            bar.update()
+            bar.set_postfix_str(f"execute {name}")
+            runs: dict[str, Execution] = {"context": execute_schedule(predicted["context"], engine, prompts)}
+            apart = not same_decisions(predicted["context"], predicted["linear"])
+            runs["linear"] = (
+                execute_schedule(predicted["linear"], engine, prompts) if apart else runs["context"]
+            )
+            executions[name] = {"predicted": predicted, "runs": runs, "apart": apart}
+            bar.update()
+        reference.append(_reference_iteration(engine, clients, longest // 2))
+        seconds["execute"] = time.perf_counter() - mark
         bar.set_postfix_str("each request alone")
-        alone = run_alone(engine, workload, prompts)
+        mark = time.perf_counter()
+        checked = Workload(workload.prompt_tokens[:check], workload.output_tokens[:check])
+        alone = run_alone(engine, checked, prompts[:check])
+        seconds["tokens"] = time.perf_counter() - mark
         bar.update()
-    violations = validate(execution.measured, skip=("stage_time",))
-    executed = stage_errors(cost, schedule_stage_times(execution.measured))
-    matched = sum(a == b for a, b in zip(execution.tokens, alone, strict=True))
+        bar.set_postfix_str("score")
+        strategies = {name: _score(executions[name], models, alone, STRATEGIES[name]) for name in names}
+        bar.update()
+    seconds["total"] = time.perf_counter() - start
     return {
         "model": model,
         "parameters": config.parameters_count(),
         "device": device,
         "dtype": dtype,
-        "strategy": strategy,
-        "policies": [rp, ip],
+        "threads": torch.get_num_threads() if device == "cpu" else None,
         "requests": requests,
         "clients": clients,
+        "scale": scale,
         "workload": workload.name,
-        "predicted_makespan_s": predicted.makespan,
-        "measured_makespan_s": execution.measured.makespan,
-        "makespan_error": execution.measured.makespan / predicted.makespan - 1.0,
-        "tokens_match": matched == len(alone),
-        "tokens_matched": matched,
-        "fit_error": fit_error["mape"],
-        "fit_error_prefill": fit_error["prefill_mape"],
-        "fit_error_decode": fit_error["decode_mape"],
-        "held_out_sizes": {"prefill_tokens": held_sizes, "decode_batches": held_batches},
-        "stage_error": executed["mape"],
-        "valid": not violations,
-        "violations": [str(v) for v in violations],
-        "cost_model": {
-            "prefill_base": cost.prefill_base,
-            "prefill_per_token": cost.prefill_per_token,
-            "decode_base": cost.decode_base,
-            "decode_per_client": cost.decode_per_client,
-            "prefill_capacity": cost.prefill_capacity,
+        "output_tokens": int(workload.output_tokens.sum()),
+        "cost_models": {name: _cost_fields(cost) for name, cost in models.items()},
+        "fit_error": fitted["fit_error"],
+        "held_out": plan.held_out(),
+        "profile_rows": len(fitted["rows"]),
+        "strategies": strategies,
+        "tokens_checked": check,
+        "tokens_match": all(s["tokens_matched"] == check for s in strategies.values()),
+        "valid": all(s["valid"] for s in strategies.values()),
+        "machine": {
+            "load_average": load_average,
+            "other_cpus_busy": load.busy(),
+            "reference_iteration_s": reference,
         },
-        "wall_s": time.perf_counter() - start,
+        "seconds": seconds,
+    }
+
+
+def _score(
+    execution: dict[str, Any], models: dict[str, Any], alone: list[list[int]], policies: tuple[str, str]
+) -> dict[str, Any]:
+    """One strategy's figures for both models (see :func:`validate_runtime`)."""
+    predicted: dict[str, Schedule] = execution["predicted"]
+    runs: dict[str, Execution] = execution["runs"]
+    measured = runs["context"].measured
+    rows = schedule_stage_times(measured)
+    errors = {m: stage_errors(models[m], rows) for m in _MODELS}
+    violations = [str(v) for run in runs.values() for v in validate(run.measured, skip=("stage_time",))]
+    matched = min(sum(a == b for a, b in zip(run.tokens, alone, strict=False)) for run in runs.values())
+    return {
+        "policies": list(policies),
+        "measured_makespan_s": {m: runs[m].measured.makespan for m in _MODELS},
+        "predicted_makespan_s": {m: predicted[m].makespan for m in _MODELS},
+        "makespan_error": {m: runs[m].measured.makespan / predicted[m].makespan - 1.0 for m in _MODELS},
+        "stage_error": {m: errors[m]["mape"] for m in _MODELS},
+        "stage_error_prefill": {m: errors[m]["prefill_mape"] for m in _MODELS},
+        "stage_error_decode": {m: errors[m]["decode_mape"] for m in _MODELS},
+        "linear_executed_apart": execution["apart"],
+        "iterations": int(measured.num_iterations),
+        "prefill_stages": int(np.count_nonzero(measured.stage_kind == PREFILL)),
+        "tokens_matched": matched,
+        "valid": not violations,
+        "violations": violations,
     }

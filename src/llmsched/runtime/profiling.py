@@ -1,11 +1,20 @@
-"""Measure the engine's stage times, fit a cost model, and check it on held-out stages.
+"""Measure the engine's stage times, fit cost models, and score them on stages not fitted on.
 
-:func:`profile` times prefill stages of given total prompt tokens (made of prompts of
-``prompt_len`` tokens, as a real stage holds several requests) and decode iterations of
-given batch sizes (each slot at ``context`` tokens). :func:`fit_cost` fits the
-:class:`~llmsched.LinearCostModel` the simulator uses; :func:`stage_errors` scores any
-cost model on stages it was not fitted on: profile points of other sizes, or the stages of
-an executed schedule.
+What a stage costs depends on more than its counts: a decode iteration reads the keys and
+values of every active request (its *context*), and a prefill stage attends within each
+prompt (the sum of the squared prompt lengths, its *squares*). So the profiler sweeps
+
+* prefill stages of given prompt lengths: the same total in prompts of different lengths
+  (:func:`prefill_mixes`), so that squares vary apart from tokens;
+* decode iterations of given per-slot contexts: batch sizes times contexts, every slot at
+  one context and slots at mixed contexts (:func:`decode_mixes`).
+
+:func:`profile` times them and returns one row per measurement (see :data:`COLUMNS`).
+:func:`fit_cost` fits a :class:`~llmsched.ContextCostModel` to the rows, or the
+:class:`~llmsched.LinearCostModel` on the same rows for comparison. :func:`plan_profile`
+chooses points to fit on and held-out points of other sizes *and* other contexts;
+:func:`stage_errors` scores a model on any rows, such as the stages of an executed schedule
+(:func:`schedule_stage_times`).
 """
 
 from __future__ import annotations
@@ -13,15 +22,48 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
-from llmsched.cost import LinearCostModel, cost_model_error
+from llmsched._checks import flag, nonnegative_int, positive_int
+from llmsched.cost import (
+    ContextAwareCostModel,
+    ContextCostModel,
+    CostModel,
+    LinearCostModel,
+    cost_model_error,
+    is_context_aware,
+)
 from llmsched.runtime.engine import Engine
 from llmsched.schedule import PREFILL, Schedule
 
-__all__ = ["fit_cost", "profile", "schedule_stage_times", "split_sizes", "stage_errors"]
+__all__ = [
+    "COLUMNS",
+    "ProfilePlan",
+    "decode_mixes",
+    "fit_cost",
+    "iteration_context",
+    "plan_profile",
+    "predict",
+    "prefill_mixes",
+    "profile",
+    "schedule_stage_times",
+    "split_sizes",
+    "stage_errors",
+]
+
+#: The columns of a profile (and of :func:`schedule_stage_times`), one row per stage:
+#:
+#: * ``kind``: ``"prefill"`` or ``"decode"``;
+#: * ``point``: which point of the sweep the row measures (its repeats share it);
+#: * ``size``: prompt tokens of a prefill stage, active requests of a decode iteration;
+#: * ``squares``: the sum of the squared prompt lengths of a prefill stage (0 for decode);
+#: * ``context``: the tokens in the active requests' caches when a decode iteration starts
+#:   (0 for prefill);
+#: * ``seconds``: the measured time.
+COLUMNS = ("kind", "point", "size", "squares", "context", "seconds")
 
 
 def split_sizes(low: int, high: int, count: int = 5) -> tuple[list[int], list[int]]:
@@ -35,152 +77,405 @@ def split_sizes(low: int, high: int, count: int = 5) -> tuple[list[int], list[in
     return fit, held
 
 
+def prefill_mixes(
+    totals: Sequence[int], lengths: Sequence[int], slots: int, longest: int
+) -> list[tuple[int, ...]]:
+    """Prefill stages of each total in prompts of each length: ``total // length`` prompts
+    of ``length`` tokens and one of the remainder (when not 0).
+
+    Stages that need more than ``slots`` prompts, or a prompt longer than ``longest``, are
+    left out; so is a repeat of a stage already listed. The same total then appears with
+    different sums of squares (one long prompt against many short ones).
+    """
+    positive_int("slots", slots)
+    positive_int("longest", longest)
+    stages: list[tuple[int, ...]] = []
+    for total in totals:
+        positive_int("a prefill total", total)
+        for length in lengths:
+            positive_int("a prompt length", length)
+            if length > total or length > longest:
+                continue
+            count, rest = divmod(total, length)
+            stage = (length,) * count + ((rest,) if rest else ())
+            if len(stage) <= slots and stage not in stages:
+                stages.append(stage)
+    return stages
+
+
+def decode_mixes(
+    batches: Sequence[int], contexts: Sequence[int], mixed: int = 2, seed: int = 0
+) -> list[tuple[int, ...]]:
+    """Decode iterations, each given by its slots' contexts: every batch size at every
+    context (all slots alike), and ``mixed`` iterations per batch size whose slots draw
+    their contexts from ``contexts`` at random (seeded), so the total context of a batch
+    is not always the batch times one context."""
+    nonnegative_int("mixed", mixed)
+    rng = np.random.default_rng(seed)
+    points: list[tuple[int, ...]] = []
+    for batch in batches:
+        positive_int("a decode batch", batch)
+        for context in contexts:
+            positive_int("a context", context)
+            points.append((context,) * batch)
+        if batch > 1 and len(contexts) > 1:
+            for _ in range(mixed):
+                points.append(tuple(int(c) for c in rng.choice(np.asarray(contexts), size=batch)))
+    return points
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    """Points to fit on and points to hold out, disjoint in every dimension.
+
+    Prefill stages to fit on have totals from ``prefill_totals[0]`` in prompts of lengths
+    from ``prompt_lengths[0]``; held-out stages, totals and lengths from the ``[1]`` lists
+    (none in both). Decode iterations likewise: batch sizes from ``decode_batches`` and
+    per-slot contexts from ``contexts``, fitted ``[0]`` and held out ``[1]``.
+    """
+
+    fit_prefill: tuple[tuple[int, ...], ...]
+    fit_decode: tuple[tuple[int, ...], ...]
+    held_prefill: tuple[tuple[int, ...], ...]
+    held_decode: tuple[tuple[int, ...], ...]
+    prefill_totals: tuple[tuple[int, ...], tuple[int, ...]]
+    prompt_lengths: tuple[tuple[int, ...], tuple[int, ...]]
+    decode_batches: tuple[tuple[int, ...], tuple[int, ...]]
+    contexts: tuple[tuple[int, ...], tuple[int, ...]]
+
+    def held_out(self) -> dict[str, list[int]]:
+        """The held-out sizes and contexts, by name (for a report)."""
+        return {
+            "prefill_tokens": list(self.prefill_totals[1]),
+            "prompt_lengths": list(self.prompt_lengths[1]),
+            "decode_batches": list(self.decode_batches[1]),
+            "contexts": list(self.contexts[1]),
+        }
+
+
+def plan_profile(
+    clients: int,
+    capacity: int,
+    prompts: tuple[int, int],
+    contexts: tuple[int, int],
+    count: int = 5,
+    mixed: int = 2,
+    seed: int = 0,
+) -> ProfilePlan:
+    """Profile points covering a workload's stages, and held-out points between them.
+
+    Parameters
+    ----------
+    clients
+        The most requests decoding at once (batch sizes run 1..clients).
+    capacity
+        The most prompt tokens of a prefill stage (totals run from the shortest prompt
+        to ``capacity``).
+    prompts
+        Shortest and longest prompt (prompt lengths run between them).
+    contexts
+        Least and most context one request holds while decoding (its prompt, up to its
+        prompt plus output).
+    count
+        Values per range to fit on; between each neighbouring pair, one value is held out.
+    mixed, seed
+        As for :func:`decode_mixes`.
+    """
+    clients = positive_int("clients", clients)
+    capacity = positive_int("capacity", capacity)
+    (p_lo, p_hi), (c_lo, c_hi) = prompts, contexts
+    totals = _pair(split_sizes(p_lo, max(p_lo, capacity), count + 1))
+    lengths = _pair(split_sizes(p_lo, p_hi, count))
+    batches = _pair(split_sizes(1, clients, count))
+    context_sizes = _pair(split_sizes(c_lo, c_hi, count))
+    return ProfilePlan(
+        fit_prefill=tuple(prefill_mixes(totals[0], lengths[0], clients, p_hi)),
+        fit_decode=tuple(decode_mixes(batches[0], context_sizes[0], mixed, seed)),
+        held_prefill=tuple(prefill_mixes(totals[1], lengths[1], clients, p_hi)),
+        held_decode=tuple(decode_mixes(batches[1], context_sizes[1], mixed, seed + 1)),
+        prefill_totals=totals,
+        prompt_lengths=lengths,
+        decode_batches=batches,
+        contexts=context_sizes,
+    )
+
+
+def _pair(split: tuple[list[int], list[int]]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(split[0]), tuple(split[1])
+
+
 def profile(
     engine: Engine,
-    prefill_tokens: Sequence[int],
-    decode_batches: Sequence[int],
-    prompt_len: int = 64,
-    context: int = 128,
+    prefill: Sequence[Sequence[int]] = (),
+    decode: Sequence[Sequence[int]] = (),
     repeats: int = 5,
-    warmup: int = 2,
+    rounds: int = 2,
+    warmup: int = 1,
     seed: int = 0,
 ) -> Any:
-    """Time prefill stages and decode iterations; one row per measurement.
+    """Time prefill stages and decode iterations; one row per measurement (:data:`COLUMNS`).
 
-    Returns a DataFrame with ``kind`` (``prefill`` or ``decode``), ``size`` (prompt tokens,
-    or active slots) and ``seconds``. Every size is measured ``repeats`` times after
-    ``warmup`` untimed runs of the first size of each kind.
+    Parameters
+    ----------
+    engine
+        The engine to time (it is reset; its slots are used from 0).
+    prefill
+        Prefill stages, each given by its prompts' lengths (random tokens, seeded).
+    decode
+        Decode iterations, each given by its slots' contexts when it starts. The slots are
+        set to those contexts without computing them (:meth:`Engine.occupy`); after
+        ``warmup`` untimed iterations, ``repeats`` iterations run back to back, each timed
+        from the end of the one before (as the executor times them), each one context
+        token per slot further on.
+    repeats
+        Stages (or iterations) timed per visit of a point.
+    rounds
+        Visits of every point, each round in a new random order (seeded), so that a slow
+        spell of the machine spreads over many points rather than biasing a few.
+    warmup
+        Untimed decode iterations at each visit; the sweep also starts with one untimed
+        prefill stage and decode iteration.
+    seed
+        Seeds the tokens and the order.
+
+    Raises
+    ------
+    ValueError
+        If a stage needs more slots than the engine has, a prompt or context does not fit
+        a slot (with the iterations timed), or a count is not a positive integer.
     """
     import pandas as pd
 
-    for name, value in (("prompt_len", prompt_len), ("context", context), ("repeats", repeats)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
-    if context + repeats + warmup + 1 > engine.max_len:
-        raise ValueError(f"context {context} plus the timed iterations exceeds max_len={engine.max_len}")
+    repeats = positive_int("repeats", repeats)
+    rounds = positive_int("rounds", rounds)
+    warmup = nonnegative_int("warmup", warmup)
+    stages = [tuple(int(n) for n in stage) for stage in prefill]
+    iterations = [tuple(int(c) for c in contexts) for contexts in decode]
+    for kind, points, extra in (("prefill", stages, 1), ("decode", iterations, warmup + repeats + 1)):
+        for point in points:
+            if not point or len(point) > engine.slots:
+                raise ValueError(
+                    f"a {kind} point needs 1..{engine.slots} slots (the engine's), got {len(point)}: {point}"
+                )
+            if min(point) < 1:
+                raise ValueError(f"a {kind} point's prompt lengths or contexts must be >= 1, got {point}")
+            if max(point) + extra > engine.max_len:
+                raise ValueError(
+                    f"a {kind} point at {max(point)} tokens needs {max(point) + extra} cache "
+                    f"positions per slot (with the iterations timed); the engine holds {engine.max_len}"
+                )
     rng = np.random.default_rng(seed)
     vocab = engine.config.vocab_size
-    rows: list[dict[str, Any]] = []
-    prefill_sizes = [int(t) for t in prefill_tokens]
-    for total in prefill_sizes:
-        count = math.ceil(total / prompt_len)
-        if total < 1 or count > engine.slots:
-            raise ValueError(
-                f"a prefill of {total} tokens in prompts of {prompt_len} needs {count} slots; "
-                f"the engine has {engine.slots}"
-            )
-        if total - (count - 1) * prompt_len + 1 > engine.max_len or prompt_len + 1 > engine.max_len:
-            raise ValueError(f"prompts of {prompt_len} tokens do not fit max_len={engine.max_len}")
-    for b in decode_batches:
-        if isinstance(b, bool) or not 1 <= int(b) <= engine.slots:
-            raise ValueError(f"decode batch {b!r} is not in 1..{engine.slots}")
+    rows: list[tuple[str, int, int, int, int, float]] = []
 
-    def prompts_for(total: int) -> list[list[int]]:
-        count = math.ceil(total / prompt_len)
-        sizes = [prompt_len] * (count - 1) + [total - (count - 1) * prompt_len]
-        return [rng.integers(0, vocab, size=n).tolist() for n in sizes]
-
-    for index, total in enumerate(prefill_sizes):
-        runs = repeats + (warmup if index == 0 else 0)
-        for r in range(runs):
-            prompts = prompts_for(total)
+    def time_prefill(index: int, stage: tuple[int, ...], record: bool) -> None:
+        for _ in range(repeats if record else 1):
+            prompts = [rng.integers(0, vocab, size=n).tolist() for n in stage]
             engine.reset()
             start = engine.clock()
-            engine.prefill(prompts, list(range(len(prompts))))
+            engine.prefill(prompts, list(range(len(stage))))
             seconds = engine.clock() - start
-            if r >= runs - repeats:
-                rows.append({"kind": "prefill", "size": total, "seconds": seconds})
-    for index, batch in enumerate(int(b) for b in decode_batches):
+            if record:
+                rows.append(("prefill", index, sum(stage), sum(n * n for n in stage), 0, seconds))
+
+    def time_decode(index: int, contexts: tuple[int, ...], record: bool) -> None:
+        slots = list(range(len(contexts)))
         engine.reset()
-        engine.prefill(
-            [rng.integers(0, vocab, size=context).tolist() for _ in range(batch)], list(range(batch))
-        )
-        runs = repeats + (warmup if index == 0 else 0)
-        for r in range(runs):
-            start = engine.clock()
-            engine.decode(list(range(batch)))
-            seconds = engine.clock() - start
-            if r >= runs - repeats:
-                rows.append({"kind": "decode", "size": batch, "seconds": seconds})
+        engine.occupy(slots, list(contexts))
+        for _ in range(warmup if record else 1):
+            engine.decode(slots)
+        context = sum(contexts) + len(slots) * (warmup if record else 1)
+        end = engine.clock()
+        for _ in range(repeats if record else 0):
+            engine.decode(slots)
+            start, end = end, engine.clock()
+            rows.append(("decode", index, len(slots), 0, context, end - start))
+            context += len(slots)
+
+    if stages:
+        time_prefill(0, stages[0], record=False)
+    if iterations:
+        time_decode(0, iterations[0], record=False)
+    visits = [("prefill", i) for i in range(len(stages))] + [("decode", i) for i in range(len(iterations))]
+    for _ in range(rounds):
+        for position in rng.permutation(len(visits)):
+            kind, index = visits[position]
+            if kind == "prefill":
+                time_prefill(index, stages[index], record=True)
+            else:
+                time_decode(index, iterations[index], record=True)
     engine.reset()
-    return pd.DataFrame(rows, columns=["kind", "size", "seconds"])
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    return frame.sort_values(["kind", "point"], kind="stable", ignore_index=True)
+
+
+def _check_columns(samples: Any) -> None:
+    missing = {"kind", "size", "squares", "context", "seconds"} - set(getattr(samples, "columns", ()))
+    if missing:
+        raise ValueError(f"profile rows lack the columns {sorted(missing)}; see COLUMNS")
 
 
 def _medians(samples: Any) -> Any:
-    """One row per (kind, size): the median of its repeats (robust to a stray slow run)."""
-    return samples.groupby(["kind", "size"], as_index=False)["seconds"].median()
+    """One row per point: the median of its times (robust to a stray slow run) at the
+    median of its contexts (a decode point's context grows by one token per slot and
+    iteration, so the two medians belong together)."""
+    keys = ["kind", "point"] if "point" in samples.columns else ["kind", "size", "squares", "context"]
+    return samples.groupby(keys, as_index=False, sort=False).agg(
+        size=("size", "first"),
+        squares=("squares", "first"),
+        context=("context", "median"),
+        seconds=("seconds", "median"),
+    )
 
 
-def fit_cost(samples: Any, prefill_capacity: int, median: bool = True) -> LinearCostModel:
-    """The least-squares :class:`~llmsched.LinearCostModel` of profile rows (of the median
-    of each size's repeats, with ``median``)."""
+def _split(samples: Any) -> tuple[Any, Any]:
+    _check_columns(samples)
+    return samples[samples.kind == "prefill"], samples[samples.kind == "decode"]
+
+
+def fit_cost(
+    samples: Any, prefill_capacity: int, median: bool = True, context: bool = True, robust: bool = True
+) -> ContextCostModel | LinearCostModel:
+    """Fit a cost model to profile rows (:data:`COLUMNS`).
+
+    Parameters
+    ----------
+    samples
+        Profile rows.
+    prefill_capacity
+        The fitted model's capacity (not identifiable from times).
+    median
+        Fit each point's median (:func:`profile`'s repeats count once), else every row.
+    context
+        Fit a :class:`~llmsched.ContextCostModel` (prefill sees squares, decode sees
+        context); with False, the :class:`~llmsched.LinearCostModel` of the same rows, fitted
+        the same way with the two context terms held at 0, so a comparison of the two shows
+        what the context terms add and nothing else.
+    robust
+        Huber-reweighted fit (see :meth:`ContextCostModel.fit`).
+
+    Raises
+    ------
+    ValueError
+        If the rows lack a column, or hold prefill stages of fewer than two token counts
+        or decode iterations of fewer than two batch sizes.
+    """
+    context = flag("context", context)
+    _check_columns(samples)
     if median:
         samples = _medians(samples)
-    pre = samples[samples.kind == "prefill"]
-    dec = samples[samples.kind == "decode"]
+    pre, dec = _split(samples)
     if pre["size"].nunique() < 2:
-        raise ValueError("fitting needs prefill samples of at least two sizes")
+        raise ValueError("fitting needs prefill samples of at least two token counts")
     if dec["size"].nunique() < 2:
         raise ValueError("fitting needs decode samples of at least two batch sizes")
-    return LinearCostModel.fit(
-        pre["size"].to_numpy(),
+    squares = pre["squares"].to_numpy(dtype=np.float64)
+    contexts = dec["context"].to_numpy(dtype=np.float64)
+    model = ContextCostModel.fit(
+        pre["size"].to_numpy(dtype=np.float64),
+        squares if context else np.zeros_like(squares),
         pre["seconds"].to_numpy(),
-        dec["size"].to_numpy(),
+        dec["size"].to_numpy(dtype=np.float64),
+        contexts if context else np.zeros_like(contexts),
         dec["seconds"].to_numpy(),
         prefill_capacity,
+        robust=robust,
     )
+    return model if context else model.linear()
 
 
-def stage_errors(cost: Any, samples: Any, median: bool = False) -> dict[str, float]:
-    """Mean absolute relative error of ``cost`` on measured rows (``kind, size, seconds``):
-    ``prefill_mape``, ``decode_mape``, ``mape`` (over all rows) and ``max_relative_error``.
-    With ``median``, each size's repeats count once, by their median."""
-    if median:
-        samples = _medians(samples)
-    pre = samples[samples.kind == "prefill"]
-    dec = samples[samples.kind == "decode"]
-    out = cost_model_error(
-        cost,
-        pre["size"].to_numpy(),
-        pre["seconds"].to_numpy(),
-        dec["size"].to_numpy(),
-        dec["seconds"].to_numpy(),
-    )
-    predicted = np.where(
-        samples.kind == "prefill",
-        cost.prefill_time(samples["size"].to_numpy(dtype=np.float64)),
-        cost.decode_iteration_time(samples["size"].to_numpy(dtype=np.float64)),
-    )
-    measured = samples["seconds"].to_numpy()
-    out["mape"] = float(np.mean(np.abs(predicted - measured) / measured)) if len(measured) else float("nan")
+def predict(cost: CostModel, samples: Any) -> np.ndarray:
+    """``cost``'s time for each row (squares and context reach a context-aware model)."""
+    pre = samples["kind"].to_numpy() == "prefill"
+    size = samples["size"].to_numpy(dtype=np.float64)
+    out = np.empty(len(samples))
+    if is_context_aware(cost):
+        aware = cast(ContextAwareCostModel, cost)
+        squares = samples["squares"].to_numpy(dtype=np.float64)
+        context = samples["context"].to_numpy(dtype=np.float64)
+        out[pre] = aware.prefill_time(size[pre], squares[pre])
+        out[~pre] = aware.decode_iteration_time(size[~pre], context[~pre])
+    else:
+        out[pre] = cost.prefill_time(size[pre])
+        out[~pre] = cost.decode_iteration_time(size[~pre])
     return out
 
 
-def schedule_stage_times(schedule: Schedule) -> Any:
-    """The measured rows of a schedule: prefill stages (prompt tokens, seconds) and decode
-    iterations (active clients, seconds), in the format of :func:`profile`.
+def stage_errors(cost: CostModel, samples: Any, median: bool = False) -> dict[str, float]:
+    """Mean absolute relative error of ``cost`` on measured rows (:data:`COLUMNS`):
+    ``prefill_mape``, ``decode_mape``, ``mape`` (over all rows) and ``max_relative_error``.
+    With ``median``, each point's repeats count once, by their median. A linear model
+    sees the counts alone; a context-aware one, squares and context too."""
+    _check_columns(samples)
+    if median:
+        samples = _medians(samples)
+    pre, dec = _split(samples)
+    out = cost_model_error(
+        cost,
+        pre["size"].to_numpy(dtype=np.float64),
+        pre["seconds"].to_numpy(),
+        dec["size"].to_numpy(dtype=np.float64),
+        dec["seconds"].to_numpy(),
+        prefill_squares=pre["squares"].to_numpy(dtype=np.float64),
+        decode_context=dec["context"].to_numpy(dtype=np.float64),
+    )
+    measured = samples["seconds"].to_numpy()
+    rel = np.abs(predict(cost, samples) - measured) / measured
+    out["mape"] = float(rel.mean()) if rel.size else math.nan
+    return out
 
-    Decode rows come one per run of iterations with one duration and one active count
+
+def iteration_context(schedule: Schedule, iterations: Any) -> np.ndarray:
+    """Context tokens of each given decode iteration of ``schedule``: the sum, over the
+    requests decoding in it, of the tokens in their caches when it starts (a request with
+    prompt ``p`` at its ``j``-th decode iteration holds ``p + j``)."""
+    wl = schedule.workload
+    g = np.asarray(iterations, dtype=np.int64)
+    start, end = schedule.request_decode_start, schedule.request_decode_end
+    decoding = (start >= 0) & (end > start)
+    # A request adds prompt - start + g to iteration g's context while start <= g < end.
+    base = (wl.prompt_tokens - start)[decoding]
+    opens, closes = start[decoding], end[decoding]
+    by_open, by_close = np.argsort(opens, kind="stable"), np.argsort(closes, kind="stable")
+    open_sum = np.concatenate([[0], np.cumsum(base[by_open])])
+    close_sum = np.concatenate([[0], np.cumsum(base[by_close])])
+    opened = np.searchsorted(opens[by_open], g, side="right")
+    closed = np.searchsorted(closes[by_close], g, side="right")
+    return (open_sum[opened] - close_sum[closed]) + g * (opened - closed)
+
+
+def schedule_stage_times(schedule: Schedule) -> Any:
+    """The stages of a schedule as profile rows (:data:`COLUMNS`): prefill stages (prompt
+    tokens, sum of squared prompt lengths, seconds) and decode iterations (active
+    requests, context, seconds); ``point`` numbers the rows of each kind.
+
+    Decode rows come one per piece of a run in which the active set does not change
     (:meth:`Schedule.active_runs`): one per iteration for a measured schedule, which has
-    one run per iteration, and one per run for a simulated one.
+    one run per iteration. A simulated schedule's piece spans many iterations; its row
+    gives the context and time of the piece's first iteration.
     """
     import pandas as pd
 
     wl = schedule.workload
-    tokens = np.bincount(
-        schedule.request_prefill_stage, weights=wl.prompt_tokens, minlength=schedule.num_stages
-    )
+    prompt = wl.prompt_tokens.astype(np.float64)
+    stage = schedule.request_prefill_stage
+    tokens = np.bincount(stage, weights=prompt, minlength=schedule.num_stages)
+    squares = np.bincount(stage, weights=prompt * prompt, minlength=schedule.num_stages)
     prefill = np.flatnonzero(schedule.stage_kind == PREFILL)
     runs = schedule.active_runs()
+    count = runs["active"].size
     return pd.DataFrame(
         {
-            "kind": ["prefill"] * prefill.size + ["decode"] * runs["active"].size,
+            "kind": ["prefill"] * prefill.size + ["decode"] * count,
+            "point": np.concatenate([np.arange(prefill.size), np.arange(count)]).astype(np.int64),
             "size": np.concatenate([tokens[prefill], runs["active"]]).astype(np.int64),
+            "squares": np.concatenate([squares[prefill], np.zeros(count)]).astype(np.int64),
+            "context": np.concatenate(
+                [np.zeros(prefill.size, dtype=np.int64), iteration_context(schedule, runs["first_iteration"])]
+            ).astype(np.int64),
             "seconds": np.concatenate(
                 [schedule.stage_end[prefill] - schedule.stage_start[prefill], runs["iteration_time"]]
             ),
         },
-        columns=["kind", "size", "seconds"],
+        columns=list(COLUMNS),
     )
