@@ -4,15 +4,30 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from llmsched import LevelCostModel, LinearCostModel, Schedule, Workload
+from llmsched import ContextCostModel, LevelCostModel, LinearCostModel, Schedule, Workload
 
 __all__ = ["cost_models", "instances", "predicted_instances"]
 
 
+CostModels = LinearCostModel | LevelCostModel | ContextCostModel
+
+
 @st.composite
-def cost_models(draw: st.DrawFn) -> LinearCostModel | LevelCostModel:
+def cost_models(draw: st.DrawFn) -> CostModels:
+    """A linear, a level (the MIP's) or a context-aware cost model, each as likely."""
     capacity = draw(st.integers(1, 300))
-    if draw(st.booleans()):
+    kind = draw(st.sampled_from(["linear", "levels", "context"]))
+    if kind == "context":
+        return ContextCostModel(
+            prefill_base=max(draw(st.floats(0, 0.1)), 1e-4),
+            prefill_per_token=draw(st.floats(0, 1e-3)),
+            prefill_per_square=draw(st.one_of(st.just(0.0), st.floats(0, 1e-5))),
+            decode_base=max(draw(st.floats(0, 0.05)), 1e-4),
+            decode_per_client=draw(st.floats(0, 1e-3)),
+            decode_per_context=draw(st.one_of(st.just(0.0), st.floats(0, 1e-4))),
+            prefill_capacity=capacity,
+        )
+    if kind == "linear":
         return LinearCostModel(
             prefill_base=max(draw(st.floats(0, 0.1)), 1e-4),
             prefill_per_token=draw(st.floats(0, 1e-3)),
@@ -26,7 +41,7 @@ def cost_models(draw: st.DrawFn) -> LinearCostModel | LevelCostModel:
 
 
 @st.composite
-def instances(draw: st.DrawFn) -> tuple[Workload, LinearCostModel | LevelCostModel, int]:
+def instances(draw: st.DrawFn) -> tuple[Workload, CostModels, int]:
     cost = draw(cost_models())
     cap = cost.prefill_capacity
     n = draw(st.integers(1, 30))
@@ -45,7 +60,7 @@ def instances(draw: st.DrawFn) -> tuple[Workload, LinearCostModel | LevelCostMod
 
 
 @st.composite
-def predicted_instances(draw: st.DrawFn) -> tuple[Workload, LinearCostModel | LevelCostModel, int]:
+def predicted_instances(draw: st.DrawFn) -> tuple[Workload, CostModels, int]:
     """An instance of :func:`instances` whose workload carries predicted outputs, near the
     true ones or not (what policies planning with predictions need)."""
     workload, cost, clients = draw(instances())

@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 
 import llmsched
-from llmsched import LevelCostModel, LinearCostModel, Workload, lower_bounds, simulate, validate, workloads
+from llmsched import (
+    ContextCostModel,
+    LevelCostModel,
+    LinearCostModel,
+    Workload,
+    lower_bounds,
+    simulate,
+    validate,
+    workloads,
+)
 
 
 def _schedule() -> Any:
@@ -141,6 +150,7 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     ),
     "llmsched.cost.PrefillLevel": lambda: LevelCostModel([(100, 0.1)], 0.01).levels[0],
     "llmsched.cost.LinearCostModel": LinearCostModel.paper,
+    "llmsched.cost.ContextCostModel": lambda: ContextCostModel(0.01, 1e-4, 1e-8, 0.02, 2e-4, 1e-7, 800),
     "llmsched.cost.LevelCostModel": lambda: LevelCostModel([(100, 0.1), (200, 0.2)], 0.01),
     "llmsched.exegpt.layers.ModelSpec": lambda: __import__("llmsched.exegpt.layers").exegpt.layers.model_spec(
         "opt-13b"

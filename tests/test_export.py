@@ -221,7 +221,8 @@ def test_stages_csv_reads_back_as_the_stage_frame(schedule, tmp_path) -> None:
     schedule.to_stages_csv(path)
     back = pd.read_csv(path, index_col="stage")
     pd.testing.assert_frame_equal(back, schedule.stage_frame(), check_exact=True)
-    assert path.read_text().splitlines()[0] == "stage,kind,start,end,duration,prompt_tokens,iterations"
+    header = "stage,kind,start,end,duration,prompt_tokens,prompt_squares,iterations,decoded_tokens"
+    assert path.read_text().splitlines()[0] == header + ",context_tokens"
 
 
 def test_nan_is_an_empty_field(schedule) -> None:

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Workload, validate
+from llmsched.cost import is_context_aware
 from llmsched.loop import CostClock, LoopView, admits, replay_policies, run_loop, simulate_policies
 from llmsched.online import FCFS, PrefillFirst, StaticQueues, make_iteration_policy, make_request_policy
 from llmsched.online.registry import iteration_policy_names, request_policy_names
@@ -122,6 +123,7 @@ class _Probe:
 
     def start(self, known, cost, clients) -> None:
         self.output = known.output_tokens
+        self.prompt = known.prompt_tokens
 
     def decide(self, engine) -> int:
         self.calls += 1
@@ -130,7 +132,12 @@ class _Probe:
         assert len(decoding) == engine.active and engine.active + engine.free == engine.clients
         left = [int(self.output[r]) - engine.decoded_tokens(r) for r in decoding]
         assert min(left) == engine.iterations_to_finish >= 1
-        assert engine.iteration_time == engine.cost.decode_iteration_time(engine.active)
+        if is_context_aware(engine.cost):
+            context = sum(self.prompt[r] + engine.decoded_tokens(r) for r in decoding)
+            expected = engine.cost.decode_iteration_time(engine.active, context)
+            assert engine.iteration_time == pytest.approx(expected, rel=1e-12, abs=1e-15)
+        else:
+            assert engine.iteration_time == engine.cost.decode_iteration_time(engine.active)
         assert engine.stage_iterations == 0 if engine.just_prefilled else engine.stage_iterations >= 1
         return 3 if self.calls % 3 else PREFILL_NOW
 
@@ -372,11 +379,11 @@ class _OneAtATime(CostClock):
         super().__init__()
         self.calls = 0
 
-    def decode(self, running, iterations, due):
+    def decode(self, running, iterations, due, context=0):
         self.calls += 1
         runs = []
-        for _ in range(iterations):
-            runs += super().decode(running, 1, due)
+        for step in range(iterations):
+            runs += super().decode(running, 1, due, context + len(running) * step)
             if admits(self.now(), due):
                 break
         return runs
@@ -407,8 +414,8 @@ def test_an_executor_running_too_many_iterations_is_reported() -> None:
     """An executor that runs more iterations than allowed (or none) breaks the loop loudly."""
 
     class Greedy(CostClock):
-        def decode(self, running, iterations, due):
-            return super().decode(running, iterations + 1, math.inf)
+        def decode(self, running, iterations, due, context=0):
+            return super().decode(running, iterations + 1, math.inf, context)
 
     with pytest.raises(RuntimeError, match=r"Greedy\.decode ran"):
         run_loop(Workload([5, 5], [3, 1]), SMALL_COST, 2, FCFS(), PrefillFirst(), Greedy())

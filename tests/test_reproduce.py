@@ -93,3 +93,30 @@ def test_the_decode_packing_behind_the_bound_is_proven(gsm8k_report) -> None:
     packing = gsm8k_report["decode_packing"]
     assert packing["proven_optimal"] and packing["status"] == "optimal"
     assert packing["lower_bound_tokens"] == packing["makespan_tokens"] == 2277
+
+
+def test_the_context_model_without_context_reproduces_the_paper_to_the_millisecond(gsm8k_report) -> None:
+    """ContextCostModel with c_p = c_d = 0 goes through the context-aware code paths (squares
+    and context passed, runs as arithmetic series) and gives every row of the paper's run."""
+    from llmsched import ContextCostModel, LinearCostModel
+
+    zero = ContextCostModel.from_linear(LinearCostModel.paper())
+    report = reproduce_gsm8k(cost=zero)
+    assert len(report["rows"]) == len(gsm8k_report["rows"])
+    for mine, paper in zip(report["rows"], gsm8k_report["rows"], strict=True):
+        assert (mine["method"], mine["predictor"]) == (paper["method"], paper["predictor"])
+        assert abs(mine["makespan_s"] - paper["makespan_s"]) < 5e-4
+        assert abs(mine["utilization"] - paper["utilization"]) < 1e-9
+    assert abs(report["lower_bound_s"] - gsm8k_report["lower_bound_s"]) < 5e-4
+
+
+def test_a_context_aware_model_moves_every_row_and_keeps_the_bound_below() -> None:
+    """With context priced, every schedule is slower than under the linear model and still
+    no faster than the strong bound, which grows by the exact context sums."""
+    from llmsched import ContextCostModel, LinearCostModel
+
+    context = ContextCostModel.from_linear(LinearCostModel.paper(), 1e-8, 2e-7)
+    report = reproduce_gsm8k(cost=context)
+    assert all(row["gap_to_lb"] >= 0 for row in report["rows"])
+    hybrid = next(r for r in report["rows"] if r["method"] == "hybrid" and r["predictor"] == "oracle")
+    assert 0 <= hybrid["gap_to_lb"] < 0.03

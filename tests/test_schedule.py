@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Schedule, Workload, simulate, validate
+from llmsched.cost import is_context_aware
 from llmsched.schedule import DECODE, _run_holding
 from tests.strategies import instances, per_iteration_twin
 
@@ -150,36 +151,53 @@ def test_huge_outputs_on_many_requests_stay_small() -> None:
 
 
 def _per_iteration(schedule: Schedule) -> dict[str, np.ndarray]:
-    """Iteration times, ends and active counts computed one iteration at a time, from the stages,
-    the requests and the cost model alone (no runs)."""
+    """Iteration times, ends, active counts and contexts computed one iteration at a time, from
+    the stages, the requests and the cost model alone (no runs)."""
     dstart, dend = schedule.request_decode_start, schedule.request_decode_end
-    starts, ends, active = [], [], []
+    prompt = schedule.workload.prompt_tokens
+    cost = schedule.cost
+    starts, ends, active, context = [], [], [], []
     for k in np.flatnonzero(schedule.stage_kind == DECODE).tolist():
         t = float(schedule.stage_start[k])
         first = int(schedule.stage_first_iteration[k])
         for g in range(first, first + int(schedule.stage_iterations[k])):
-            decoding = int(np.count_nonzero((dstart <= g) & (g < dend)))
+            inside = (dstart <= g) & (g < dend)
+            decoding = int(np.count_nonzero(inside))
+            read = int(sum(int(prompt[r]) + g - int(dstart[r]) for r in np.flatnonzero(inside)))
             starts.append(t)
-            t += float(schedule.cost.decode_iteration_time(decoding))
+            if is_context_aware(cost):
+                t += float(cost.decode_iteration_time(decoding, read))
+            else:
+                t += float(cost.decode_iteration_time(decoding))
             ends.append(t)
             active.append(decoding)
-    return {"start": np.array(starts), "end": np.array(ends), "active": np.array(active, dtype=np.int64)}
+            context.append(read)
+    return {
+        "start": np.array(starts),
+        "end": np.array(ends),
+        "active": np.array(active, dtype=np.int64),
+        "context": np.array(context, dtype=np.int64),
+    }
 
 
 def _merge_equal_runs(schedule: Schedule) -> Schedule:
-    """The same schedule with neighbouring runs of one stage and one iteration time merged."""
+    """The same schedule with neighbouring runs of one stage and one constant iteration time
+    merged (runs whose iterations lengthen are left as they are)."""
     first = schedule.run_first_iteration
     stage_first = schedule.stage_first_iteration[schedule.stage_kind == DECODE]
     tau = schedule.run_iteration_time
+    step = schedule.run_iteration_step
+    flat = np.ones(schedule.num_runs, dtype=bool) if step is None else step == 0
     joins = np.ones(schedule.num_runs, dtype=bool)
     joins[0] = False
-    joins[1:] = (tau[1:] == tau[:-1]) & ~np.isin(first[1:], stage_first)
+    joins[1:] = (tau[1:] == tau[:-1]) & flat[1:] & flat[:-1] & ~np.isin(first[1:], stage_first)
     keep = np.flatnonzero(~joins)
     return replace(
         schedule,
         run_start=schedule.run_start[keep],
         run_iterations=np.add.reduceat(schedule.run_iterations, keep),
         run_iteration_time=tau[keep],
+        run_iteration_step=None if step is None else step[keep],
     )
 
 
@@ -197,6 +215,7 @@ def test_runs_agree_with_the_per_iteration_computation(instance, request_policy)
     np.testing.assert_allclose(schedule.iteration_time, ref["end"] - ref["start"], rtol=1e-9, atol=1e-12)
     assert np.array_equal(schedule.iteration_end_at(everything), schedule.iteration_end)
     assert np.array_equal(schedule.iteration_start_at(everything), schedule.iteration_start)
+    assert np.array_equal(schedule.context_at(everything), ref["context"])
     np.testing.assert_allclose(schedule.finish, ref["end"][schedule.request_decode_end - 1], rtol=1e-12)
 
     stage_len = schedule.stage_end - schedule.stage_start
@@ -315,7 +334,11 @@ def _check_serving_metrics(schedule: Schedule, exact: bool) -> None:
     assert gaps.size == schedule.workload.total_output_tokens
     values, counts = schedule.tbt_distribution()
     assert (counts > 0).all() and counts.sum() == gaps.size
-    assert values.size <= len(schedule.workload) + 2 * schedule.num_runs
+    # One value per request and two per run; a run whose iterations lengthen (a context-aware
+    # model) adds one per iteration after its first.
+    step = schedule.run_iteration_step
+    growing = 0 if step is None else int((schedule.run_iterations[step != 0] - 1).sum())
+    assert values.size <= len(schedule.workload) + 2 * schedule.num_runs + growing
     tol = {"rtol": 0, "atol": 0} if exact else {"rtol": 1e-9, "atol": 1e-9}
     np.testing.assert_allclose(np.sort(np.repeat(values, counts)), np.sort(gaps), **tol)
     summary = schedule.summary()

@@ -34,16 +34,34 @@ Two bounds, both valid for every schedule the system model allows:
     cannot share a stage), and ``ceil(n / J)`` (a client prefills its requests in distinct
     stages); and release dates: for every arrival time a, no schedule ends before
     ``a`` plus the least work of the requests arriving at or after ``a``.
+
+Context-aware cost models (``llmsched.cost.is_context_aware``): every bound above holds
+with the context terms added, and the terms are exact rather than estimated. Proof: a
+prefill stage's time is ``a_p + b_p * tokens + c_p * squares`` with all coefficients >= 0;
+every prompt is prefilled whole in exactly one stage, so over all stages the tokens sum to
+``sum N^p`` and the squares to ``sum (N^p)^2`` whatever the grouping, and the total is
+``a_p * #stages + b_p * sum N^p + c_p * sum (N^p)^2``; only ``#stages`` depends on the
+schedule and is bounded below as before. A decode iteration's time is ``a_d + b_d * active
++ c_d * context``; summed over iterations the active counts give ``sum N^d`` (one token per
+active client) and the contexts give ``sum_i sum_{j < N^d_i} (N^p_i + j)``: request i reads
+``N^p_i + j`` tokens at its j-th decode iteration whenever that iteration comes
+(:func:`llmsched.cost.request_context`). Only ``#iterations`` depends on the schedule, and it
+is at least the busiest client's tokens. Prefill and decode stages never overlap, so the two
+totals add. A single request alone needs ``prefill_time(N^p, (N^p)^2)`` (no stage holding it
+is faster, coefficients being >= 0) plus its decode iterations, each with at least one active
+client and at least its own context. ``paper_literal`` stays the paper's arithmetic without
+context (not a bound either way).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from llmsched._checks import positive_int, token_counts
-from llmsched.cost import BoundedCostModel, CostModel
+from llmsched.cost import BoundedCostModel, CostModel, is_context_aware, request_context
 from llmsched.instance import check_instance
 from llmsched.workload import Workload
 
@@ -107,9 +125,25 @@ def _work_bound(
         -(-prompt.size // clients),  # a client prefills its requests in distinct stages
     )
     iterations = tokens_makespan or trivial_decode_tokens_makespan(output, clients)
-    return float(cost.min_prefill_time(total_prompt, stages)) + float(
-        cost.min_decode_time(int(output.sum()), iterations)
-    )
+    return _least_prefill(cost, prompt, stages) + _least_decode(cost, prompt, output, iterations)
+
+
+def _least_prefill(cost: BoundedCostModel, prompt: np.ndarray, stages: int = 0) -> float:
+    """Least total prefill time of these prompts in at least ``stages`` stages."""
+    total = int(prompt.sum())
+    if is_context_aware(cost):
+        squares = int(np.sum(prompt.astype(np.int64) ** 2))
+        return float(cost.min_prefill_time(total, stages, squares))  # type: ignore[call-arg]
+    return float(cost.min_prefill_time(total, stages))
+
+
+def _least_decode(cost: BoundedCostModel, prompt: np.ndarray, output: np.ndarray, iterations: int) -> float:
+    """Least total decode time of these requests over at least ``iterations`` iterations."""
+    total = int(output.sum())
+    if is_context_aware(cost):
+        context = int(request_context(prompt, output).sum())
+        return float(cost.min_decode_time(total, iterations, context))  # type: ignore[call-arg]
+    return float(cost.min_decode_time(total, iterations))
 
 
 def _release_date_bound(workload: Workload, cost: BoundedCostModel, clients: int) -> float:
@@ -169,13 +203,18 @@ def lower_bounds(
                 f"decode_tokens_makespan={tokens_makespan} is below the trivial bound {trivial}: "
                 "no assignment of the output tokens to the clients does that well"
             )
-    t_p = float(cost.min_prefill_time(workload.total_prompt_tokens))
-    t_d = float(cost.min_decode_time(workload.total_output_tokens, tokens_makespan))
+    prompt = workload.prompt_tokens
+    t_p = _least_prefill(cost, prompt)
+    t_d = _least_decode(cost, prompt, out, tokens_makespan)
+    aware = is_context_aware(cost)
+    # A model that prices context takes the squares of the prompt and the context read.
+    price: Any = cost
+    first = price.prefill_time(prompt, prompt.astype(np.int64) ** 2) if aware else price.prefill_time(prompt)
     alone = (
-        workload.arrival
-        + np.asarray(cost.prefill_time(workload.prompt_tokens), dtype=np.float64)
-        + out * float(cost.decode_iteration_time(1))
+        workload.arrival + np.asarray(first, dtype=np.float64) + out * float(cost.decode_iteration_time(1))
     )
+    if aware:
+        alone = alone + float(price.decode_per_context) * request_context(prompt, out)
     single = float(alone.max())
     paper = t_p + t_d
     capacity = int(cost.prefill_capacity)

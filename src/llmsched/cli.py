@@ -18,7 +18,8 @@ WORKLOAD_HELP = (
 )
 COST_HELP = (
     "paper | linear:A_P,B_P,A_D,B_D[,CAPACITY] (seconds, seconds/token, seconds, seconds/client, "
-    "tokens) | levels:CAP1=T1,CAP2=T2,...;TD (the MIP's semantics)"
+    "tokens) | context:A_P,B_P,C_P,A_D,B_D,C_D[,CAPACITY] (the linear terms plus seconds per "
+    "squared prompt token and per context token) | levels:CAP1=T1,CAP2=T2,...;TD (the MIP's semantics)"
 )
 
 
@@ -71,7 +72,7 @@ def parse_cost(spec: str, clients: int | None = None) -> Any:
         An unknown spec, a malformed one, or parameters the cost model refuses; the
         message names the spec and the field.
     """
-    from llmsched.cost import LevelCostModel, LinearCostModel
+    from llmsched.cost import ContextCostModel, LevelCostModel, LinearCostModel
 
     if not isinstance(spec, str):
         raise TypeError(f"cost must be a spec string ({COST_HELP}), got {type(spec).__name__}")
@@ -91,6 +92,17 @@ def parse_cost(spec: str, clients: int | None = None) -> Any:
             )
             cap = _spec_number("CAPACITY", parts[4], int) if len(parts) == 5 else 5000
             return LinearCostModel(a_p, b_p, a_d, b_d, prefill_capacity=cap)
+        if kind == "context" and arg:
+            parts = [p.strip() for p in arg.split(",")]
+            if len(parts) not in (6, 7):
+                raise ValueError(
+                    "context needs 6 or 7 comma-separated numbers (A_P,B_P,C_P,A_D,B_D,C_D[,CAPACITY]), "
+                    f"got {len(parts)}"
+                )
+            fields = ("A_P", "B_P", "C_P", "A_D", "B_D", "C_D")
+            numbers = [_spec_number(field, p) for field, p in zip(fields, parts, strict=False)]
+            cap = _spec_number("CAPACITY", parts[6], int) if len(parts) == 7 else 5000
+            return ContextCostModel(*numbers, prefill_capacity=cap)
         if kind == "levels" and arg:
             level_part, *rest = arg.split(";")
             if len(rest) != 1:

@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched.cost import CostModel
+from llmsched.cost import CostModel, is_context_aware
 from llmsched.instance import check_instance, check_stage_time
 from llmsched.policies import (
     DECODE_UNTIL_EVENT,
@@ -60,9 +60,10 @@ __all__ = [
     "simulate_policies",
 ]
 
-#: (start, iterations, iteration time): ``iterations`` consecutive decode iterations from
-#: ``start``, each ``iteration time`` seconds long.
-DecodeRun = tuple[float, int, float]
+#: (start, iterations, first iteration time, step): ``iterations`` consecutive decode
+#: iterations from ``start``, the first ``first iteration time`` seconds long and each next
+#: one ``step`` seconds longer (0 unless the cost model prices context).
+DecodeRun = tuple[float, int, float, float]
 
 # A request's state in the loop.
 _UNARRIVED, _WAITING, _TAKEN = 0, 1, 2
@@ -133,13 +134,17 @@ class Executor(Protocol):
         tokens; return its (start, end)."""
         ...
 
-    def decode(self, running: Mapping[int, int], iterations: int, due: float) -> list[DecodeRun]:
+    def decode(
+        self, running: Mapping[int, int], iterations: int, due: float, context: int
+    ) -> list[DecodeRun]:
         """Run decode iterations of the requests in ``running`` (client -> request).
 
         Run ``iterations`` of them, or fewer: stop after the first iteration whose end
         admits ``due`` (an arrival the loop must see; ``inf`` when none). Run at least one.
-        Return what ran as :data:`DecodeRun` tuples in time order; the last one's
-        ``start + iteration time * iterations`` is the time now.
+        ``context`` is the context tokens of the running requests at the first iteration
+        (it grows by ``len(running)`` an iteration). Return what ran as :data:`DecodeRun`
+        tuples in time order; the last one's end (its start plus the sum of its iteration
+        times) is the time now.
         """
         ...
 
@@ -152,11 +157,14 @@ class CostClock:
     """The simulator's executor: stages take the cost model's times, with no device.
 
     A run of decode iterations is one step of arithmetic: ``k`` iterations of ``tau``
-    seconds end at ``start + tau * k``. An arrival the loop must see cuts the run at the
-    first iteration end at or after it.
+    seconds end at ``start + tau * k``. Under a context-aware cost model the context grows
+    by one token per active request and iteration, so iteration ``i`` of the run lasts
+    ``tau + step * i`` (``step = c_d * active``) and ``k`` of them end at
+    ``start + tau * k + step * k (k - 1) / 2``. An arrival the loop must see cuts the run at
+    the first iteration end at or after it.
     """
 
-    __slots__ = ("_cost", "_prefill_time", "_tau", "_time")
+    __slots__ = ("_cost", "_per_context", "_prefill_time", "_prompt", "_tau", "_time")
     measured = False
 
     def __init__(self) -> None:
@@ -164,6 +172,8 @@ class CostClock:
         self._tau: list[float] = []
         self._cost: Any = None
         self._prefill_time: Any = None
+        self._per_context = 0.0
+        self._prompt: list[int] | None = None  # prompt lengths, for a model that prices squares
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
         self._time = 0.0
@@ -171,6 +181,11 @@ class CostClock:
         self._prefill_time = cost.prefill_time
         # At most min(J, n) clients are ever active.
         self._tau = iteration_times(cost, min(clients, len(workload)))
+        aware = is_context_aware(cost)
+        self._per_context = float(getattr(cost, "decode_per_context", 0.0)) if aware else 0.0
+        self._prompt = workload.prompt_tokens.tolist() if aware else None
+        if aware and not (0.0 <= self._per_context < _INF):
+            check_stage_time(cost, "decode_per_context", self._per_context)
 
     def now(self) -> float:
         return self._time
@@ -181,15 +196,24 @@ class CostClock:
 
     def prefill(self, pairs: Sequence[tuple[int, int]], tokens: int) -> tuple[float, float]:
         start = self._time
-        seconds = float(self._prefill_time(tokens))
+        prompt = self._prompt
+        if prompt is None:
+            seconds = float(self._prefill_time(tokens))
+        else:
+            squares = sum(prompt[request] ** 2 for request, _ in pairs)
+            seconds = float(self._prefill_time(tokens, squares))
         if not 0.0 <= seconds < _INF:
             check_stage_time(self._cost, f"prefill_time({tokens})", seconds)
         end = self._time = start + seconds
         return start, end
 
-    def decode(self, running: Mapping[int, int], iterations: int, due: float) -> list[DecodeRun]:
+    def decode(
+        self, running: Mapping[int, int], iterations: int, due: float, context: int = 0
+    ) -> list[DecodeRun]:
         start = self._time
         tau = self._tau[len(running)]
+        if self._per_context:
+            return self._decode_growing(start, tau, len(running), iterations, due, context)
         step = iterations
         if due < _INF and tau > 0:
             # The fewest iterations after which the arrival counts as arrived.
@@ -198,7 +222,37 @@ class CostClock:
                 until -= 1
             step = min(step, until)
         self._time = start + tau * step
-        return [(start, step, tau)]
+        return [(start, step, tau, 0.0)]
+
+    def _decode_growing(
+        self, start: float, tau: float, active: int, iterations: int, due: float, context: int
+    ) -> list[DecodeRun]:
+        """A run whose iterations grow by ``c_d * active`` each (a context-aware model)."""
+        first = tau + self._per_context * context
+        growth = self._per_context * active
+
+        def elapsed(k: int) -> float:
+            return first * k + growth * (k * (k - 1) / 2)
+
+        step = iterations
+        if due < _INF and (first > 0 or growth > 0):
+            # The fewest iterations k with start + elapsed(k) >= due: the positive root of
+            # growth/2 k^2 + (first - growth/2) k - (due - start), then corrected for rounding.
+            span = due - start
+            half = growth / 2
+            linear = first - half
+            if half > 0:
+                root = (-linear + math.sqrt(linear * linear + 4 * half * max(span, 0.0))) / (2 * half)
+            else:
+                root = span / first
+            until = max(1, min(iterations, math.ceil(root)))
+            while until > 1 and admits(start + elapsed(until - 1), due):
+                until -= 1
+            while until < iterations and not admits(start + elapsed(until), due):
+                until += 1
+            step = min(step, until)
+        self._time = start + elapsed(step)
+        return [(start, step, first, growth)]
 
     def info(self) -> dict[str, Any]:
         return {}
@@ -273,7 +327,17 @@ class _Recorder:
     in the simulator's benchmark); :meth:`schedule` turns them into a Schedule.
     """
 
-    __slots__ = ("end", "first", "iterations", "kind", "run_iterations", "run_start", "run_time", "start")
+    __slots__ = (
+        "end",
+        "first",
+        "iterations",
+        "kind",
+        "run_iterations",
+        "run_start",
+        "run_step",
+        "run_time",
+        "start",
+    )
 
     def __init__(self) -> None:
         self.kind: list[int] = []  # PREFILL or DECODE, per stage
@@ -286,6 +350,7 @@ class _Recorder:
         self.run_start: list[float] = []
         self.run_iterations: list[int] = []
         self.run_time: list[float] = []
+        self.run_step: list[float] = []
 
     def schedule(
         self,
@@ -318,6 +383,8 @@ class _Recorder:
             makespan=self.end[-1] if self.end else 0.0,
             measured=measured,
             info=info,
+            # None when every run is at constant speed (a model blind to context).
+            run_iteration_step=np.asarray(self.run_step, dtype=np.float64) if any(self.run_step) else None,
         )
 
 
@@ -523,6 +590,11 @@ def run_loop(
     kinds, starts, ends = record.kind, record.start, record.end
     firsts, stage_iterations = record.first, record.iterations
     run_start, run_iterations, run_time = record.run_start, record.run_iterations, record.run_time
+    run_step = record.run_step
+    # Context tokens of the decoding requests at global iteration g: context_offset +
+    # active * g, where context_offset sums prompt - decode_start over them.
+    context_offset = 0
+    per_context = float(getattr(cost, "decode_per_context", 0.0)) if is_context_aware(cost) else 0.0
     view = LoopView(known_i, cost, clients, running, decode_start)
     heappush, heappop = heapq.heappush, heapq.heappop
     # Bound once: the loop calls them tens of thousands of times.
@@ -565,7 +637,9 @@ def run_loop(
             view.active = active
             view.free = free
             view.ready = ready
-            view.iteration_time = tau[active]
+            view.iteration_time = (
+                tau[active] + per_context * (context_offset + active * g) if per_context else tau[active]
+            )
             # How soon a request finishes follows from true lengths: shown only to a policy
             # that plans with them.
             view.iterations_to_finish = heap[0][0] - g if lengths_i else -1
@@ -610,6 +684,7 @@ def run_loop(
                 client_of[request] = client
                 prefill_stage[request] = stage
                 decode_start[request] = g
+                context_offset += prompt[request] - g
                 heappush(heap, (g + output[request], client, request))
             if tokens > capacity:
                 raise ValueError(
@@ -648,7 +723,7 @@ def run_loop(
                 step = asked
         due = due_in_order[next_arrival] if free and next_arrival < n else _INF
         ran = 0
-        for start, count, seconds in run_decode(running, step, due):
+        for start, count, seconds, growth in run_decode(running, step, due, context_offset + active * g):
             if just_prefilled:
                 kinds.append(decode_kind)
                 starts.append(start)
@@ -659,7 +734,9 @@ def run_loop(
             run_start.append(start)
             run_iterations.append(count)
             run_time.append(seconds)
-            now = start + seconds * count
+            run_step.append(growth)
+            # As Schedule.run_end adds it up (adding 0.0 leaves a constant-speed run's sum as is).
+            now = start + (seconds * count + growth * (count * (count - 1) / 2))
             ends[-1] = now
             stage_iterations[-1] += count
             ran += count
@@ -671,6 +748,7 @@ def run_loop(
         while heap and heap[0][0] == g:
             _, client, request = heappop(heap)
             del running[client]
+            context_offset -= prompt[request] - decode_start[request]
             for each in knowns:
                 each.finish(output[request])
             release(client)

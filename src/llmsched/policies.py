@@ -268,7 +268,9 @@ class EngineView(Protocol):
     ready
         What the request policy's ``ready()`` returned (>= 1 whenever ``decide`` is called).
     iteration_time
-        The cost model's time of one decode iteration with ``active`` clients.
+        The cost model's time of the next decode iteration with ``active`` clients (and,
+        under a context-aware model, the context they hold now; later iterations of the
+        stage read more).
     iterations_to_finish
         Decode iterations until the next request finishes, for a policy told the true
         output lengths (``sizes="oracle"``, or a clairvoyant run); -1 otherwise (it follows

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmsched._checks import flag, path_arg, positive_int
+from llmsched._checks import flag, instance, path_arg, positive_int
 from llmsched._checks import seed as check_seed
 from llmsched._progress import progress_bar
 from llmsched.bounds import lower_bounds
-from llmsched.cost import LinearCostModel
+from llmsched.cost import BoundedCostModel, CostModel, LinearCostModel
 from llmsched.schedule import Schedule
 from llmsched.simulate import simulate
 from llmsched.validate import validate
@@ -112,9 +112,7 @@ STRATEGIES = ("baseline", "offline", "online", "hybrid")
 REALISTIC_PREDICTOR = "mico"
 
 
-def run_method(
-    method: Method, workload: Workload, cost: LinearCostModel, clients: int, predictor: str
-) -> Schedule:
+def run_method(method: Method, workload: Workload, cost: CostModel, clients: int, predictor: str) -> Schedule:
     """Simulate one strategy; the schedule is validated (RuntimeError if invalid: a bug)."""
     schedule = simulate(
         workload, cost, clients, method.request_policy_for(predictor), method.iteration_policy
@@ -131,8 +129,13 @@ def reproduce_gsm8k(
     plot_dir: str | Path | None = None,
     predictor: str = REALISTIC_PREDICTOR,
     progress: bool = False,
+    cost: CostModel | None = None,
 ) -> dict[str, Any]:
     """Run every strategy on ``gsm8k(seed)`` with oracle and with predicted lengths.
+
+    ``cost`` is the paper's :meth:`LinearCostModel.paper` unless another model is given (a
+    fitted or a context-aware one: :class:`~llmsched.ContextCostModel` with its context
+    terms at 0 gives the paper's figures to the bit).
 
     The predicted lengths come from ``predictor`` (by default ``mico``: ten length classes
     predicted at the accuracy Mico reports), cross-fitted so that no request is predicted by
@@ -169,8 +172,9 @@ def reproduce_gsm8k(
     if predictor == "oracle":
         raise ValueError("predictor is the realistic one, reported beside the oracle; pick another")
     make_predictor(predictor)  # ValueError on an unknown name, before any work
+    cost = LinearCostModel.paper() if cost is None else cost
+    instance("cost", cost, BoundedCostModel, "a cost model with lower bounds (e.g. LinearCostModel)")
     workload = gsm8k(seed)
-    cost = LinearCostModel.paper()
     charts = 2 * len(STRATEGIES) if plot_dir is not None else 0
     with progress_bar(progress, 1 + 2 * len(METHODS) + charts, "gsm8k", unit="step") as bar:
         bar.set_postfix_str("decode bound")

@@ -6,8 +6,11 @@ Layout (all numpy arrays, read-only):
   ``stage_end``, and for decode stages ``stage_first_iteration`` and ``stage_iterations``:
   the decode iterations of all decode stages are numbered 0, 1, ... in time order;
 * decode runs, in time order: run ``r`` is ``run_iterations[r] >= 1`` consecutive decode
-  iterations starting at ``run_start[r]``, each lasting ``run_iteration_time[r]`` seconds.
-  The runs cover iterations 0, 1, ... in order and none crosses a decode stage boundary.
+  iterations starting at ``run_start[r]``; the first lasts ``run_iteration_time[r]`` seconds
+  and each next one ``run_iteration_step[r]`` seconds longer than the one before (0 under a
+  cost model blind to context; ``c_d`` times the active clients under a context-aware one,
+  whose context grows by one token per active request and iteration). The runs cover
+  iterations 0, 1, ... in order and none crosses a decode stage boundary.
   A producer that jumps over iterations in closed form stores one run per jump, so the
   schedule's size does not grow with the number of iterations; a measured schedule has
   one run per iteration (see :meth:`Schedule.from_iteration_end`). The metrics below work
@@ -23,9 +26,13 @@ Serving metrics: a request's first token comes at the end of its prefill stage, 
 token at the end of each decode iteration it takes part in. Its *time between tokens* (TBT)
 gaps are the differences of consecutive token times, ``output_tokens`` of them, the first
 from the prefill's end to the end of its first decode iteration; a prefill stage that pauses
-decoding falls inside a gap. Within one decode run every gap is the run's iteration time, so
-the gaps of a whole run are kept as distinct values with counts
+decoding falls inside a gap. Within one decode run of constant iteration time every gap is
+that time, so the gaps of a whole run are kept as distinct values with counts
 (:meth:`Schedule.tbt_distribution`), never one entry per token.
+
+Context: a request with ``p`` prompt tokens has ``p + j`` tokens in its cache when it decodes
+its ``j``-th token (:meth:`Schedule.context_at` sums them over the requests decoding in an
+iteration); the stage and run tables carry it so a context-aware cost model can price them.
 
 ``llmsched.validate`` checks a schedule against the system model; nothing here assumes it
 is valid, but the metrics only mean something for a valid schedule.
@@ -114,6 +121,27 @@ def _run_holding(run_first: np.ndarray, run_len: np.ndarray, iterations: np.ndar
     return np.searchsorted(run_first, iterations, side="right") - 1
 
 
+def _context_at(
+    decode_start: np.ndarray, decode_end: np.ndarray, prompt: np.ndarray, iterations: np.ndarray
+) -> np.ndarray:
+    """Context tokens of the requests decoding in each global iteration ``g``: the sum of
+    ``prompt + g - decode_start`` over requests with ``decode_start <= g < decode_end``.
+
+    Written ``S(g) + A(g) * g`` with ``A`` the requests decoding and ``S`` the sum of their
+    ``prompt - decode_start``: two prefix sums over the requests sorted by start and by end.
+    Ranges that are empty or negative count for nothing.
+    """
+    ok = (decode_start >= 0) & (decode_end > decode_start)
+    lo, hi = decode_start[ok], decode_end[ok]
+    weight = prompt[ok].astype(np.int64) - lo
+    by_lo, by_hi = np.argsort(lo, kind="stable"), np.argsort(hi, kind="stable")
+    opened = np.concatenate([[0], np.cumsum(weight[by_lo])])
+    closed = np.concatenate([[0], np.cumsum(weight[by_hi])])
+    i = np.searchsorted(lo[by_lo], iterations, side="right")
+    j = np.searchsorted(hi[by_hi], iterations, side="right")
+    return (opened[i] - closed[j] + (i - j) * iterations).astype(np.int64)
+
+
 def runs_from_iteration_end(
     stage_kind: Any, stage_start: Any, stage_first_iteration: Any, stage_iterations: Any, iteration_end: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,8 +191,13 @@ class Schedule:
     makespan: float
     measured: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    # None: every run at constant speed (zeros); a schedule replaced with other runs keeps it.
+    run_iteration_step: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.run_iteration_step is not None:
+            step = _frozen("run_iteration_step", self.run_iteration_step, np.float64)
+            object.__setattr__(self, "run_iteration_step", step)
         for name, dtype in (
             ("stage_kind", np.int8),
             ("stage_start", np.float64),
@@ -263,14 +296,40 @@ class Schedule:
         return _read_only(np.cumsum(self.run_iterations) - self.run_iterations)
 
     @cached_property
+    def _step(self) -> np.ndarray:
+        """Each run's growth per iteration (zeros when the schedule gives none)."""
+        step = self.run_iteration_step
+        return _read_only(np.zeros(self.run_start.shape)) if step is None else step
+
+    @cached_property
+    def _constant_speed(self) -> bool:
+        """Whether every run's iterations last alike (no context term)."""
+        return not np.any(self._step)
+
+    def _elapsed(self, run: np.ndarray, iterations: np.ndarray) -> np.ndarray:
+        """Seconds taken by the first ``iterations`` iterations of each ``run``: the sum
+        of an arithmetic series, ``tau * m + step * m (m - 1) / 2``."""
+        m = np.asarray(iterations)
+        out = self.run_iteration_time[run] * m
+        if self._constant_speed:
+            return out
+        return out + self._step[run] * (m * (m - 1) / 2)
+
+    def _duration_of_iteration(self, run: np.ndarray, offset: np.ndarray) -> np.ndarray:
+        """How long iteration ``offset`` (0-based) of each ``run`` lasted."""
+        tau = self.run_iteration_time[run]
+        return tau if self._constant_speed else tau + self._step[run] * offset
+
+    @cached_property
     def run_end(self) -> np.ndarray:
         """When each run's last iteration ended."""
-        return _read_only(self.run_start + self.run_iteration_time * self.run_iterations)
+        every = np.arange(self.num_runs)
+        return _read_only(self.run_start + self._elapsed(every, self.run_iterations))
 
     @cached_property
     def _decode_time_before_run(self) -> np.ndarray:
         """Decode seconds spent before each run starts (prefill pauses left out)."""
-        spent = self.run_iteration_time * self.run_iterations
+        spent = self._elapsed(np.arange(self.num_runs), self.run_iterations)
         return _read_only(np.cumsum(spent) - spent)
 
     def _locate(self, iterations: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -303,7 +362,7 @@ class Schedule:
         if not self.num_runs:
             return np.full(np.shape(iterations), np.nan)
         run, offset, inside = self._locate(iterations)
-        at = self.run_start[run] + self.run_iteration_time[run] * (offset + ends)
+        at = self.run_start[run] + self._elapsed(run, offset + ends)
         return np.where(inside, at, np.nan)
 
     def _iteration_offsets(self) -> np.ndarray:
@@ -318,37 +377,52 @@ class Schedule:
         For users who want the per-iteration view of a schedule of modest length; the
         library's own metrics and checks work from the runs (see :meth:`iteration_end_at`).
         """
-        return _read_only(
-            np.repeat(self.run_start, self.run_iterations)
-            + np.repeat(self.run_iteration_time, self.run_iterations) * (self._iteration_offsets() + 1)
-        )
+        run = np.repeat(np.arange(self.num_runs), self.run_iterations)
+        return _read_only(self.run_start[run] + self._elapsed(run, self._iteration_offsets() + 1))
 
     @cached_property
     def iteration_start(self) -> np.ndarray:
         """When every decode iteration started, materialised: O(iterations), like :attr:`iteration_end`."""
-        return _read_only(
-            np.repeat(self.run_start, self.run_iterations)
-            + np.repeat(self.run_iteration_time, self.run_iterations) * self._iteration_offsets()
-        )
+        run = np.repeat(np.arange(self.num_runs), self.run_iterations)
+        return _read_only(self.run_start[run] + self._elapsed(run, self._iteration_offsets()))
 
     @cached_property
     def iteration_time(self) -> np.ndarray:
         """Duration of every decode iteration, materialised: O(iterations)."""
-        return _read_only(np.repeat(self.run_iteration_time, self.run_iterations))
+        run = np.repeat(np.arange(self.num_runs), self.run_iterations)
+        return _read_only(
+            np.asarray(self._duration_of_iteration(run, self._iteration_offsets()), dtype=float)
+        )
+
+    def context_at(self, iterations: Any) -> np.ndarray:
+        """Context tokens of the requests decoding in each of the given global iterations:
+        the sum over them of ``prompt + tokens decoded before`` (int64; 0 where none decodes).
+
+        O((requests + len(iterations)) log requests), whatever the schedule's iterations.
+        """
+        return _context_at(
+            self.request_decode_start,
+            self.request_decode_end,
+            self.workload.prompt_tokens,
+            np.asarray(iterations, dtype=np.int64),
+        )
 
     def active_runs(self) -> dict[str, np.ndarray]:
         """The runs cut wherever a request starts or stops decoding, with their active clients.
 
-        Within each piece the iteration time and the set of decoding clients are constant,
-        so a piece is what a cost model prices: ``iterations`` iterations of ``active``
-        clients, each lasting ``iteration_time``. A run that no request event crosses (all
-        the simulator's runs, every run of a measured schedule) is one piece.
+        Within each piece the set of decoding clients is constant, so a piece is what a
+        cost model prices: ``iterations`` iterations of ``active`` clients, the first with
+        ``context`` context tokens and lasting ``iteration_time``, each next one
+        ``iteration_step`` longer (context grows by ``active`` tokens an iteration). A run that
+        no request event crosses (all the simulator's runs, every run of a measured schedule)
+        is one piece.
 
         Returns
         -------
         dict of arrays, one entry per piece in time order
             ``run`` (the run it belongs to), ``first_iteration``, ``iterations``, ``start``,
-            ``iteration_time`` and ``active`` (clients decoding in it).
+            ``iteration_time``, ``iteration_step``, ``active`` (clients decoding in it) and
+            ``context`` (their context tokens in its first iteration).
         """
         total = self.num_iterations
         dstart, dend = self.request_decode_start, self.request_decode_end
@@ -358,15 +432,16 @@ class Schedule:
         cuts = np.unique(np.concatenate([self.run_first_iteration, opens, closes]))
         cuts = cuts[cuts < total]
         run, offset, _ = self._locate(cuts)
-        tau = self.run_iteration_time[run]
         return {
             "run": run,
             "first_iteration": cuts,
             "iterations": np.diff(np.append(cuts, total)),
-            "start": self.run_start[run] + tau * offset,
-            "iteration_time": tau,
+            "start": self.run_start[run] + self._elapsed(run, offset),
+            "iteration_time": np.asarray(self._duration_of_iteration(run, offset), dtype=np.float64),
+            "iteration_step": self._step[run],
             "active": np.searchsorted(opens, cuts, side="right")
             - np.searchsorted(closes, cuts, side="right"),
+            "context": self.context_at(cuts),
         }
 
     @cached_property
@@ -461,12 +536,35 @@ class Schedule:
             each run's iteration time) and their int64 counts, all > 0; read-only.
         """
         within, spanning = self._run_gap_counts
-        values = np.concatenate(
-            [self._first_gap[self._decoding], self._boundary_gap[1:], self.run_iteration_time]
+        run_values, run_counts = self.run_iteration_time, within
+        if not self._constant_speed:
+            run_values, run_counts = self._gaps_within_varying_runs(within)
+        values = np.concatenate([self._first_gap[self._decoding], self._boundary_gap[1:], run_values])
+        counts = np.concatenate(
+            [np.ones(int(self._decoding.sum()), dtype=np.int64), spanning[1:], run_counts]
         )
-        counts = np.concatenate([np.ones(int(self._decoding.sum()), dtype=np.int64), spanning[1:], within])
         keep = counts > 0
         return _read_only(values[keep]), _read_only(counts[keep])
+
+    def _gaps_within_varying_runs(self, within: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gaps inside the runs when some runs speed up or slow down (a context term):
+        a run of constant speed keeps one value with its count; in the others every
+        iteration after the first is a value of its own, counted once per request decoding
+        in it and in the iteration before (O(iterations of those runs))."""
+        varying = (self._step != 0) & (self.run_iterations >= 2)
+        runs = np.flatnonzero(varying)
+        later = self.run_iterations[runs] - 1  # iterations after each run's first
+        run = np.repeat(runs, later)
+        offset = np.arange(run.size) - np.repeat(np.cumsum(later) - later, later) + 1
+        g = self.run_first_iteration[run] + offset
+        decoding = self._decoding
+        opens = np.sort(self.request_decode_start[decoding])
+        closes = np.sort(self.request_decode_end[decoding])
+        # Decoding in g - 1 and in g: started by g - 1, not ended by g (an end <= g implies a
+        # start <= g - 1, so the difference counts exactly those).
+        pairs = np.searchsorted(opens, g - 1, side="right") - np.searchsorted(closes, g, side="right")
+        values = np.concatenate([self.run_iteration_time[~varying], self._duration_of_iteration(run, offset)])
+        return values, np.concatenate([within[~varying], pairs.astype(np.int64)])
 
     @cached_property
     def tbt_mean(self) -> np.ndarray:
@@ -488,19 +586,36 @@ class Schedule:
         best = self._first_gap.copy()
         if not self.num_runs:
             return _read_only(best)
-        tau, length, first = self.run_iteration_time, self.run_iterations, self.run_first_iteration
+        length, first = self.run_iterations, self.run_first_iteration
         boundary = self._boundary_gap
         run_lo, _, _ = self._locate(lo)
         run_hi, _, _ = self._locate(hi - 1)
-        # The first run holds gaps of its iteration time when the request has two iterations there.
+
+        # A run's iteration times form an arithmetic series, so the longest of a stretch of
+        # them is at one end of it.
+        def longest(run: np.ndarray, lo_offset: Any, hi_offset: Any) -> np.ndarray:
+            return np.maximum(
+                self._duration_of_iteration(run, lo_offset), self._duration_of_iteration(run, hi_offset)
+            )
+
+        # The first run holds gaps of its iteration times when the request has two iterations
+        # there: those of its second to its last iteration in the run.
         in_first = np.minimum(hi, first[run_lo] + length[run_lo]) - lo
-        best = np.where(in_first >= 2, np.maximum(best, tau[run_lo]), best)
+        own_lo = lo - first[run_lo]
+        best = np.where(
+            in_first >= 2, np.maximum(best, longest(run_lo, own_lo + 1, own_lo + in_first - 1)), best
+        )
         # The last run (when another): the gap across its start, and its own when two iterations.
         later = run_hi > run_lo
         best = np.where(later, np.maximum(best, boundary[run_hi]), best)
-        best = np.where(later & (hi - first[run_hi] >= 2), np.maximum(best, tau[run_hi]), best)
+        best = np.where(
+            later & (hi - first[run_hi] >= 2),
+            np.maximum(best, longest(run_hi, 1, hi - 1 - first[run_hi])),
+            best,
+        )
         # Runs in between: all their gaps are the request's.
-        inner = np.maximum(boundary, np.where(length >= 2, tau, -np.inf))
+        every = np.arange(self.num_runs)
+        inner = np.maximum(boundary, np.where(length >= 2, longest(every, 1, length - 1), -np.inf))
         best = np.maximum(best, range_max(inner, run_lo + 1, run_hi))
         return _read_only(np.where(decoding, best, np.nan))
 
@@ -542,7 +657,7 @@ class Schedule:
         # The run holding g, or for g == num_iterations the last run (its offset then is its length).
         run = _run_holding(self.run_first_iteration, self.run_iterations, iterations)
         offset = iterations - self.run_first_iteration[run]
-        return self._decode_time_before_run[run] + self.run_iteration_time[run] * offset
+        return self._decode_time_before_run[run] + self._elapsed(run, offset)
 
     @property
     def utilization(self) -> float:
@@ -655,22 +770,75 @@ class Schedule:
         frame["meets_slo"] = meets
         return pd.DataFrame(frame)
 
+    def stage_work(self) -> dict[str, np.ndarray]:
+        """What each stage computed, as a cost model prices it (int64 arrays, one per stage).
+
+        ``prompt_tokens`` and ``prompt_squares`` (the sum of the squared prompt lengths) of a
+        prefill stage; ``iterations``, ``decoded_tokens`` (one per active client and
+        iteration) and ``context_tokens`` (context read, summed over the stage's iterations)
+        of a decode stage; zeros elsewhere. Under :class:`~llmsched.ContextCostModel` a
+        stage lasts ``a_p + b_p tokens + c_p squares`` or ``a_d iterations + b_d decoded +
+        c_d context``.
+        """
+        n = self.num_stages
+        prompt = self.workload.prompt_tokens
+        placed = (self.request_prefill_stage >= 0) & (self.request_prefill_stage < n)
+        tokens = np.bincount(self.request_prefill_stage[placed], weights=prompt[placed], minlength=n)
+        squares = np.bincount(
+            self.request_prefill_stage[placed], weights=prompt[placed].astype(np.float64) ** 2, minlength=n
+        )
+        seg_req, seg_stage, it_lo, it_hi = self._decode_segments()
+        count = it_hi - it_lo
+        offset = prompt[seg_req] - self.request_decode_start[seg_req]
+        # sum over g in [lo, hi) of (prompt + g - decode_start), in exact integers.
+        context = count * offset + (it_lo + it_hi - 1) * count // 2
+        decoded = np.bincount(seg_stage, weights=count, minlength=n)
+        read = np.zeros(n, dtype=np.int64)
+        np.add.at(read, seg_stage, context)
+        is_prefill = self.stage_kind == PREFILL
+        return {
+            "prompt_tokens": np.where(is_prefill, tokens, 0).astype(np.int64),
+            "prompt_squares": np.where(is_prefill, squares, 0).astype(np.int64),
+            "iterations": np.where(is_prefill, 0, self.stage_iterations).astype(np.int64),
+            "decoded_tokens": np.where(is_prefill, 0, decoded).astype(np.int64),
+            "context_tokens": np.where(is_prefill, 0, read),
+        }
+
     def stage_frame(self) -> pd.DataFrame:
-        """One row per stage: kind, start, end, duration, prompt tokens or decode iterations."""
+        """One row per stage: ``kind``, ``start``, ``end``, ``duration``, then what it computed
+        (:meth:`stage_work`: ``prompt_tokens``, ``prompt_squares``, ``iterations``,
+        ``decoded_tokens``, ``context_tokens``)."""
         import pandas as pd
 
-        tokens = np.zeros(self.num_stages, dtype=np.int64)
-        np.add.at(tokens, self.request_prefill_stage, self.workload.prompt_tokens)
         return pd.DataFrame(
             {
                 "kind": _KIND_NAMES[self.stage_kind],
                 "start": self.stage_start,
                 "end": self.stage_end,
                 "duration": self.stage_end - self.stage_start,
-                "prompt_tokens": np.where(self.stage_kind == PREFILL, tokens, 0),
-                "iterations": self.stage_iterations,
+                **self.stage_work(),
             }
         ).rename_axis("stage")
+
+    def _decode_segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every (request, decode stage) pair in which the request decoded: the request,
+        the stage, and the half-open range of global iterations it decoded in there."""
+        n = len(self.workload)
+        decode_stages = np.flatnonzero(self.stage_kind == DECODE)
+        firsts = self.stage_first_iteration[decode_stages]
+        # Decode stage holding each request's first and last decode iteration.
+        lo = np.searchsorted(firsts, self.request_decode_start, side="right") - 1
+        hi = np.searchsorted(firsts, self.request_decode_end - 1, side="right") - 1
+        counts = np.maximum(hi - lo + 1, 0)
+        seg_req = np.repeat(np.arange(n), counts)
+        offsets = np.arange(seg_req.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        seg_pos = np.repeat(lo, counts) + offsets
+        seg_stage = decode_stages[seg_pos]
+        stage_lo = self.stage_first_iteration[seg_stage]
+        stage_hi = stage_lo + self.stage_iterations[seg_stage]
+        it_lo = np.maximum(stage_lo, self.request_decode_start[seg_req])
+        it_hi = np.minimum(stage_hi, self.request_decode_end[seg_req])
+        return seg_req, seg_stage, it_lo, it_hi
 
     def segments(self) -> dict[str, np.ndarray]:
         """Every (stage, client) segment in which a client worked on a request, as arrays.
@@ -680,20 +848,7 @@ class Schedule:
         """
         n = len(self.workload)
         req = np.arange(n)
-        decode_stages = np.flatnonzero(self.stage_kind == DECODE)
-        firsts = self.stage_first_iteration[decode_stages]
-        # Decode stage holding each request's first and last decode iteration.
-        lo = np.searchsorted(firsts, self.request_decode_start, side="right") - 1
-        hi = np.searchsorted(firsts, self.request_decode_end - 1, side="right") - 1
-        counts = np.maximum(hi - lo + 1, 0)
-        seg_req = np.repeat(req, counts)
-        offsets = np.arange(seg_req.size) - np.repeat(np.cumsum(counts) - counts, counts)
-        seg_pos = np.repeat(lo, counts) + offsets
-        seg_stage = decode_stages[seg_pos]
-        stage_lo = self.stage_first_iteration[seg_stage]
-        stage_hi = stage_lo + self.stage_iterations[seg_stage]
-        it_lo = np.maximum(stage_lo, self.request_decode_start[seg_req])
-        it_hi = np.minimum(stage_hi, self.request_decode_end[seg_req])
+        seg_req, seg_stage, it_lo, it_hi = self._decode_segments()
         return {
             "stage": np.concatenate([self.request_prefill_stage, seg_stage]),
             "kind": np.concatenate(

@@ -22,7 +22,12 @@ Rules (``Violation.rule``):
     prefill stages last ``cost.prefill_time(tokens)``; decode iterations
     last ``cost.decode_iteration_time(active)`` (a run's iteration time,
     wherever in the run requests start or stop decoding); a decode stage's
-    runs follow one another without gap from its start to its end
+    runs follow one another without gap from its start to its end. Under
+    a context-aware cost model (``llmsched.cost.is_context_aware``) prefill
+    stages last ``prefill_time(tokens, squares)`` and each decode iteration
+    ``decode_iteration_time(active, context)``, with ``squares`` and
+    ``context`` recomputed here from the workload: a run's iterations then
+    lengthen by ``decode_per_context * active`` each
 ``alternation``
     stages alternate prefill, decode, prefill, ... starting with a prefill,
     and never overlap
@@ -50,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from llmsched.cost import is_context_aware
 from llmsched.schedule import DECODE, PREFILL, Schedule, _run_holding
 
 __all__ = ["RULES", "Violation", "validate"]
@@ -169,10 +175,19 @@ def validate(
     placed = ~unscheduled & ~wrong_kind & ~bad_client
 
     # capacity and prefill stage times ----------------------------------------
+    aware = is_context_aware(cost)
     tokens = np.zeros(num_stages, dtype=np.int64)
+    squares = np.zeros(num_stages, dtype=np.int64)
     members = np.zeros(num_stages, dtype=np.int64)
     np.add.at(tokens, pst[placed], wl.prompt_tokens[placed])
+    np.add.at(squares, pst[placed], wl.prompt_tokens[placed] ** 2)
     np.add.at(members, pst[placed], 1)
+
+    def prefill_seconds(stages: Any) -> Any:
+        if aware:
+            return cost.prefill_time(tokens[stages], squares[stages])  # type: ignore[call-arg]
+        return cost.prefill_time(tokens[stages])
+
     capacity = int(cost.prefill_capacity)
     report.add(
         "capacity",
@@ -186,15 +201,17 @@ def validate(
     )
     pf = np.flatnonzero(is_prefill & (members > 0) & (tokens <= capacity))
     if pf.size:
-        expected = np.asarray(cost.prefill_time(tokens[pf]), dtype=np.float64)
+        expected = np.asarray(prefill_seconds(pf), dtype=np.float64)
         actual = end[pf] - start[pf]
         off = np.flatnonzero(np.abs(actual - expected) > tol + rtol * np.abs(expected))
         report.add(
             "stage_time",
             pf[off],
             lambda k: (
-                f"prefill stage {k} ({tokens[k]} tokens) lasts {end[k] - start[k]:.9g}s but the cost "
-                f"model gives {float(cost.prefill_time(int(tokens[k]))):.9g}s"
+                f"prefill stage {k} ({tokens[k]} tokens"
+                + (f", squares summing to {squares[k]}" if aware else "")
+                + f") lasts {end[k] - start[k]:.9g}s but the cost model gives "
+                + f"{float(prefill_seconds(k)):.9g}s"
             ),
         )
 
@@ -230,27 +247,61 @@ def validate(
     # overrun itself is a ``tokens`` violation).
     counted = (dstart >= 0) & (dstart < num_it) & (dend > dstart)
     run_len, run_tau = s.run_iterations, s.run_iteration_time
+    run_step = s.run_iteration_step if s.run_iteration_step is not None else np.zeros(run_len.size)
+
+    def run_elapsed(run: np.ndarray, m: np.ndarray) -> np.ndarray:
+        # The first m iterations of a run: an arithmetic series of iteration times.
+        return run_tau[run] * m + run_step[run] * (m * (m - 1) / 2)
+
     run_first = np.cumsum(run_len) - run_len
-    run_end = s.run_start + run_tau * run_len
-    cuts, piece_run, active = _cut_runs(
-        run_first, run_len, num_it, dstart[counted], np.minimum(dend[counted], num_it)
+    run_end = s.run_start + run_elapsed(np.arange(run_len.size), run_len)
+    # Each decoding request adds prompt - decode_start to the context of every iteration g
+    # it decodes in, on top of g itself: context(g) = that sum + active(g) * g.
+    offset = wl.prompt_tokens[counted] - dstart[counted]
+    cuts, piece_run, active, offset_sum = _cut_runs(
+        run_first, run_len, num_it, dstart[counted], np.minimum(dend[counted], num_it), offset
     )
+    context = offset_sum + active * cuts
     piece_len = np.diff(np.append(cuts, num_it))
     report.add(
         "no_idle_work",
         np.flatnonzero(active == 0),
         lambda p: f"{_iterations(cuts[p], piece_len[p], ('runs', 'run'))} with no client decoding",
     )
-    expected_tau = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
-    actual_tau = run_tau[piece_run]
-    off = np.flatnonzero(np.abs(actual_tau - expected_tau) > tol + rtol * np.abs(expected_tau))
+    if aware:
+        expected_tau = np.asarray(cost.decode_iteration_time(active, context), dtype=np.float64)  # type: ignore[call-arg]
+        expected_step = float(cost.decode_per_context) * active  # type: ignore[attr-defined]
+    else:
+        expected_tau = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
+        expected_step = np.zeros(active.size)
+    # A piece may start inside its run: its first iteration lasts tau + step * offset.
+    piece_offset = cuts - run_first[piece_run]
+    actual_tau = run_tau[piece_run] + run_step[piece_run] * piece_offset
+    actual_step = run_step[piece_run]
+    off_time = np.abs(actual_tau - expected_tau) > tol + rtol * np.abs(expected_tau)
+    # Growth matters only over several iterations; it is checked by where the piece ends.
+    growth_error = np.abs(actual_step - expected_step) * (piece_len * (piece_len - 1) / 2)
+    off_step = (piece_len > 1) & (growth_error > tol + rtol * np.abs(expected_tau) * piece_len)
+    off = np.flatnonzero(off_time | off_step)
 
     def wrong_run_time(p: int) -> str:
         many = piece_len[p] > 1
+        what = f"{_iterations(cuts[p], piece_len[p])} with {active[p]} active clients"
+        if aware:
+            what += f" and {context[p]} context tokens"
+        if not aware and off_time[p]:
+            return (
+                f"{what} {'last' if many else 'lasts'} {actual_tau[p]:.9g}s{' each' if many else ''} "
+                f"but the cost model gives {expected_tau[p]:.9g}s"
+            )
+        if off_time[p] or not many:
+            return (
+                f"{what} {'start with an iteration of' if many else 'lasts'} {actual_tau[p]:.9g}s"
+                f" but the cost model gives {expected_tau[p]:.9g}s"
+            )
         return (
-            f"{_iterations(cuts[p], piece_len[p])} with {active[p]} active clients "
-            f"{'last' if many else 'lasts'} {actual_tau[p]:.9g}s{' each' if many else ''} but the cost "
-            f"model gives {expected_tau[p]:.9g}s"
+            f"{what} lengthen by {actual_step[p]:.9g}s an iteration but the cost model gives "
+            f"{expected_step[p]:.9g}s"
         )
 
     report.add("stage_time", off, wrong_run_time)
@@ -329,8 +380,8 @@ def validate(
     last_run_of = np.where(ok, _run_holding(run_first, run_len, last_it), 0)
     hold_to = np.zeros(n)
     if run_len.size:
-        run_last_end = s.run_start[last_run_of] + run_tau[last_run_of] * (
-            last_it - run_first[last_run_of] + 1
+        run_last_end = s.run_start[last_run_of] + run_elapsed(
+            last_run_of, last_it - run_first[last_run_of] + 1
         )
         hold_to = np.where(ok, run_last_end, 0.0)
     idx = np.flatnonzero(ok)
@@ -388,15 +439,21 @@ def validate(
 
 
 def _cut_runs(
-    run_first: np.ndarray, run_len: np.ndarray, total: int, opens: np.ndarray, closes: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    run_first: np.ndarray,
+    run_len: np.ndarray,
+    total: int,
+    opens: np.ndarray,
+    closes: np.ndarray,
+    weights: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Cut the runs wherever a request starts or stops decoding.
 
     ``opens`` and ``closes`` (any order) are each decoding request's first iteration and the
-    iteration after its last, at most ``total``. Returns each piece's first iteration, its
-    run, and its active clients. Nothing is sorted: events are placed among the runs (see
-    ``_run_holding``), and only those strictly inside a run (none, in a simulated schedule)
-    add a cut.
+    iteration after its last, at most ``total``; ``weights`` one integer per request.
+    Returns each piece's first iteration, its run, its active clients and the sum of the
+    weights of those clients' requests. Nothing is sorted: events are placed among the runs
+    (see ``_run_holding``), and only those strictly inside a run (none, in a simulated
+    schedule) add a cut.
     """
     events = np.concatenate([opens, closes])
     run_of = _run_holding(run_first, run_len, events)
@@ -411,7 +468,10 @@ def _cut_runs(
     change = np.bincount(piece_of[: opens.size], minlength=cuts.size + 1) - np.bincount(
         piece_of[opens.size :], minlength=cuts.size + 1
     )
-    return cuts, piece_run, np.cumsum(change)[: cuts.size]
+    weight = np.zeros(cuts.size + 1, dtype=np.int64)
+    np.add.at(weight, piece_of[: opens.size], weights)
+    np.subtract.at(weight, piece_of[opens.size :], weights)
+    return cuts, piece_run, np.cumsum(change)[: cuts.size], np.cumsum(weight)[: cuts.size]
 
 
 def _iterations(first: Any, count: Any, verb: tuple[str, str] = ("", "")) -> str:
@@ -432,8 +492,8 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
         if getattr(s, name).shape != (stages,):
             problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({stages},)")
     runs = s.run_start.size
-    for name in ("run_iterations", "run_iteration_time"):
-        if getattr(s, name).shape != (runs,):
+    for name in ("run_iterations", "run_iteration_time", "run_iteration_step"):
+        if getattr(s, name) is not None and getattr(s, name).shape != (runs,):
             problems.append(f"{name} has shape {getattr(s, name).shape}, expected ({runs},) (one per run)")
     for name in ("request_client", "request_prefill_stage", "request_decode_start", "request_decode_end"):
         if getattr(s, name).shape != (n,):
@@ -443,7 +503,12 @@ def _check_structure(s: Schedule, report: _Report) -> bool:
             problems.append("stage_kind holds values other than PREFILL (0) and DECODE (1)")
         if not (np.isfinite(s.stage_start).all() and np.isfinite(s.stage_end).all()):
             problems.append("stage times must be finite")
-        if not (np.isfinite(s.run_start).all() and np.isfinite(s.run_iteration_time).all()):
+        step = s.run_iteration_step
+        if not (
+            np.isfinite(s.run_start).all()
+            and np.isfinite(s.run_iteration_time).all()
+            and (step is None or np.isfinite(step).all())
+        ):
             problems.append("run times must be finite")
         if (s.run_iterations < 1).any():
             problems.append("run_iterations must be >= 1: every run covers at least one iteration")

@@ -152,7 +152,9 @@ class EngineExecutor:
         self._decoded_until = None
         return start, self.now()
 
-    def decode(self, running: Mapping[int, int], iterations: int, due: float) -> list[DecodeRun]:
+    def decode(
+        self, running: Mapping[int, int], iterations: int, due: float, context: int = 0
+    ) -> list[DecodeRun]:
         clients = list(running)
         requests = [self.tokens[running[c]] for c in clients]
         runs: list[DecodeRun] = []
@@ -164,7 +166,7 @@ class EngineExecutor:
             end = self.now()
             for tokens, token in zip(requests, fed, strict=True):
                 tokens.append(token)
-            runs.append((start, 1, end - start))
+            runs.append((start, 1, end - start, 0.0))
             start = self._decoded_until = end
             if admits(end, due):
                 break
