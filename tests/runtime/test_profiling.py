@@ -12,7 +12,6 @@ from llmsched.runtime import Engine, fit_cost, profile, stage_errors  # noqa: E4
 from llmsched.runtime.profiling import (  # noqa: E402
     COLUMNS,
     decode_mixes,
-    iteration_context,
     plan_profile,
     predict,
     prefill_mixes,
@@ -147,7 +146,7 @@ def test_schedule_rows_carry_squares_and_context() -> None:
         )
         for i in g
     ]
-    assert iteration_context(schedule, g).tolist() == by_hand
+    assert schedule.context_at(g).tolist() == by_hand
     measured = schedule_stage_times(per_iteration_twin(schedule))
     decode = measured[measured["kind"] == "decode"]
     assert decode["size"].tolist() == [2, 2, 1, 1]

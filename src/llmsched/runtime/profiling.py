@@ -44,7 +44,6 @@ __all__ = [
     "ProfilePlan",
     "decode_mixes",
     "fit_cost",
-    "iteration_context",
     "plan_profile",
     "predict",
     "prefill_mixes",
@@ -425,25 +424,6 @@ def stage_errors(cost: CostModel, samples: Any, median: bool = False) -> dict[st
     return out
 
 
-def iteration_context(schedule: Schedule, iterations: Any) -> np.ndarray:
-    """Context tokens of each given decode iteration of ``schedule``: the sum, over the
-    requests decoding in it, of the tokens in their caches when it starts (a request with
-    prompt ``p`` at its ``j``-th decode iteration holds ``p + j``)."""
-    wl = schedule.workload
-    g = np.asarray(iterations, dtype=np.int64)
-    start, end = schedule.request_decode_start, schedule.request_decode_end
-    decoding = (start >= 0) & (end > start)
-    # A request adds prompt - start + g to iteration g's context while start <= g < end.
-    base = (wl.prompt_tokens - start)[decoding]
-    opens, closes = start[decoding], end[decoding]
-    by_open, by_close = np.argsort(opens, kind="stable"), np.argsort(closes, kind="stable")
-    open_sum = np.concatenate([[0], np.cumsum(base[by_open])])
-    close_sum = np.concatenate([[0], np.cumsum(base[by_close])])
-    opened = np.searchsorted(opens[by_open], g, side="right")
-    closed = np.searchsorted(closes[by_close], g, side="right")
-    return (open_sum[opened] - close_sum[closed]) + g * (opened - closed)
-
-
 def schedule_stage_times(schedule: Schedule) -> Any:
     """The stages of a schedule as profile rows (:data:`COLUMNS`): prefill stages (prompt
     tokens, sum of squared prompt lengths, seconds) and decode iterations (active
@@ -456,11 +436,7 @@ def schedule_stage_times(schedule: Schedule) -> Any:
     """
     import pandas as pd
 
-    wl = schedule.workload
-    prompt = wl.prompt_tokens.astype(np.float64)
-    stage = schedule.request_prefill_stage
-    tokens = np.bincount(stage, weights=prompt, minlength=schedule.num_stages)
-    squares = np.bincount(stage, weights=prompt * prompt, minlength=schedule.num_stages)
+    work = schedule.stage_work()
     prefill = np.flatnonzero(schedule.stage_kind == PREFILL)
     runs = schedule.active_runs()
     count = runs["active"].size
@@ -468,11 +444,9 @@ def schedule_stage_times(schedule: Schedule) -> Any:
         {
             "kind": ["prefill"] * prefill.size + ["decode"] * count,
             "point": np.concatenate([np.arange(prefill.size), np.arange(count)]).astype(np.int64),
-            "size": np.concatenate([tokens[prefill], runs["active"]]).astype(np.int64),
-            "squares": np.concatenate([squares[prefill], np.zeros(count)]).astype(np.int64),
-            "context": np.concatenate(
-                [np.zeros(prefill.size, dtype=np.int64), iteration_context(schedule, runs["first_iteration"])]
-            ).astype(np.int64),
+            "size": np.concatenate([work["prompt_tokens"][prefill], runs["active"]]).astype(np.int64),
+            "squares": np.concatenate([work["prompt_squares"][prefill], np.zeros(count)]).astype(np.int64),
+            "context": np.concatenate([np.zeros(prefill.size), runs["context"]]).astype(np.int64),
             "seconds": np.concatenate(
                 [schedule.stage_end[prefill] - schedule.stage_start[prefill], runs["iteration_time"]]
             ),
