@@ -63,3 +63,14 @@ def test_occupy_sets_contexts_without_computing_them(model) -> None:
         engine.occupy([1], [0])
     with pytest.raises(ValueError, match="repeat"):
         engine.occupy([1, 1], [3, 3])
+
+
+def test_chunked_layers_give_the_same_tokens(model, prompts, alone) -> None:
+    """Running the layers after attention in chunks of a few tokens (a prefill stage of
+    many) changes no request's tokens; a chunk size must be a positive integer."""
+    engine = Engine(model, 3, 128, chunk_tokens=4)
+    assert run_insertion(engine, WORKLOAD, "apart", prompts).tokens == alone
+    assert Engine(model, 1, 16).chunk_tokens == 256
+    assert Engine(model, 1, 16, chunk_tokens=None).chunk_tokens is None
+    with pytest.raises(ValueError, match="chunk_tokens must be a positive integer"):
+        Engine(model, 1, 16, chunk_tokens=0)
