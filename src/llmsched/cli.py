@@ -796,6 +796,7 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         progress=_progress(args),
         check_tokens=args.check_tokens,
+        executions=args.executions,
     )
     if args.json:
         _print_json(report)
@@ -821,11 +822,16 @@ def _print_runtime_report(report: dict[str, Any]) -> None:
             f"decode {fit['decode_mape']:.1%})"
         )
     for strategy, row in report["strategies"].items():
-        print(f"  {strategy} ({', '.join(row['policies'])}): {row['iterations']} decode iterations")
+        print(
+            f"  {strategy} ({', '.join(row['policies'])}): {row['iterations']} decode iterations, "
+            f"median of {len(row['measured_makespans_s']['context'])} execution(s)"
+        )
         for model, label in names.items():
+            low, high = row["makespan_error_range"][model]
+            spread = f", {low:+.1%} to {high:+.1%}" if len(row["measured_makespans_s"][model]) > 1 else ""
             print(
                 f"    {label:14s} predicted {row['predicted_makespan_s'][model]:8.3f} s  measured "
-                f"{row['measured_makespan_s'][model]:8.3f} s  ({row['makespan_error'][model]:+.1%}); "
+                f"{row['measured_makespan_s'][model]:8.3f} s  ({row['makespan_error'][model]:+.1%}{spread}); "
                 f"executed stages {row['stage_error'][model]:.1%}"
             )
         for v in row["violations"][:5]:
@@ -1144,7 +1150,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int_arg(1, RUNTIME_MAX_REQUESTS),
         default=None,
         help="requests of the GSM8K-like workload (default: the model's, from "
-        "llmsched.runtime.check.DEFAULT_WORKLOADS)",
+        "llmsched.runtime.check.DEFAULTS)",
     )
     val.add_argument(
         "--clients",
@@ -1168,6 +1174,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int_arg(1, RUNTIME_MAX_REQUESTS),
         default=None,
         help="check the tokens of the first N requests against a run of their own (default: all)",
+    )
+    val.add_argument(
+        "--executions",
+        type=_int_arg(1, 1000),
+        default=None,
+        help="execute each schedule N times, strategies taking turns; the median counts "
+        "(default: the model's)",
     )
     val.add_argument(
         "--threads",

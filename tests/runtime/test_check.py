@@ -104,21 +104,40 @@ def test_cli_runtime_validate_json() -> None:
     assert set(out["held_out"]) == {"prefill_tokens", "prompt_lengths", "decode_batches", "contexts"}
     assert len(out["machine"]["reference_iteration_s"]) == 3
     if hasattr(os, "openpty"):
-        assert "runtime (tiny): 100%" in stderr and "8/8" in stderr, stderr
+        assert "runtime (tiny): 100%" in stderr and "7/7" in stderr, stderr
     assert main(["runtime", "validate", "--model", "huge"]) == 2
     assert main(["runtime", "validate", "--clients", "1"]) == 2
     assert main(["runtime", "validate", "--strategy", "fastest"]) == 2
 
 
 def test_cli_runtime_validate_text(capsys) -> None:
-    """The text report puts the two models side by side for one strategy."""
+    """The text report puts the two models side by side for one strategy, with the median
+    of several executions and their range."""
     from llmsched.cli import main
 
     args = ["runtime", "validate", "--model", "tiny", "--requests", "6", "--clients", "3"]
-    assert main([*args, "--strategy", "baseline", "--check-tokens", "2", "--no-progress"]) == 0
+    assert main([*args, "--strategy", "baseline", "--check-tokens", "2", "--executions", "3"]) == 0
     text = capsys.readouterr().out
     assert "context-aware" in text and "linear" in text and "baseline (fcfs, prefill-first)" in text
+    assert "median of 3 execution(s)" in text and (" to +" in text or " to -" in text)
     assert "hybrid" not in text and "2/6 requests checked" in text
+
+
+def test_validate_reports_the_median_execution() -> None:
+    """With several executions the measured makespan is their median, and the error range
+    spans every execution."""
+    from llmsched.runtime import validate_runtime
+
+    out = validate_runtime("tiny", requests=6, clients=3, strategy="hybrid", executions=3, check_tokens=1)
+    row = out["strategies"]["hybrid"]
+    for model in ("context", "linear"):
+        times = row["measured_makespans_s"][model]
+        assert len(times) == 3 and row["measured_makespan_s"][model] == sorted(times)[1]
+        low, high = row["makespan_error_range"][model]
+        assert low <= row["makespan_error"][model] <= high
+    assert out["executions"] == 3 and out["tokens_match"] and row["tokens_matched"] == 1
+    with pytest.raises(ValueError, match="executions must be at least 1"):
+        validate_runtime("tiny", executions=0)
 
 
 def test_without_torch_the_rest_works_and_the_command_says_why() -> None:

@@ -37,7 +37,7 @@ from llmsched.validate import validate
 from llmsched.workload import Workload
 
 __all__ = [
-    "DEFAULT_WORKLOADS",
+    "DEFAULTS",
     "STRATEGIES",
     "profile_and_fit",
     "same_decisions",
@@ -52,17 +52,26 @@ STRATEGIES = {
     "hybrid": ("hybrid-oracle", "lagrangian"),
 }
 
-#: Default (requests, clients, scale) of ``llmsched runtime validate`` for each model:
-#: GSM8K-shaped requests with lengths times ``scale``. ``small`` runs GSM8K's lengths in
-#: full (contexts up to 676 tokens, a schedule of several seconds on one CPU thread);
-#: ``125m`` a quarter of them (a validation of about a minute on one CPU thread, its token
-#: check on a few requests); ``tiny`` is sized for the tests.
-DEFAULT_WORKLOADS = {
-    "tiny": (24, 8, 0.125),
-    "small": (32, 16, 1.0),
-    "125m": (16, 8, 0.25),
-    "1b": (64, 16, 0.5),
-}
+#: Defaults of ``llmsched runtime validate`` for each model: the GSM8K-shaped workload
+#: (``requests`` on ``clients``, lengths times ``scale``), the profile (``rounds`` visits of
+#: every point, ``repeats`` stages timed per visit, ``count`` values per fitted range), how
+#: many times each schedule is executed (``executions``, the median counts) and how many
+#: requests are checked against a run of their own (``check_tokens``, None for all).
+#:
+#: ``small`` runs GSM8K's lengths in full (contexts up to 676 tokens; each schedule about 7 s
+#: on one CPU thread); ``125m`` half of them (each schedule about a minute on one CPU thread,
+#: a shorter profile, one execution, a token check on four requests); ``tiny`` is sized
+#: for the tests.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "tiny": {"requests": 24, "clients": 8, "scale": 0.125, "rounds": 6, "repeats": 2, "count": 5,
+             "executions": 1, "check_tokens": None},
+    "small": {"requests": 32, "clients": 16, "scale": 1.0, "rounds": 6, "repeats": 2, "count": 5,
+              "executions": 3, "check_tokens": None},
+    "125m": {"requests": 32, "clients": 8, "scale": 0.5, "rounds": 3, "repeats": 1, "count": 4,
+             "executions": 1, "check_tokens": 4},
+    "1b": {"requests": 64, "clients": 16, "scale": 0.5, "rounds": 3, "repeats": 1, "count": 4,
+           "executions": 1, "check_tokens": 4},
+}  # fmt: skip
 
 _MODELS = ("context", "linear")
 
@@ -100,7 +109,7 @@ def workload_plan(workload: Workload, clients: int, count: int = 5, seed: int = 
 
 
 def profile_and_fit(
-    engine: Engine, plan: ProfilePlan, capacity: int, repeats: int = 3, rounds: int = 4, seed: int = 0
+    engine: Engine, plan: ProfilePlan, capacity: int, repeats: int = 2, rounds: int = 6, seed: int = 0
 ) -> dict[str, Any]:
     """Profile the plan's points, fitted and held out together in one random order (a slow
     spell of the machine then falls on both alike), and fit both cost models on the fitted
@@ -219,8 +228,9 @@ def validate_runtime(
     dtype: str = "float32",
     progress: bool = False,
     check_tokens: int | None = None,
-    repeats: int = 3,
-    rounds: int = 4,
+    executions: int | None = None,
+    rounds: int | None = None,
+    repeats: int | None = None,
 ) -> dict[str, Any]:
     """Profile, fit both cost models, simulate each strategy's schedule, execute it, compare.
 
@@ -229,8 +239,7 @@ def validate_runtime(
     model, device, dtype
         The preset (seeded random weights), ``cpu`` or ``cuda``, and the precision.
     requests, clients, scale
-        The GSM8K-shaped workload (:func:`scaled_gsm8k`); None takes the model's default
-        from :data:`DEFAULT_WORKLOADS`.
+        The GSM8K-shaped workload (:func:`scaled_gsm8k`).
     strategy
         ``baseline``, ``hybrid`` or ``both`` (one profile, both strategies executed).
     seed
@@ -240,11 +249,16 @@ def validate_runtime(
     progress
         A bar on stderr counting the steps.
     check_tokens
-        Requests whose tokens are checked against a run of their own (the first ones; all
-        by default). Running each request alone costs its output tokens in single-request
-        iterations, the longest part of a run on a large model.
-    repeats, rounds
+        Requests whose tokens are checked against a run of their own (the first ones).
+        Running each request alone costs its output tokens in single-request iterations.
+    executions
+        Times each schedule is executed, the strategies taking turns; the measured makespan
+        is the median, so that a slow spell of the machine during one execution does not
+        decide the figure (all of them are reported).
+    rounds, repeats
         Of the profile (see :func:`~llmsched.runtime.profiling.profile`).
+
+    Every argument left None takes the model's default from :data:`DEFAULTS`.
 
     Returns
     -------
@@ -253,14 +267,16 @@ def validate_runtime(
         model's mean absolute relative error on held-out profile points, of batch sizes,
         contexts, prompt totals and prompt lengths not fitted on: ``mape``, ``prefill_mape``,
         ``decode_mape``, ``max_relative_error``); ``held_out`` (those sizes); per strategy
-        in ``strategies``: ``predicted_makespan_s`` and ``makespan_error`` (measured over
-        predicted, minus 1) per model, ``measured_makespan_s`` of the schedule each model's
-        simulation chose (``linear_executed_apart`` says whether the linear model's schedule
-        differed and was executed too), ``stage_error`` per model (on the executed
-        stages), ``tokens_matched``, ``valid`` and ``violations``; ``tokens_match`` and
-        ``valid`` over all strategies; ``machine`` (load average, busy share of the other
-        CPUs, a reference iteration timed before profiling, after it and after executing);
-        ``seconds`` spent per step.
+        in ``strategies``, each figure per model: ``predicted_makespan_s``,
+        ``measured_makespan_s`` (the median execution of the schedule that model's
+        simulation chose; ``linear_executed_apart`` says whether the linear model's schedule
+        differed and was executed too), ``measured_makespans_s`` (every execution),
+        ``makespan_error`` (median measured over predicted, minus 1) and
+        ``makespan_error_range``, ``stage_error`` (on the median execution's stages), then
+        ``tokens_matched`` (the fewest over the executions), ``valid`` and ``violations``;
+        ``tokens_match`` and ``valid`` over all strategies; ``machine`` (load average, busy
+        share of the other CPUs, a reference iteration timed before profiling, after it and
+        after executing); ``seconds`` spent per step.
 
     In float16 or bfloat16 a request's greedy tokens can change with the batch around it
     (rounding in the matrix products), so the token check is exact only in float32.
@@ -278,27 +294,37 @@ def validate_runtime(
         raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
-    default_requests, default_clients, default_scale = DEFAULT_WORKLOADS.get(model, (24, 8, 0.125))
-    requests = default_requests if requests is None else requests
-    clients = default_clients if clients is None else clients
-    scale = default_scale if scale is None else scale
+    given = {
+        "requests": requests,
+        "clients": clients,
+        "scale": scale,
+        "executions": executions,
+        "rounds": rounds,
+        "repeats": repeats,
+        "check_tokens": check_tokens,
+    }
+    size = {**DEFAULTS.get(model, DEFAULTS["1b"]), **{k: v for k, v in given.items() if v is not None}}
+    clients = size["clients"]
     if isinstance(clients, bool) or not isinstance(clients, int) or clients < 2:
         raise ValueError(
             f"clients must be an integer >= 2 (decode fits need two batch sizes), got {clients!r}"
         )
-    requests = positive_int("requests", requests)
-    check = requests if check_tokens is None else min(requests, positive_int("check_tokens", check_tokens))
+    requests = positive_int("requests", size["requests"])
+    executions = positive_int("executions", size["executions"])
+    repeats = positive_int("repeats", size["repeats"])
+    check = requests if size["check_tokens"] is None else positive_int("check_tokens", size["check_tokens"])
+    check = min(check, requests)
     progress = flag("progress", progress)
     names = list(STRATEGIES) if strategy == "both" else [strategy]
     load = _CpuLoad()
     load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    workload = scaled_gsm8k(requests, scale, seed)
+    workload = scaled_gsm8k(requests, size["scale"], seed)
     config = PRESETS[model]
-    capacity, plan = workload_plan(workload, clients, seed=seed)
+    capacity, plan = workload_plan(workload, clients, count=size["count"], seed=seed)
     longest = int(np.max(workload.prompt_tokens + workload.output_tokens))
-    steps = 4 + 2 * len(names)
+    steps = 4 + len(names) + executions
     with progress_bar(progress, steps, f"runtime ({model})", unit="step") as bar:
         bar.set_postfix_str("model")
         engine = Engine(
@@ -309,30 +335,36 @@ def validate_runtime(
             dtype=dtypes[dtype],
             threads=threads if device == "cpu" else None,
         )
+        _reference_iteration(engine, clients, longest // 2)  # warm-up: first calls, first touches
         reference = [_reference_iteration(engine, clients, longest // 2)]
         bar.update()
         bar.set_postfix_str("profile")
         mark = time.perf_counter()
-        fitted = profile_and_fit(engine, plan, capacity, repeats=repeats, rounds=rounds, seed=seed)
+        fitted = profile_and_fit(engine, plan, capacity, repeats=repeats, rounds=size["rounds"], seed=seed)
         models: dict[str, Any] = {name: fitted[name] for name in _MODELS}
         reference.append(_reference_iteration(engine, clients, longest // 2))
         seconds["profile"] = time.perf_counter() - mark
         bar.update()
         prompts = make_prompts(workload, config.vocab_size, seed)
-        executions: dict[str, dict[str, Any]] = {}
-        mark = time.perf_counter()
+        plans: dict[str, dict[str, Any]] = {}
         for name in names:
             rp, ip = STRATEGIES[name]
             bar.set_postfix_str(f"simulate {name}")
             predicted = {m: simulate(workload, cost, clients, rp, ip) for m, cost in models.items()}
-            bar.update()
-            bar.set_postfix_str(f"execute {name}")
-            runs: dict[str, Execution] = {"context": execute_schedule(predicted["context"], engine, prompts)}
             apart = not same_decisions(predicted["context"], predicted["linear"])
-            runs["linear"] = (
-                execute_schedule(predicted["linear"], engine, prompts) if apart else runs["context"]
-            )
-            executions[name] = {"predicted": predicted, "runs": runs, "apart": apart}
+            runs: dict[str, list[Execution]] = {m: [] for m in _MODELS}
+            plans[name] = {"predicted": predicted, "runs": runs, "apart": apart}
+            bar.update()
+        mark = time.perf_counter()
+        for turn in range(executions):
+            bar.set_postfix_str(f"execute ({turn + 1}/{executions})")
+            for name in names:  # the strategies take turns: a slow spell falls on each alike
+                predicted, runs = plans[name]["predicted"], plans[name]["runs"]
+                runs["context"].append(execute_schedule(predicted["context"], engine, prompts))
+                if plans[name]["apart"]:
+                    runs["linear"].append(execute_schedule(predicted["linear"], engine, prompts))
+                else:
+                    runs["linear"] = runs["context"]
             bar.update()
         reference.append(_reference_iteration(engine, clients, longest // 2))
         seconds["execute"] = time.perf_counter() - mark
@@ -343,7 +375,7 @@ def validate_runtime(
         seconds["tokens"] = time.perf_counter() - mark
         bar.update()
         bar.set_postfix_str("score")
-        strategies = {name: _score(executions[name], models, alone, STRATEGIES[name]) for name in names}
+        strategies = {name: _score(plans[name], models, alone, STRATEGIES[name]) for name in names}
         bar.update()
     seconds["total"] = time.perf_counter() - start
     return {
@@ -354,13 +386,14 @@ def validate_runtime(
         "threads": torch.get_num_threads() if device == "cpu" else None,
         "requests": requests,
         "clients": clients,
-        "scale": scale,
+        "scale": size["scale"],
         "workload": workload.name,
         "output_tokens": int(workload.output_tokens.sum()),
+        "profile": {"rounds": size["rounds"], "repeats": repeats, "rows": len(fitted["rows"])},
+        "executions": executions,
         "cost_models": {name: _cost_fields(cost) for name, cost in models.items()},
         "fit_error": fitted["fit_error"],
         "held_out": plan.held_out(),
-        "profile_rows": len(fitted["rows"]),
         "strategies": strategies,
         "tokens_checked": check,
         "tokens_match": all(s["tokens_matched"] == check for s in strategies.values()),
@@ -375,25 +408,36 @@ def validate_runtime(
 
 
 def _score(
-    execution: dict[str, Any], models: dict[str, Any], alone: list[list[int]], policies: tuple[str, str]
+    plan: dict[str, Any], models: dict[str, Any], alone: list[list[int]], policies: tuple[str, str]
 ) -> dict[str, Any]:
     """One strategy's figures for both models (see :func:`validate_runtime`)."""
-    predicted: dict[str, Schedule] = execution["predicted"]
-    runs: dict[str, Execution] = execution["runs"]
-    measured = runs["context"].measured
-    rows = schedule_stage_times(measured)
-    errors = {m: stage_errors(models[m], rows) for m in _MODELS}
-    violations = [str(v) for run in runs.values() for v in validate(run.measured, skip=("stage_time",))]
-    matched = min(sum(a == b for a, b in zip(run.tokens, alone, strict=False)) for run in runs.values())
+    predicted: dict[str, Schedule] = plan["predicted"]
+    runs: dict[str, list[Execution]] = plan["runs"]
+    makespans = {m: [run.measured.makespan for run in runs[m]] for m in _MODELS}
+    # The median execution (the lower of the middle two for an even count).
+    middle = {m: runs[m][int(np.argsort(makespans[m])[(len(runs[m]) - 1) // 2])] for m in _MODELS}
+    errors = {m: stage_errors(models[m], schedule_stage_times(middle["context"].measured)) for m in _MODELS}
+    everything = [run for m in _MODELS for run in runs[m]]
+    violations = sorted({str(v) for run in everything for v in validate(run.measured, skip=("stage_time",))})
+    matched = min(sum(a == b for a, b in zip(run.tokens, alone, strict=False)) for run in everything)
+    measured = middle["context"].measured
     return {
         "policies": list(policies),
-        "measured_makespan_s": {m: runs[m].measured.makespan for m in _MODELS},
         "predicted_makespan_s": {m: predicted[m].makespan for m in _MODELS},
-        "makespan_error": {m: runs[m].measured.makespan / predicted[m].makespan - 1.0 for m in _MODELS},
+        "measured_makespan_s": {m: middle[m].measured.makespan for m in _MODELS},
+        "measured_makespans_s": makespans,
+        "makespan_error": {m: middle[m].measured.makespan / predicted[m].makespan - 1.0 for m in _MODELS},
+        "makespan_error_range": {
+            m: [
+                min(makespans[m]) / predicted[m].makespan - 1.0,
+                max(makespans[m]) / predicted[m].makespan - 1.0,
+            ]
+            for m in _MODELS
+        },
         "stage_error": {m: errors[m]["mape"] for m in _MODELS},
         "stage_error_prefill": {m: errors[m]["prefill_mape"] for m in _MODELS},
         "stage_error_decode": {m: errors[m]["decode_mape"] for m in _MODELS},
-        "linear_executed_apart": execution["apart"],
+        "linear_executed_apart": plan["apart"],
         "iterations": int(measured.num_iterations),
         "prefill_stages": int(np.count_nonzero(measured.stage_kind == PREFILL)),
         "tokens_matched": matched,
