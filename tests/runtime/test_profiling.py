@@ -65,8 +65,14 @@ def test_a_fit_recovers_known_coefficients() -> None:
     # A stray slow run (the machine busy elsewhere) barely moves the robust fit.
     noisy = rows.copy()
     noisy.loc[len(noisy) - 1, "seconds"] *= 3
-    robust = fit_cost(noisy, 96, median=False)
+    robust = fit_cost(noisy, 96, points=None)
     assert robust.decode_per_context == pytest.approx(KNOWN.decode_per_context, rel=0.02)
+    # Three repeats a point, one of them slow: the median drops it, the mean keeps a third.
+    repeated = pd.concat([rows, rows, noisy], ignore_index=True)
+    by_median = fit_cost(repeated, 96, points="median", robust=False)
+    assert by_median.decode_per_context == pytest.approx(KNOWN.decode_per_context, rel=1e-6)
+    by_mean = fit_cost(repeated, 96, points="mean", robust=False)
+    assert stage_errors(by_mean, rows)["decode_mape"] > 1e-4
 
 
 def test_held_out_points_share_no_size_or_context_with_fitted_ones() -> None:
@@ -119,6 +125,8 @@ def test_bad_input_is_refused(engine: Engine) -> None:
         fit_cost(rows[["kind", "size", "seconds"]], 8)
     with pytest.raises(ValueError, match="two token counts"):
         fit_cost(profile(engine, [(3,)], [(3,), (3, 3)], repeats=1, rounds=1), 8)
+    with pytest.raises(ValueError, match="points must be one of"):
+        fit_cost(profile(engine, [(3,), (5,)], [(3,), (3, 3)], repeats=1, rounds=1), 8, points="mode")
     with pytest.raises(ValueError, match="need 1 <= low <= high"):
         plan_profile(4, 64, (10, 5), (10, 20))
     with pytest.raises(ValueError, match="occupy needs one length per slot"):

@@ -117,7 +117,8 @@ def profile_and_fit(
 
     Returns ``rows`` (every measurement), ``fit_rows``, ``held_rows``, ``context`` and
     ``linear`` (the two fitted models) and ``fit_error`` (each model's
-    :func:`~llmsched.runtime.profiling.stage_errors` on the held-out points' medians).
+    :func:`~llmsched.runtime.profiling.stage_errors` on the held-out points, each the mean
+    of its repeats as in the fit).
     """
     rows = profile(
         engine,
@@ -136,7 +137,7 @@ def profile_and_fit(
     }
     nan = {"mape": float("nan"), "prefill_mape": float("nan"), "decode_mape": float("nan")}
     errors = {
-        name: stage_errors(model, held_rows, median=True) if len(held_rows) else dict(nan)
+        name: stage_errors(model, held_rows, points="mean") if len(held_rows) else dict(nan)
         for name, model in models.items()
     }
     return {"rows": rows, "fit_rows": fit_rows, "held_rows": held_rows, **models, "fit_error": errors}

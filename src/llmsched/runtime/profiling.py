@@ -41,6 +41,7 @@ from llmsched.schedule import PREFILL, Schedule
 
 __all__ = [
     "COLUMNS",
+    "POINT_STATISTICS",
     "ProfilePlan",
     "decode_mixes",
     "fit_cost",
@@ -317,16 +318,25 @@ def _check_columns(samples: Any) -> None:
         raise ValueError(f"profile rows lack the columns {sorted(missing)}; see COLUMNS")
 
 
-def _medians(samples: Any) -> Any:
-    """One row per point: the median of its times (robust to a stray slow run) at the
-    median of its contexts (a decode point's context grows by one token per slot and
-    iteration, so the two medians belong together)."""
+#: How :func:`fit_cost` and :func:`stage_errors` may reduce a point's repeats to one row.
+POINT_STATISTICS = ("mean", "median")
+
+
+def _per_point(samples: Any, statistic: str | None) -> Any:
+    """One row per point, its times reduced by ``statistic`` (``"mean"`` or ``"median"``)
+    at the median of its contexts (a decode point's context grows by one token per slot
+    and iteration, so the middle context belongs to the middle time); None keeps every row.
+    """
+    if statistic is None:
+        return samples
+    if statistic not in POINT_STATISTICS:
+        raise ValueError(f"points must be one of {list(POINT_STATISTICS)} or None, got {statistic!r}")
     keys = ["kind", "point"] if "point" in samples.columns else ["kind", "size", "squares", "context"]
     return samples.groupby(keys, as_index=False, sort=False).agg(
         size=("size", "first"),
         squares=("squares", "first"),
         context=("context", "median"),
-        seconds=("seconds", "median"),
+        seconds=("seconds", statistic),
     )
 
 
@@ -336,7 +346,11 @@ def _split(samples: Any) -> tuple[Any, Any]:
 
 
 def fit_cost(
-    samples: Any, prefill_capacity: int, median: bool = True, context: bool = True, robust: bool = True
+    samples: Any,
+    prefill_capacity: int,
+    points: str | None = "mean",
+    context: bool = True,
+    robust: bool = True,
 ) -> ContextCostModel | LinearCostModel:
     """Fit a cost model to profile rows (:data:`COLUMNS`).
 
@@ -346,8 +360,13 @@ def fit_cost(
         Profile rows.
     prefill_capacity
         The fitted model's capacity (not identifiable from times).
-    median
-        Fit each point's median (:func:`profile`'s repeats count once), else every row.
+    points
+        Fit one row per point, the mean (default) or the median of its repeats, or every
+        row (None). A schedule's makespan sums its stage times, so the model should give a
+        stage's expected time: a point's mean keeps the occasional slow iteration (the
+        operating system taking the core) at the rate it occurs, where the median drops it
+        (on the CPU the two differed by 1.5-3% over an executed schedule). A point that a
+        long slow spell hit is an outlier among the points, which ``robust`` discounts.
     context
         Fit a :class:`~llmsched.ContextCostModel` (prefill sees squares, decode sees
         context); with False, the :class:`~llmsched.LinearCostModel` of the same rows, fitted
@@ -364,8 +383,7 @@ def fit_cost(
     """
     context = flag("context", context)
     _check_columns(samples)
-    if median:
-        samples = _medians(samples)
+    samples = _per_point(samples, points)
     pre, dec = _split(samples)
     if pre["size"].nunique() < 2:
         raise ValueError("fitting needs prefill samples of at least two token counts")
@@ -403,14 +421,13 @@ def predict(cost: CostModel, samples: Any) -> np.ndarray:
     return out
 
 
-def stage_errors(cost: CostModel, samples: Any, median: bool = False) -> dict[str, float]:
+def stage_errors(cost: CostModel, samples: Any, points: str | None = None) -> dict[str, float]:
     """Mean absolute relative error of ``cost`` on measured rows (:data:`COLUMNS`):
     ``prefill_mape``, ``decode_mape``, ``mape`` (over all rows) and ``max_relative_error``.
-    With ``median``, each point's repeats count once, by their median. A linear model
-    sees the counts alone; a context-aware one, squares and context too."""
+    With ``points`` (``"mean"`` or ``"median"``), each point's repeats count once, reduced
+    so. A linear model sees the counts alone; a context-aware one, squares and context too."""
     _check_columns(samples)
-    if median:
-        samples = _medians(samples)
+    samples = _per_point(samples, points)
     pre, dec = _split(samples)
     out = cost_model_error(
         cost,
