@@ -4,8 +4,9 @@ and throughput of the baseline and hybrid strategies against static batching.
     python benchmarks/runtime_gpu.py [--device auto|cpu|cuda] [--model 1b] [--requests 256]
                                      [--clients 64] [--scale 1.0] [--json out.json]
 
-Defaults: on a GPU, the 1B-parameter preset in float16 on GSM8K-shaped requests at full
-length; on the CPU, the small preset in float32 on lengths scaled by 1/8.
+Defaults: on a GPU, the 1B-parameter preset in float16 on 256 GSM8K-shaped requests at full
+length on 64 clients; on the CPU, the small preset in float32 on the workload of
+``llmsched runtime validate --model small`` (32 requests at full length on 16 clients).
 
 1. Profile prefill stages (prompt mixes) and decode iterations (batch sizes times contexts),
    fit the context-aware and the linear cost model on the same rows, report each one's mean
@@ -34,7 +35,7 @@ import torch
 
 from llmsched import simulate, validate
 from llmsched.runtime import PRESETS, Engine, LlamaModel, execute_schedule, run_alone, run_insertion
-from llmsched.runtime.check import STRATEGIES, profile_and_fit, scaled_gsm8k, workload_plan
+from llmsched.runtime.check import DEFAULTS, STRATEGIES, profile_and_fit, scaled_gsm8k, workload_plan
 from llmsched.runtime.executor import make_prompts
 from llmsched.runtime.insertion import static_cache_need
 from llmsched.runtime.profiling import schedule_stage_times, stage_errors
@@ -101,9 +102,10 @@ def main() -> None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     gpu = device == "cuda"
     model_name = args.model or ("1b" if gpu else "small")
-    requests = args.requests or (256 if gpu else 48)
-    clients = args.clients or (64 if gpu else 8)
-    scale = args.scale or (1.0 if gpu else 0.125)
+    # On the CPU, the workload of llmsched runtime validate --model small.
+    requests = args.requests or (256 if gpu else DEFAULTS["small"]["requests"])
+    clients = args.clients or (64 if gpu else DEFAULTS["small"]["clients"])
+    scale = args.scale or (1.0 if gpu else DEFAULTS["small"]["scale"])
     dtype = torch.float16 if gpu else torch.float32
     started = time.perf_counter()
 
