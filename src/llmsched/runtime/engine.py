@@ -76,9 +76,9 @@ class Engine:
     chunk_tokens
         The layers after attention (output projection and MLP) run on at most this many
         tokens at a time, None for all at once. ``"auto"``: :data:`CPU_CHUNK_TOKENS` on the
-        CPU, None on a GPU. On the CPU a long prefill's MLP activations outgrow the core's
-        cache and its time per token rises with the stage (102 us a token at 1,024 tokens
-        against 90 at 256-640 for the ``small`` preset); in chunks it stays flat.
+        CPU, None on a GPU. On the CPU a long prefill's MLP activations (megabytes at a
+        thousand tokens) outgrow the core's cache and its time per token rises with the
+        stage; in chunks it stays flat (``benchmarks/runtime_layouts.py`` times both).
     attention
         How :meth:`prefill` and :meth:`decode` read the cache (see :data:`ATTENTION_LAYOUTS`):
         ``"in-place"`` (each sequence attends to a view of its own slot, so work grows with
