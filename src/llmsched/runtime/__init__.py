@@ -10,7 +10,8 @@ below load their modules on first use:
 * :class:`EngineExecutor`, :func:`execute_schedule`, :func:`run_policies`, :func:`run_alone`
   (:mod:`~llmsched.runtime.executor`): the decision loop on the engine;
 * :func:`run_insertion` (:mod:`~llmsched.runtime.insertion`): static, padded and apart insertion;
-* :func:`profile`, :func:`fit_cost`, :func:`stage_errors` (:mod:`~llmsched.runtime.profiling`);
+* :func:`profile`, :func:`fit_cost`, :func:`stage_errors` (:mod:`~llmsched.runtime.profiling`):
+  stage times against batch, context and prompt mix, the context-aware and the linear fit;
 * :func:`validate_runtime`, :func:`scaled_gsm8k` (:mod:`~llmsched.runtime.check`).
 """
 

@@ -235,6 +235,9 @@ def validate_runtime(
 ) -> dict[str, Any]:
     """Profile, fit both cost models, simulate each strategy's schedule, execute it, compare.
 
+    Every argument left None takes the model's default from
+    :data:`~llmsched.runtime.check.DEFAULTS`.
+
     Parameters
     ----------
     model, device, dtype
@@ -258,8 +261,6 @@ def validate_runtime(
         decide the figure (all of them are reported).
     rounds, repeats
         Of the profile (see :func:`~llmsched.runtime.profiling.profile`).
-
-    Every argument left None takes the model's default from :data:`DEFAULTS`.
 
     Returns
     -------

@@ -216,7 +216,9 @@ def profile(
     warmup: int = 1,
     seed: int = 0,
 ) -> Any:
-    """Time prefill stages and decode iterations; one row per measurement (:data:`COLUMNS`).
+    """Time prefill stages and decode iterations; one row per measurement.
+
+    The rows' columns are :data:`~llmsched.runtime.profiling.COLUMNS`.
 
     Parameters
     ----------
@@ -352,7 +354,9 @@ def fit_cost(
     context: bool = True,
     robust: bool = True,
 ) -> ContextCostModel | LinearCostModel:
-    """Fit a cost model to profile rows (:data:`COLUMNS`).
+    """Fit a cost model to profile rows.
+
+    The rows' columns are :data:`~llmsched.runtime.profiling.COLUMNS`.
 
     Parameters
     ----------
@@ -422,7 +426,9 @@ def predict(cost: CostModel, samples: Any) -> np.ndarray:
 
 
 def stage_errors(cost: CostModel, samples: Any, points: str | None = None) -> dict[str, float]:
-    """Mean absolute relative error of ``cost`` on measured rows (:data:`COLUMNS`):
+    """Mean absolute relative error of ``cost`` on measured rows.
+
+    Rows have the columns :data:`~llmsched.runtime.profiling.COLUMNS`; returns
     ``prefill_mape``, ``decode_mape``, ``mape`` (over all rows) and ``max_relative_error``.
     With ``points`` (``"mean"`` or ``"median"``), each point's repeats count once, reduced
     so. A linear model sees the counts alone; a context-aware one, squares and context too."""
