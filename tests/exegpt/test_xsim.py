@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel
+from llmsched.cost import request_context
 from llmsched.exegpt import LayerCostModel, LengthDistribution, XSimulator, optimize
 from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS, MAX_LENGTH
 from llmsched.workloads import EXEGPT_TASKS, truncated_normal_lengths
@@ -85,6 +86,20 @@ def test_rra_on_one_engine_is_the_sum_of_its_items() -> None:
     assert est.stages == 1 and est.fits
 
 
+@pytest.mark.parametrize("task", sorted(EXEGPT_TASKS))
+def test_mean_context_is_the_library_convention(task: str) -> None:
+    """A decoding sequence holds p + j tokens of context (j decoded before the iteration),
+    as in llmsched.cost: XSimulator's mean context is the expected request_context over the
+    expected output length, E[p] + E[s(s-1)] / (2 E[s]), and memory holds one token more."""
+    sim = XSimulator.for_task("opt-13b", task)
+    p, s = sim.inputs, sim.outputs
+    per_request = request_context(p.lengths[:, None], s.lengths[None, :])  # every (p, s) pair
+    expected = float(p.probs @ per_request @ s.probs) / s.mean
+    assert sim.mean_context == pytest.approx(expected, rel=1e-12)
+    assert sim.mean_context == pytest.approx(p.mean + s.expect(s.lengths * (s.lengths - 1.0)) / (2 * s.mean))
+    assert sim.mean_cached == sim.mean_context + 1
+
+
 @pytest.mark.parametrize(("stages", "n_d"), [(2, 1), (3, 4), (4, 7), (5, 2)])
 def test_rra_pipeline_timeline_against_a_tick_by_tick_replay(stages: int, n_d: int) -> None:
     """With constant item times (E to encode, D to decode, one layer per stage), throughput
@@ -147,7 +162,7 @@ def test_waa_allocations() -> None:
             max(
                 SIM_S._gpu_bytes(SIM_S.enc_layers / n, b_e * SIM_S.mean_input),
                 SIM_S._gpu_bytes(
-                    SIM_S.dec_layers / (SIM_S.gpus - n), b_e * SIM_S.mean_output * SIM_S.mean_context
+                    SIM_S.dec_layers / (SIM_S.gpus - n), b_e * SIM_S.mean_output * SIM_S.mean_cached
                 ),
             )
             for n in range(1, SIM_S.gpus)
