@@ -65,6 +65,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llmsched._checks import choice, flag, instance, positive_int, real, real_array, text, token_counts
+from llmsched.cost import ContextCostModel, LinearCostModel
 from llmsched.exegpt.layers import GPUSpec, LayerCostModel, ModelSpec, gpu_spec, model_spec
 
 __all__ = [
@@ -350,22 +351,54 @@ class XSimulator:
 
     @classmethod
     def one_engine(
-        cls, cost: Any, task: str = "S", weights: Literal["population", "paper"] = "population"
+        cls,
+        cost: LinearCostModel | ContextCostModel,
+        task: str = "S",
+        weights: Literal["population", "paper"] = "population",
     ) -> XSimulator:
         """One GPU, one layer, no memory limit, timed by a :class:`~llmsched.LinearCostModel`
-        (prefill as encoding, decode per active client as per sequence): the setting in which
-        XSimulator and the event simulator describe the same engine."""
-        from llmsched.cost import LinearCostModel
+        or a :class:`~llmsched.ContextCostModel`: the setting in which XSimulator and the
+        event simulator describe the same engine.
+
+        Prefill is the encoding (``prefill_base``, ``prefill_per_token``); a decode iteration
+        charges ``decode_base``, ``decode_per_client`` per sequence and, for a context model,
+        ``decode_per_context`` per context token (``p + j`` per sequence in both models). A
+        linear model reads no context (``decode_per_context`` 0), so a context model with
+        ``decode_per_context = 0`` gives the very estimates of its
+        :meth:`~llmsched.ContextCostModel.linear` model.
+        :meth:`~llmsched.exegpt.layers.LayerCostModel.engine_cost` is the converse.
+
+        Raises
+        ------
+        TypeError
+            If ``cost`` is neither a ``LinearCostModel`` nor a ``ContextCostModel``.
+        ValueError
+            If a context model prices prompts by their squares (``prefill_per_square`` > 0):
+            the layer model's encoding is linear in tokens and cannot carry that term; or if
+            ``task`` is not an ExeGPT task.
+        """
         from llmsched.workloads import EXEGPT_TASKS
 
-        if not isinstance(cost, LinearCostModel):
-            raise TypeError(f"cost must be a LinearCostModel, got {type(cost).__name__}")
+        if isinstance(cost, LinearCostModel):
+            per_context = 0.0
+        elif isinstance(cost, ContextCostModel):
+            if cost.prefill_per_square > 0:
+                raise ValueError(
+                    f"cost has prefill_per_square={cost.prefill_per_square!r} > 0, but the layer "
+                    "model's encoding is linear in tokens (no term for a prompt's square); "
+                    "XSimulator takes a ContextCostModel with prefill_per_square=0"
+                )
+            per_context = cost.decode_per_context
+        else:
+            raise TypeError(
+                f"cost must be a LinearCostModel or a ContextCostModel, got {type(cost).__name__}"
+            )
         key = task.upper() if isinstance(task, str) else task
         if key not in EXEGPT_TASKS:
             raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
         spec_in, spec_out = EXEGPT_TASKS[key]
         layer = LayerCostModel(
-            cost.prefill_base, cost.prefill_per_token, cost.decode_base, cost.decode_per_client, 0.0
+            cost.prefill_base, cost.prefill_per_token, cost.decode_base, cost.decode_per_client, per_context
         )
         return cls(
             layer,
