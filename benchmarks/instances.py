@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llmsched import LinearCostModel, Workload
+from llmsched import ContextCostModel, LinearCostModel, Workload
 from llmsched.cost import LevelCostModel
 from llmsched.workloads import gsm8k
 
@@ -49,6 +49,13 @@ AZURE_CODE = (
     / ("AzureLLMInferenceTrace_code.csv")
 )
 PAPER_16K = replace(LinearCostModel.paper(), prefill_capacity=16_384)
+
+# PAPER_16K with context terms for benchmarks of the context-aware paths. Not measured: sized
+# from LLaMA-65B's shape on eight accelerators, in round numbers. A decode iteration reads 2 x
+# 80 layers x 8,192 x 2 bytes = 2.6 MB of keys and values per context token, at about 13 TB/s
+# in all: 2e-7 s per token. Attention over a prompt does about 4 x 80 x 8,192 = 2.6 MFLOP per
+# squared token, at about 1.3 PFLOP/s sustained: 2e-9 s.
+PAPER_CONTEXT_16K = ContextCostModel.from_linear(PAPER_16K, prefill_per_square=2e-9, decode_per_context=2e-7)
 
 
 def azure_code() -> Workload | None:

@@ -238,6 +238,9 @@ def test_bad_arguments_exit_2_with_a_message(argv, message, capsys) -> None:
         ("levels:200=0.2,100=0.1;0.1", "capacities must be positive and strictly increasing"),
         ("levels:100=0.1;-1", "decode_token_time must be a finite number > 0, got -1.0"),
         ("paper:1", "unknown cost model 'paper:1'"),
+        ("context:1,2,3", r"context needs 6 or 7 comma-separated numbers \(A_P,B_P,C_P,A_D,B_D,C_D"),
+        ("context:0.1,0,x,0.1,0,0", "C_P must be a number, got 'x'"),
+        ("context:0.1,0,0,0.1,0,-1", "decode_per_context must be a finite number >= 0, got -1.0"),
     ],
 )
 def test_cost_specs_name_the_bad_field(spec: str, message: str) -> None:
@@ -655,3 +658,18 @@ def test_any_output_file_flag_is_checked_the_same_way(tmp_path) -> None:
             _check_output_file(path, "--report")
     _check_output_file(tmp_path / "r.json", "--report")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_context_cost_spec_simulates_and_prints_the_context_aware_bound(capsys) -> None:
+    """--cost context:... runs the simulator with context terms: the schedule validates and
+    the bound printed beside it is the context-aware one (above the linear model's)."""
+    spec = "context:0.025,0.00013,2e-9,0.029,0.00021,2e-7"
+    run = ["simulate", "--workload", "exegpt:S", "--requests", "200", "--clients", "50", "--json"]
+    assert main([*run, "--cost", spec]) == 0
+    context = json.loads(capsys.readouterr().out)
+    assert main(run) == 0
+    linear = json.loads(capsys.readouterr().out)
+    assert context["valid"] and linear["valid"]
+    assert context["makespan_s"] > linear["makespan_s"]
+    assert context["lower_bound_s"] > linear["lower_bound_s"]
+    assert context["makespan_s"] >= context["lower_bound_s"]

@@ -172,7 +172,7 @@ BAD = [
     ('[workload]\narrivals = "poisson"\n', "workload.arrivals: unknown arrivals 'poisson'"),
     ("[workload]\nreplace_arrivals = true\n", r"replace_arrivals=True \(--replace-arrivals\) needs"),
     ("workload = 3\n", "workload must be a table, got int 3"),
-    ("[cost]\nkind = 'quadratic'\n", r"cost.kind must be one of \['levels', 'linear', 'paper'\]"),
+    ("[cost]\nkind = 'quadratic'\n", r"cost.kind must be one of \['context', 'levels', 'linear', 'paper'\]"),
     ("[cost]\nkind = 'paper'\nprefill_base = 1.0\n", r"unknown key 'cost.prefill_base'; expected"),
     ("[cost]\nkind = 'linear'\nprefill_base = 1.0\n", "cost.prefill_per_token is missing: a linear"),
     (LINEAR + "prefill_base = 'a'\nprefill_per_token = 0\n", "cost.prefill_base must be a finite number"),
@@ -255,6 +255,10 @@ def test_cost_tables_build_the_models() -> None:
         "decode_per_client": 0.00021,
     }
     assert cost_model(linear) == cli.parse_cost("linear:0.025,0.00013,0.029,0.00021")
+    context = {**linear, "kind": "context", "prefill_per_square": 2e-9, "decode_per_context": 2e-7}
+    assert cost_model(context) == cli.parse_cost("context:0.025,0.00013,2e-9,0.029,0.00021,2e-7")
+    with pytest.raises(ValueError, match=r"cost\.decode_per_context is missing: a context cost model needs"):
+        cost_model({**linear, "kind": "context", "prefill_per_square": 0.0})
     levels = {"kind": "levels", "levels": [[1000, 0.155], [5000, 0.675]], "decode_token_time": 0.071}
     assert cost_model(levels) == LevelCostModel([(1000, 0.155), (5000, 0.675)], 0.071)
     assert cost_model(levels) == cli.parse_cost("levels:1000=0.155,5000=0.675;0.071")

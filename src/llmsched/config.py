@@ -20,7 +20,7 @@ is one that runs)::
     arrivals = "poisson:2"         # --arrivals (left out: the workload's own)
     replace_arrivals = false       # --replace-arrivals
 
-    [cost]                         # or a --cost spec: cost = "paper" | "linear:..." | "levels:..."
+    [cost]                         # or a --cost spec: "paper" | "linear:..." | "context:..." | "levels:..."
     kind = "linear"                # a_p + b_p * tokens; a_d + b_d * active clients
     prefill_base = 0.025           # seconds
     prefill_per_token = 0.00013    # seconds per prompt token
@@ -30,6 +30,8 @@ is one that runs)::
     # kind = "levels": levels = [[1000, 0.155], [5000, 0.675]] (tokens, seconds) and
     #                  decode_token_time = 0.071 (the MIP's semantics)
     # kind = "paper":  no other keys (LinearCostModel.paper())
+    # kind = "context": the linear keys plus prefill_per_square (seconds per squared prompt
+    #                  token) and decode_per_context (seconds per context token read)
 
     [request_policy]               # or: request_policy = "hybrid"
     name = "hybrid"                # --request-policy
@@ -79,6 +81,7 @@ from types import MappingProxyType
 from typing import Any
 
 from llmsched._checks import MAX_REQUESTS, MAX_TOKENS, flag, path_arg, positive_int, real, seed, text
+from llmsched.cost import ContextCostModel
 
 __all__ = [
     "MAX_CLIENTS",
@@ -162,9 +165,11 @@ class PolicyConfig:
 
 
 _LINEAR_KEYS = ("prefill_base", "prefill_per_token", "decode_base", "decode_per_client")
+_CONTEXT_KEYS = ContextCostModel.coefficients()
 _COST_KEYS = {
     "paper": ("kind",),
     "linear": ("kind", *_LINEAR_KEYS, "prefill_capacity"),
+    "context": ("kind", *_CONTEXT_KEYS, "prefill_capacity"),
     "levels": ("kind", "levels", "decode_token_time"),
 }
 
@@ -179,13 +184,12 @@ def _cost_table(name: str, table: Any) -> dict[str, Any]:
     _known_keys(name, table, _COST_KEYS[kind])
     if kind == "paper":
         return {"kind": "paper"}
-    if kind == "linear":
-        out: dict[str, Any] = {"kind": "linear"}
-        for key in _LINEAR_KEYS:
+    if kind in ("linear", "context"):
+        out: dict[str, Any] = {"kind": kind}
+        keys = _LINEAR_KEYS if kind == "linear" else _CONTEXT_KEYS
+        for key in keys:
             if key not in table:
-                raise ValueError(
-                    f"{name}.{key} is missing: a linear cost model needs {', '.join(_LINEAR_KEYS)}"
-                )
+                raise ValueError(f"{name}.{key} is missing: a {kind} cost model needs {', '.join(keys)}")
             out[key] = real(f"{name}.{key}", table[key], low=0.0)
         out["prefill_capacity"] = positive_int(
             f"{name}.prefill_capacity", table.get("prefill_capacity", 5000)
@@ -222,7 +226,7 @@ def cost_model(table: Mapping[str, Any]) -> Any:
         A table without a known ``kind``, with keys its kind does not take, with a missing
         or bad value, or with values the cost model refuses; the message names the key.
     """
-    from llmsched.cost import LevelCostModel, LinearCostModel
+    from llmsched.cost import ContextCostModel, LevelCostModel, LinearCostModel
 
     checked = _cost_table("cost", table)
     kind = checked.pop("kind")
@@ -231,6 +235,8 @@ def cost_model(table: Mapping[str, Any]) -> Any:
             return LinearCostModel.paper()
         if kind == "linear":
             return LinearCostModel(**checked)
+        if kind == "context":
+            return ContextCostModel(**checked)
         return LevelCostModel([tuple(level) for level in checked["levels"]], checked["decode_token_time"])
     except (TypeError, ValueError) as exc:
         raise ValueError(f"cost: {exc}") from None

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import pairwise
 from typing import Any, Protocol, runtime_checkable
 
@@ -283,14 +283,7 @@ class ContextCostModel:
     prefill_capacity: int = 5000
 
     def __post_init__(self) -> None:
-        for name in (
-            "prefill_base",
-            "prefill_per_token",
-            "prefill_per_square",
-            "decode_base",
-            "decode_per_client",
-            "decode_per_context",
-        ):
+        for name in self.coefficients():
             object.__setattr__(self, name, real(name, getattr(self, name), low=0.0))
         object.__setattr__(self, "prefill_capacity", positive_int("prefill_capacity", self.prefill_capacity))
         if self.prefill_base + self.prefill_per_token + self.prefill_per_square <= 0:
@@ -303,6 +296,11 @@ class ContextCostModel:
                 "a decode iteration must take some time: decode_base + decode_per_client > 0 "
                 "(an iteration with no context still runs)"
             )
+
+    @classmethod
+    def coefficients(cls) -> tuple[str, ...]:
+        """The names of the six coefficients, in order (every field but the capacity)."""
+        return tuple(f.name for f in fields(cls) if f.name != "prefill_capacity")
 
     @classmethod
     def from_linear(

@@ -270,3 +270,23 @@ def test_the_result_is_a_frozen_result_of_the_common_vocabulary(solver: str) -> 
     assert changed.bound == 0.5 and changed.gap == 0.25 and changed.schedule is result.schedule
     assert result.bound == result.objective
     assert list(result.trace_frame().columns) == ["time", "lower_bound", "upper_bound", "source"]
+
+
+def test_a_context_aware_model_is_refused_with_the_conversion_to_use() -> None:
+    """The MIP cannot see context: a ContextCostModel is refused, naming to_levels(context=N);
+    the conversion it names solves, and its levels are never faster than the model."""
+    from llmsched import ContextCostModel
+
+    workload = Workload([20, 30, 10], [3, 2, 4])
+    context = ContextCostModel(0.03, 1e-4, 1e-6, 0.01, 1e-3, 1e-4, 64)
+    with pytest.raises(TypeError, match=r"to_levels\(clients, context=N\)"):
+        solve_full(workload, context, 2, time_limit=10, backend="highs")
+    longest = int((workload.prompt_tokens + workload.output_tokens).max())
+    result = solve_full(workload, context.to_levels(2, context=longest), 2, time_limit=30, backend="highs")
+    assert result.status is Status.OPTIMAL and validate(result.schedule) == []
+    # The MIP's plan replayed under the context model itself is no slower than the MIP said.
+    from llmsched.loop import CostClock, replay_policies, run_loop
+
+    replayed = run_loop(workload, context, 2, *replay_policies(result.schedule), CostClock())
+    assert validate(replayed) == []
+    assert replayed.makespan <= result.objective + 1e-9

@@ -18,7 +18,7 @@ import numpy as np
 
 from llmsched._checks import positive_int
 from llmsched._checks import time_limit as check_time_limit
-from llmsched.cost import LevelCostModel, LinearCostModel
+from llmsched.cost import LevelCostModel, LinearCostModel, is_context_aware
 from llmsched.mip.backends import AUTO, auto_backend, require
 from llmsched.mip.full.model import FORMULATIONS, FullData, Plan
 from llmsched.mip.full.replay import plan_from_schedule, schedule_from_plan
@@ -212,6 +212,14 @@ def solve_full(
     clients = positive_int("clients", clients)
     if isinstance(cost, LinearCostModel):
         cost = cost.to_levels(clients)
+    if is_context_aware(cost):
+        raise TypeError(
+            f"the full MIP has the semantics of a LevelCostModel (prefill levels, one time per decode "
+            f"iteration) and cannot see context; pass {type(cost).__name__}.to_levels(clients, "
+            "context=N), which charges every iteration as a full batch at N context tokens per "
+            "client (N at least the longest prompt plus output: no stage is then faster than "
+            "the MIP assumes)"
+        )
     if not isinstance(cost, LevelCostModel):
         raise TypeError(f"cost must be a LevelCostModel or LinearCostModel, got {type(cost).__name__}")
     _check_batch(workload, cost, clients)
