@@ -17,7 +17,11 @@ case: Table 6, OPT-13B on task S at the paper's four bounds (3.1, 5.9, 11.5 s, i
 
 crosscheck: ten RRA configurations on one engine with the paper's linear cost model: the
 XSimulator estimate against the event simulator on sampled task-S workloads (target: within
-10%), under both readings of P_D(U) (population-weighted, and the paper's mixture).
+10%), under both readings of P_D(U) (population-weighted, and the paper's mixture). Then the
+same with two context-aware models (population weights), whose decode iterations read the
+p + j tokens of context of each request in both simulators: the paper's model with 0.2 us
+per context token, and OPT-13B on 4 A40s at tensor parallelism 4 from the layer model
+(LayerCostModel.engine_cost); the errors side by side with the linear model's.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import json
 import math
 import time
 
-from llmsched.exegpt import XSimulator, crosscheck, monotonicity, optimize
+from llmsched.cost import ContextCostModel, LinearCostModel
+from llmsched.exegpt import LayerCostModel, XSimulator, crosscheck, monotonicity, optimize
 from llmsched.workloads import EXEGPT_TASKS
 
 PAPER_TABLE6 = [
@@ -159,8 +164,11 @@ def case_part() -> list[dict]:
 
 
 def crosscheck_part() -> list[dict]:
+    import pandas as pd
+
     print("\nCross-check: XSimulator vs the event simulator, RRA on one engine, task S, paper cost model")
     out = []
+    errors = {}
     for weights in ("population", "paper"):
         frame = crosscheck(CROSSCHECK, task="S", weights=weights)
         print(f"P_D(U) weights: {weights}")
@@ -169,8 +177,36 @@ def crosscheck_part() -> list[dict]:
         print(
             f"  worst |error| {worst:.2f}%; within 10% in {(frame.error_pct.abs() <= 10).sum()}/{len(frame)}"
         )
+        if weights == "population":
+            errors["paper linear"] = frame.error_pct.to_numpy()
         frame.insert(0, "weights", weights)
+        frame.insert(0, "cost", "paper linear")
         out.extend(frame.to_dict(orient="records"))
+    contexts = {
+        "paper + 2e-7/ctx": ContextCostModel.from_linear(LinearCostModel.paper(), 0.0, 2e-7),
+        "opt-13b 4xA40 TP4": LayerCostModel.from_specs("opt-13b", "a40").engine_cost(40, tp=4),
+    }
+    print("\nContext-aware cost models (population weights)")
+    for name, cost in contexts.items():
+        frame = crosscheck(CROSSCHECK, task="S", cost=cost)
+        errors[name] = frame.error_pct.to_numpy()
+        # Share of a decode iteration's time spent reading context, at the steady decode batch.
+        batch = frame.event_decode_batch.to_numpy()
+        reading = cost.decode_per_context * batch * XSimulator.one_engine(cost).mean_context
+        share = reading / (cost.decode_iteration_time(batch) + reading)
+        print(f"  {name}: {cost}")
+        print(f"    context is {share.min():.0%}-{share.max():.0%} of a decode iteration's time")
+        frame.insert(0, "weights", "population")
+        frame.insert(0, "cost", name)
+        out.extend(frame.to_dict(orient="records"))
+    side = pd.DataFrame({"B_E": [b for b, _ in CROSSCHECK], "N_D": [n for _, n in CROSSCHECK], **errors})
+    print("error_pct of XSimulator's throughput, side by side:")
+    print(side.round(3).to_string(index=False))
+    for name, col in errors.items():
+        print(
+            f"  {name}: worst |error| {abs(col).max():.2f}%, mean |error| {abs(col).mean():.2f}%; "
+            f"within 10% in {(abs(col) <= 10).sum()}/{len(col)}"
+        )
     return out
 
 

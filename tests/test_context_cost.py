@@ -231,3 +231,29 @@ def test_the_validator_checks_context_rules_one_at_a_time() -> None:
     assert any("lengthen by 0s an iteration" in v.message for v in flat)
     squares = validate(replace(s, cost=replace(CONTEXT, prefill_per_square=1e-6)))
     assert any("squares summing to" in v.message for v in squares)
+
+
+def test_token_counts_near_the_limit_keep_exact_sums() -> None:
+    """Prompts and outputs of 2**31 - 1 tokens: the bounds, the validator and the stage table
+    add squares and contexts past int64's range exactly (Python ints where needed)."""
+    m = 2**31 - 1
+    cost = ContextCostModel(1e-3, 1e-9, 1e-18, 1e-3, 1e-4, 1e-12, prefill_capacity=m)
+    workload = Workload([m, m], [m, m])
+    s = simulate(workload, cost, 2)
+    assert validate(s) == []
+    context = s.stage_work()["context_tokens"]
+    assert sum(int(c) for c in context) == 2 * int(request_context(m, m))
+    bound = lower_bounds(workload, cost, 2)
+    assert 0 < bound.strong <= s.makespan * (1 + 1e-12)
+    with pytest.raises(ValueError, match="prefill_capacity"):
+        replace(cost, prefill_capacity=2**33)
+
+
+def test_a_tiny_context_rate_cuts_runs_at_once() -> None:
+    """c_d far below an iteration's time: the arrival cut is solved in closed form (no walk
+    over iterations), and the late request is prefilled at the first iteration end after it."""
+    workload = Workload([10, 10], [10**9, 1], arrival=[0.0, 5e5])
+    s = simulate(workload, ContextCostModel(0.01, 1e-5, 0.0, 0.005, 0.005, 1e-30, 100), 2)
+    assert validate(s) == []
+    start = s.stage_start[s.request_prefill_stage[1]]
+    assert 5e5 <= start < 5e5 + 0.011

@@ -132,7 +132,8 @@ def _least_prefill(cost: BoundedCostModel, prompt: np.ndarray, stages: int = 0) 
     """Least total prefill time of these prompts in at least ``stages`` stages."""
     total = int(prompt.sum())
     if is_context_aware(cost):
-        squares = int(np.sum(prompt.astype(np.int64) ** 2))
+        # Python ints: the sum may pass int64 (prompts up to 2**31 tokens each).
+        squares = sum(p * p for p in prompt.tolist())
         return float(cost.min_prefill_time(total, stages, squares))  # type: ignore[call-arg]
     return float(cost.min_prefill_time(total, stages))
 
@@ -141,7 +142,7 @@ def _least_decode(cost: BoundedCostModel, prompt: np.ndarray, output: np.ndarray
     """Least total decode time of these requests over at least ``iterations`` iterations."""
     total = int(output.sum())
     if is_context_aware(cost):
-        context = int(request_context(prompt, output).sum())
+        context = sum(request_context(prompt, output).tolist())  # Python ints, as above
         return float(cost.min_decode_time(total, iterations, context))  # type: ignore[call-arg]
     return float(cost.min_decode_time(total, iterations))
 

@@ -63,6 +63,10 @@ def _spec_number(field: str, text: str, kind: type = float) -> Any:
         raise ValueError(f"{field} must be {what}, got {text!r}") from None
 
 
+# The coefficients of each --cost kind that takes numbers, in the model's order.
+_SPEC_FIELDS = {"linear": ("A_P", "B_P", "A_D", "B_D"), "context": ("A_P", "B_P", "C_P", "A_D", "B_D", "C_D")}
+
+
 def parse_cost(spec: str, clients: int | None = None) -> Any:
     """A cost model from a command-line spec (see ``COST_HELP``).
 
@@ -80,29 +84,18 @@ def parse_cost(spec: str, clients: int | None = None) -> Any:
     try:
         if kind == "paper" and not arg:
             return LinearCostModel.paper()
-        if kind == "linear" and arg:
+        if kind in _SPEC_FIELDS and arg:
+            fields = _SPEC_FIELDS[kind]
             parts = [p.strip() for p in arg.split(",")]
-            if len(parts) not in (4, 5):
+            if len(parts) not in (len(fields), len(fields) + 1):
                 raise ValueError(
-                    "linear needs 4 or 5 comma-separated numbers (A_P,B_P,A_D,B_D[,CAPACITY]), "
-                    f"got {len(parts)}"
+                    f"{kind} needs {len(fields)} or {len(fields) + 1} comma-separated numbers "
+                    f"({','.join(fields)}[,CAPACITY]), got {len(parts)}"
                 )
-            a_p, b_p, a_d, b_d = (
-                _spec_number(field, p) for field, p in zip(("A_P", "B_P", "A_D", "B_D"), parts, strict=False)
-            )
-            cap = _spec_number("CAPACITY", parts[4], int) if len(parts) == 5 else 5000
-            return LinearCostModel(a_p, b_p, a_d, b_d, prefill_capacity=cap)
-        if kind == "context" and arg:
-            parts = [p.strip() for p in arg.split(",")]
-            if len(parts) not in (6, 7):
-                raise ValueError(
-                    "context needs 6 or 7 comma-separated numbers (A_P,B_P,C_P,A_D,B_D,C_D[,CAPACITY]), "
-                    f"got {len(parts)}"
-                )
-            fields = ("A_P", "B_P", "C_P", "A_D", "B_D", "C_D")
             numbers = [_spec_number(field, p) for field, p in zip(fields, parts, strict=False)]
-            cap = _spec_number("CAPACITY", parts[6], int) if len(parts) == 7 else 5000
-            return ContextCostModel(*numbers, prefill_capacity=cap)
+            cap = _spec_number("CAPACITY", parts[len(fields)], int) if len(parts) > len(fields) else 5000
+            model: Any = LinearCostModel if kind == "linear" else ContextCostModel
+            return model(*numbers, prefill_capacity=cap)
         if kind == "levels" and arg:
             level_part, *rest = arg.split(";")
             if len(rest) != 1:

@@ -81,6 +81,7 @@ from types import MappingProxyType
 from typing import Any
 
 from llmsched._checks import MAX_REQUESTS, MAX_TOKENS, flag, path_arg, positive_int, real, seed, text
+from llmsched.cost import ContextCostModel
 
 __all__ = [
     "MAX_CLIENTS",
@@ -164,14 +165,7 @@ class PolicyConfig:
 
 
 _LINEAR_KEYS = ("prefill_base", "prefill_per_token", "decode_base", "decode_per_client")
-_CONTEXT_KEYS = (
-    "prefill_base",
-    "prefill_per_token",
-    "prefill_per_square",
-    "decode_base",
-    "decode_per_client",
-    "decode_per_context",
-)
+_CONTEXT_KEYS = ContextCostModel.coefficients()
 _COST_KEYS = {
     "paper": ("kind",),
     "linear": ("kind", *_LINEAR_KEYS, "prefill_capacity"),

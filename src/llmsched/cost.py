@@ -32,13 +32,22 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import pairwise
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched._checks import flag, instance, nonnegative_int, positive_int, real, real_array, sizes
+from llmsched._checks import (
+    MAX_TOKENS,
+    flag,
+    instance,
+    nonnegative_int,
+    positive_int,
+    real,
+    real_array,
+    sizes,
+)
 
 __all__ = [
     "BoundedCostModel",
@@ -107,7 +116,8 @@ def is_context_aware(cost: object) -> bool:
 
 def request_context(prompt_tokens: Any, output_tokens: Any) -> np.ndarray:
     """Context tokens a request reads over its whole decode phase: ``sum_{j < N^d} (N^p + j)``
-    ``= N^d N^p + N^d (N^d - 1) / 2`` per request, whatever the schedule (as int64)."""
+    ``= N^d N^p + N^d (N^d - 1) / 2`` per request, whatever the schedule (as int64: exact for
+    token counts up to ``2**31``; sum them as Python ints, which their total may outgrow)."""
     prompt = np.asarray(prompt_tokens, dtype=np.int64)
     output = np.asarray(output_tokens, dtype=np.int64)
     return output * prompt + output * (output - 1) // 2
@@ -283,16 +293,11 @@ class ContextCostModel:
     prefill_capacity: int = 5000
 
     def __post_init__(self) -> None:
-        for name in (
-            "prefill_base",
-            "prefill_per_token",
-            "prefill_per_square",
-            "decode_base",
-            "decode_per_client",
-            "decode_per_context",
-        ):
+        for name in self.coefficients():
             object.__setattr__(self, name, real(name, getattr(self, name), low=0.0))
-        object.__setattr__(self, "prefill_capacity", positive_int("prefill_capacity", self.prefill_capacity))
+        # At most MAX_TOKENS: a stage's sum of squared prompts is then below 2**62 (int64).
+        capacity = positive_int("prefill_capacity", self.prefill_capacity, maximum=MAX_TOKENS)
+        object.__setattr__(self, "prefill_capacity", capacity)
         if self.prefill_base + self.prefill_per_token + self.prefill_per_square <= 0:
             raise ValueError(
                 "a prefill stage must take some time: prefill_base + prefill_per_token "
@@ -303,6 +308,11 @@ class ContextCostModel:
                 "a decode iteration must take some time: decode_base + decode_per_client > 0 "
                 "(an iteration with no context still runs)"
             )
+
+    @classmethod
+    def coefficients(cls) -> tuple[str, ...]:
+        """The names of the six coefficients, in order (every field but the capacity)."""
+        return tuple(f.name for f in fields(cls) if f.name != "prefill_capacity")
 
     @classmethod
     def from_linear(
@@ -386,8 +396,8 @@ class ContextCostModel:
         Prefill level ``l`` holds ``ceil(l * capacity / levels)`` tokens and takes their time
         as one prompt (the largest sum of squares those tokens can have); a decode iteration
         takes the time of a full batch of ``clients`` at ``context`` tokens each. With
-        ``context`` at least the longest prompt plus output, no stage is faster than this
-        model says; with less the MIP sees an engine that reads fewer keys and values.
+        ``context`` at least the longest prompt plus output, the MIP never charges a stage
+        less than this model does; with less it sees an engine that reads fewer keys and values.
         """
         clients = positive_int("clients", clients)
         levels = positive_int("levels", levels, maximum=MAX_LEVELS)

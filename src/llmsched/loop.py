@@ -238,13 +238,13 @@ class CostClock:
         if due < _INF and (first > 0 or growth > 0):
             # The fewest iterations k with start + elapsed(k) >= due: the positive root of
             # growth/2 k^2 + (first - growth/2) k - (due - start), then corrected for rounding.
-            span = due - start
+            # Written 2 span / (linear + sqrt(...)), which does not cancel when growth is tiny
+            # next to first (linear = first - growth/2 >= 0, the context holding one token per
+            # active request at least).
+            span = max(due - start, 0.0)
             half = growth / 2
             linear = first - half
-            if half > 0:
-                root = (-linear + math.sqrt(linear * linear + 4 * half * max(span, 0.0))) / (2 * half)
-            else:
-                root = span / first
+            root = 2 * span / (linear + math.sqrt(linear * linear + 4 * half * span))
             until = max(1, min(iterations, math.ceil(root)))
             while until > 1 and admits(start + elapsed(until - 1), due):
                 until -= 1

@@ -28,7 +28,9 @@ gaps are the differences of consecutive token times, ``output_tokens`` of them, 
 from the prefill's end to the end of its first decode iteration; a prefill stage that pauses
 decoding falls inside a gap. Within one decode run of constant iteration time every gap is
 that time, so the gaps of a whole run are kept as distinct values with counts
-(:meth:`Schedule.tbt_distribution`), never one entry per token.
+(:meth:`Schedule.tbt_distribution`), never one entry per token. A run whose iterations
+lengthen (a context-aware model) has a gap value per iteration, each counted once per request
+decoding in it: O(iterations) for the TBT percentiles of such a schedule, still not O(tokens).
 
 Context: a request with ``p`` prompt tokens has ``p + j`` tokens in its cache when it decodes
 its ``j``-th token (:meth:`Schedule.context_at` sums them over the requests decoding in an
@@ -289,7 +291,8 @@ class Schedule:
 
     # ---------------------------------------------------------------- timings
     # Everything below works from the runs, in O(stages + runs + requests) whatever the
-    # number of iterations; only the materialised per-iteration arrays are O(iterations).
+    # number of iterations; only the materialised per-iteration arrays, and the TBT
+    # distribution of runs whose iterations lengthen, are O(iterations).
     @cached_property
     def run_first_iteration(self) -> np.ndarray:
         """Global index of the first decode iteration of each run."""
@@ -526,7 +529,9 @@ class Schedule:
         """Every time-between-tokens gap of every request, as values with counts.
 
         The list in which ``values[k]`` appears ``counts[k]`` times is the list of all gaps
-        (one per output token); its size is O(requests + runs), not O(tokens). Use
+        (one per output token); its size is O(requests + runs), not O(tokens), when every run
+        keeps its speed, and grows by one per iteration of each run whose iterations lengthen
+        (a context-aware model: O(iterations), still not O(tokens)). Use
         :func:`llmsched.metrics.weighted_percentile` for its percentiles.
 
         Returns
@@ -776,24 +781,33 @@ class Schedule:
         ``prompt_tokens`` and ``prompt_squares`` (the sum of the squared prompt lengths) of a
         prefill stage; ``iterations``, ``decoded_tokens`` (one per active client and
         iteration) and ``context_tokens`` (context read, summed over the stage's iterations)
-        of a decode stage; zeros elsewhere. Under :class:`~llmsched.ContextCostModel` a
-        stage lasts ``a_p + b_p tokens + c_p squares`` or ``a_d iterations + b_d decoded +
-        c_d context``.
+        of a decode stage; zeros elsewhere. All exact: ``context_tokens`` holds Python ints
+        (dtype object) in the rare schedule whose stages read more than about ``2**62``.
+        Under :class:`~llmsched.ContextCostModel` a stage lasts ``a_p + b_p tokens + c_p
+        squares`` or ``a_d iterations + b_d decoded + c_d context``.
         """
         n = self.num_stages
         prompt = self.workload.prompt_tokens
         placed = (self.request_prefill_stage >= 0) & (self.request_prefill_stage < n)
-        tokens = np.bincount(self.request_prefill_stage[placed], weights=prompt[placed], minlength=n)
-        squares = np.bincount(
-            self.request_prefill_stage[placed], weights=prompt[placed].astype(np.float64) ** 2, minlength=n
-        )
+        # Exact integer sums (np.bincount would add in float64).
+        tokens = np.zeros(n, dtype=np.int64)
+        squares = np.zeros(n, dtype=np.int64)
+        np.add.at(tokens, self.request_prefill_stage[placed], prompt[placed])
+        np.add.at(squares, self.request_prefill_stage[placed], prompt[placed].astype(np.int64) ** 2)
         seg_req, seg_stage, it_lo, it_hi = self._decode_segments()
         count = it_hi - it_lo
         offset = prompt[seg_req] - self.request_decode_start[seg_req]
-        # sum over g in [lo, hi) of (prompt + g - decode_start), in exact integers.
-        context = count * offset + (it_lo + it_hi - 1) * count // 2
-        decoded = np.bincount(seg_stage, weights=count, minlength=n)
-        read = np.zeros(n, dtype=np.int64)
+        decoded = np.zeros(n, dtype=np.int64)
+        np.add.at(decoded, seg_stage, count)
+        # sum over g in [lo, hi) of (prompt + g - decode_start) = count * (prompt + (lo + hi - 1) / 2
+        # - decode_start), exact in int64 unless a stage reads more than about 2**62 tokens of
+        # context (outputs near 2**31 tokens); then in Python ints.
+        estimate = np.abs(count.astype(np.float64) * (offset + (it_lo + it_hi) / 2.0))
+        exact_kind: Any = np.int64 if not estimate.size or estimate.sum() < 2.0**62 else object
+        count_x, offset_x = count.astype(exact_kind), offset.astype(exact_kind)
+        lo_x, hi_x = it_lo.astype(exact_kind), it_hi.astype(exact_kind)
+        context = count_x * offset_x + (lo_x + hi_x - 1) * count_x // 2
+        read = np.zeros(n, dtype=exact_kind)
         np.add.at(read, seg_stage, context)
         is_prefill = self.stage_kind == PREFILL
         return {
@@ -801,7 +815,7 @@ class Schedule:
             "prompt_squares": np.where(is_prefill, squares, 0).astype(np.int64),
             "iterations": np.where(is_prefill, 0, self.stage_iterations).astype(np.int64),
             "decoded_tokens": np.where(is_prefill, 0, decoded).astype(np.int64),
-            "context_tokens": np.where(is_prefill, 0, read),
+            "context_tokens": np.where(is_prefill, 0, read),  # int64, or Python ints past 2**62
         }
 
     def stage_frame(self) -> pd.DataFrame:

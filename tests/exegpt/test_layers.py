@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from llmsched import ContextCostModel
 from llmsched.exegpt import GPUS, MODELS, GPUSpec, LayerCostModel, ModelSpec
 
 
@@ -195,3 +198,82 @@ def test_fit_names_bad_samples(encode, decode, message) -> None:
     """Measured samples with NaN, inf or negative entries are refused by row and column."""
     with pytest.raises(ValueError, match=message):
         LayerCostModel.fit(encode, decode)
+
+
+@st.composite
+def layer_models(draw: st.DrawFn) -> LayerCostModel:
+    """A layer model with every term drawn, some of them 0 (but an encode and a decode term > 0)."""
+    coefficient = st.one_of(st.just(0.0), st.floats(1e-9, 1e-2))
+    return LayerCostModel(
+        encode_base=draw(st.floats(1e-7, 1e-2)),
+        encode_per_token=draw(coefficient),
+        decode_base=draw(st.floats(1e-7, 1e-2)),
+        decode_per_sequence=draw(coefficient),
+        decode_per_context=draw(st.one_of(st.just(0.0), st.floats(1e-12, 1e-6))),
+        sync_latency=draw(st.one_of(st.just(0.0), st.floats(1e-7, 1e-4))),
+        sync_per_token=draw(st.one_of(st.just(0.0), st.floats(1e-10, 1e-6))),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    layer_models(),
+    st.integers(1, 128),
+    st.sampled_from([1, 2, 3, 4, 8]),
+    st.integers(0, 4096),
+    st.integers(0, 10**6),
+    st.integers(0, 10**5),
+)
+def test_engine_cost_is_the_layers_in_turn(
+    layer: LayerCostModel, layers: int, tp: int, batch: int, context: int, tokens: int
+) -> None:
+    """An engine of L layers at degree t prices a decode iteration of (batch, context) as L
+    layer decode times and a prefill stage as L layer encodings, all-reduces included;
+    context means the same tokens in both (p + j per sequence); and the engine charges
+    nothing for the squares of its prompts."""
+    engine = layer.engine_cost(layers, tp, prefill_capacity=777)
+    assert engine.prefill_capacity == 777 and engine.prefill_per_square == 0
+    assert engine.decode_per_context == pytest.approx(layers * layer.decode_per_context / tp, rel=1e-14)
+    decode = layers * layer.decode_time(batch, context, tp)
+    assert engine.decode_iteration_time(batch, context) == pytest.approx(decode, rel=1e-12, abs=0)
+    prefill = layers * layer.encode_time(tokens, tp)
+    assert engine.prefill_time(tokens) == pytest.approx(prefill, rel=1e-12, abs=0)
+    assert engine.prefill_time(tokens, tokens**2) == engine.prefill_time(tokens)
+
+
+def test_engine_cost_of_one_layer_without_parallelism_is_the_layer() -> None:
+    """One layer at degree 1 has the layer's own coefficients, bit for bit, and the default
+    prefill capacity of a ContextCostModel; the A40's OPT-13B at TP 4 reads 40/4 layers' KV."""
+    layer = LayerCostModel(1e-4, 2e-6, 3e-4, 5e-6, 1e-8, sync_latency=2e-5, sync_per_token=3e-7)
+    engine = layer.engine_cost(1)
+    assert (engine.prefill_base, engine.prefill_per_token) == (layer.encode_base, layer.encode_per_token)
+    assert (engine.decode_base, engine.decode_per_client, engine.decode_per_context) == (
+        layer.decode_base,
+        layer.decode_per_sequence,
+        layer.decode_per_context,
+    )
+    assert engine.prefill_capacity == ContextCostModel(1, 0, 0, 1, 0, 0).prefill_capacity
+    opt = LayerCostModel.from_specs("opt-13b", "a40")
+    assert opt.engine_cost(40, 4).decode_per_context == pytest.approx(10 * 4 * 5120 / (0.8 * 696e9))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"layers": 0}, ValueError, "layers must be at least 1, got 0"),
+        ({"layers": 2.5}, TypeError, "layers must be an integer, got float 2.5"),
+        ({"layers": 4, "tp": 0}, ValueError, "tp must be at least 1, got 0"),
+        ({"layers": 4, "tp": "2"}, TypeError, "tp must be an integer, got str '2'"),
+        ({"layers": 4, "prefill_capacity": 0}, ValueError, "prefill_capacity must be at least 1, got 0"),
+    ],
+)
+def test_engine_cost_checks_its_arguments(kwargs, error, message) -> None:
+    """A bad layer count, degree or capacity is refused, naming it."""
+    with pytest.raises(error, match=message):
+        LayerCostModel.from_specs("opt-13b", "a40").engine_cost(**kwargs)
+
+
+def test_engine_cost_of_a_layer_that_takes_no_time_is_refused() -> None:
+    """A layer whose decode costs nothing makes no engine: the cost model says why."""
+    with pytest.raises(ValueError, match="a decode iteration must take some time"):
+        LayerCostModel(1e-4, 0.0, 0.0, 0.0, 1e-8).engine_cost(2)

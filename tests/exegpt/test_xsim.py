@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmsched import LinearCostModel
+from llmsched import ContextCostModel, LinearCostModel
+from llmsched.cost import request_context
 from llmsched.exegpt import LayerCostModel, LengthDistribution, XSimulator, optimize
 from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS, MAX_LENGTH
 from llmsched.workloads import EXEGPT_TASKS, truncated_normal_lengths
@@ -85,6 +86,99 @@ def test_rra_on_one_engine_is_the_sum_of_its_items() -> None:
     assert est.stages == 1 and est.fits
 
 
+@pytest.mark.parametrize("task", sorted(EXEGPT_TASKS))
+def test_mean_context_is_the_library_convention(task: str) -> None:
+    """A decoding sequence holds p + j tokens of context (j decoded before the iteration),
+    as in llmsched.cost: XSimulator's mean context is the expected request_context over the
+    expected output length, E[p] + E[s(s-1)] / (2 E[s]), and memory holds one token more."""
+    sim = XSimulator.for_task("opt-13b", task)
+    p, s = sim.inputs, sim.outputs
+    per_request = request_context(p.lengths[:, None], s.lengths[None, :])  # every (p, s) pair
+    expected = float(p.probs @ per_request @ s.probs) / s.mean
+    assert sim.mean_context == pytest.approx(expected, rel=1e-12)
+    assert sim.mean_context == pytest.approx(p.mean + s.expect(s.lengths * (s.lengths - 1.0)) / (2 * s.mean))
+    assert sim.mean_cached == sim.mean_context + 1
+
+
+def test_one_engine_takes_a_context_model() -> None:
+    """A ContextCostModel without context terms gives the linear model's estimates bit for
+    bit, in RRA and in its mean context; with decode_per_context > 0 every decode iteration of
+    a batch b costs c_d * b * mean_context more, and the engine round-trips through
+    LayerCostModel.engine_cost."""
+    linear = LinearCostModel.paper()
+    for weights in ("population", "paper"):
+        plain = XSimulator.one_engine(linear, "S", weights=weights)  # type: ignore[arg-type]
+        same = XSimulator.one_engine(ContextCostModel.from_linear(linear), "S", weights=weights)  # type: ignore[arg-type]
+        assert same.cost == plain.cost and same.mean_context == plain.mean_context
+        for b_e, n_d in ((1, 1), (16, 8), (49, 7), (128, 10), (4, 64)):
+            assert same.rra(b_e, n_d) == plain.rra(b_e, n_d)
+    context = ContextCostModel.from_linear(linear, 0.0, 2e-7)
+    sim = XSimulator.one_engine(context, "S")
+    assert sim.cost.engine_cost(1, prefill_capacity=context.prefill_capacity) == context
+    b_e, n_d = 16, 8
+    ratio, active = sim._phase(n_d)
+    batch = b_e * ratio * active
+    decode = 0.029 * (1 - np.exp(-batch)) + 0.21e-3 * batch + 2e-7 * batch * sim.mean_context
+    encode = 0.025 + 0.13e-3 * b_e * sim.mean_input
+    assert sim.rra(b_e, n_d).throughput == pytest.approx(b_e / (encode + decode.sum()), rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.floats(1e-4, 0.1),
+    st.floats(0, 1e-3),
+    st.floats(1e-4, 0.05),
+    st.floats(0, 1e-3),
+    st.integers(1, 128),
+    st.integers(1, 80),
+)
+def test_one_engine_context_model_without_context_is_the_linear_model(
+    a_p: float, b_p: float, a_d: float, b_d: float, b_e: int, n_d: int
+) -> None:
+    """For any linear coefficients, the context model with c_p = c_d = 0 gives the same RRA
+    estimate as the linear model, bit for bit."""
+    linear = LinearCostModel(a_p, b_p, a_d, b_d)
+    context = ContextCostModel.from_linear(linear)
+    assert XSimulator.one_engine(context, "C1").rra(b_e, n_d) == XSimulator.one_engine(linear, "C1").rra(
+        b_e, n_d
+    )
+
+
+def test_an_engine_of_layers_is_its_engine_cost() -> None:
+    """XSimulator of L layers on one GPU gives the estimates of one engine timed by
+    LayerCostModel.engine_cost(L): the two models price encoding and context alike."""
+    layer = LayerCostModel.from_specs("opt-13b", "a40")
+    whole = XSimulator.one_engine(layer.engine_cost(40), "S")
+    layered = XSimulator(layer, whole.inputs, whole.outputs, gpus=1, layers=40)
+    for b_e, n_d in ((4, 64), (16, 8), (100, 20)):
+        ours, theirs = layered.rra(b_e, n_d), whole.rra(b_e, n_d)
+        assert ours.throughput == pytest.approx(theirs.throughput, rel=1e-12)
+        assert ours.latency == pytest.approx(theirs.latency, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("cost", "error", "message"),
+    [
+        (
+            ContextCostModel.from_linear(LinearCostModel.paper(), 1e-9, 2e-7),
+            ValueError,
+            r"prefill_per_square=1e-09 > 0, but the layer model's encoding is linear in tokens",
+        ),
+        (
+            LayerCostModel(1e-4, 2e-6, 3e-4, 5e-6, 1e-8),
+            TypeError,
+            "cost must be a LinearCostModel or a Context",
+        ),
+        (None, TypeError, "cost must be a LinearCostModel or a ContextCostModel, got NoneType"),
+    ],
+)
+def test_one_engine_refuses_what_the_layer_model_cannot_carry(cost, error, message) -> None:
+    """A context model that prices prompts by their squares, a layer model (use engine_cost)
+    or no model at all is refused, saying why."""
+    with pytest.raises(error, match=message):
+        XSimulator.one_engine(cost, "S")
+
+
 @pytest.mark.parametrize(("stages", "n_d"), [(2, 1), (3, 4), (4, 7), (5, 2)])
 def test_rra_pipeline_timeline_against_a_tick_by_tick_replay(stages: int, n_d: int) -> None:
     """With constant item times (E to encode, D to decode, one layer per stage), throughput
@@ -147,7 +241,7 @@ def test_waa_allocations() -> None:
             max(
                 SIM_S._gpu_bytes(SIM_S.enc_layers / n, b_e * SIM_S.mean_input),
                 SIM_S._gpu_bytes(
-                    SIM_S.dec_layers / (SIM_S.gpus - n), b_e * SIM_S.mean_output * SIM_S.mean_context
+                    SIM_S.dec_layers / (SIM_S.gpus - n), b_e * SIM_S.mean_output * SIM_S.mean_cached
                 ),
             )
             for n in range(1, SIM_S.gpus)

@@ -16,6 +16,14 @@ the model linear, as the issue asks, by charging
   per layer of the activations (``2 h`` bytes per token) over the GPUs' link, ring style:
   ``2 (t-1)/t`` of the bytes at the link rate, plus a fixed latency each.
 
+Context follows the convention of :mod:`llmsched.cost`: a sequence with a prompt of ``p``
+tokens that has decoded ``j`` tokens contributes ``p + j`` to ``C``, the tokens in its cache
+when the iteration starts (the token the iteration writes is not counted; it costs the same
+for every sequence, so it lies in ``decode_per_sequence``). An engine of ``L`` such layers at
+degree ``t`` is therefore a :class:`~llmsched.cost.ContextCostModel`
+(:meth:`LayerCostModel.engine_cost`) whose decode iteration takes the same time for the same
+``(B, C)``.
+
 :meth:`LayerCostModel.from_specs` builds the coefficients from a model of Table 1 and a GPU of
 Table 2; :meth:`LayerCostModel.fit` fits them to measured samples by least squares.
 """
@@ -28,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from llmsched._checks import flag, positive_int, real, real_array, sizes, text
+from llmsched.cost import ContextCostModel
 
 __all__ = ["GPUS", "MODELS", "GPUSpec", "LayerCostModel", "ModelSpec", "gpu_spec", "model_spec"]
 
@@ -167,13 +176,51 @@ class LayerCostModel:
         return float(out) if out.ndim == 0 else out
 
     def decode_time(self, batch: Any, context: Any, tp: int = 1) -> Any:
-        """One layer of one decode iteration: ``batch`` sequences, ``context`` tokens in all."""
+        """One layer of one decode iteration: ``batch`` sequences, ``context`` tokens in all
+        (``p + j`` for a sequence of prompt ``p`` that has decoded ``j``; module docstring)."""
         tp = positive_int("tp", tp)
         b = np.asarray(sizes("batch", batch), dtype=np.float64)
         c = np.asarray(sizes("context", context), dtype=np.float64)
         out = (self.decode_base + self.decode_per_sequence * b + self.decode_per_context * c) / tp
         out = out + self._sync(b, tp)
         return float(out) if np.ndim(out) == 0 else out
+
+    def engine_cost(self, layers: int, tp: int = 1, *, prefill_capacity: int = 5000) -> ContextCostModel:
+        """The :class:`~llmsched.cost.ContextCostModel` of an engine of ``layers`` such layers
+        at tensor-parallel degree ``tp`` (one pipeline stage: every layer runs in turn).
+
+        Its prefill stage is the engine encoding the stage's tokens and its decode iteration
+        the engine decoding one token for each active sequence, so for any ``tokens``,
+        ``batch`` and ``context`` (same convention as :mod:`llmsched.cost`)::
+
+            engine_cost(L, t).prefill_time(tokens) == L * encode_time(tokens, t)
+            engine_cost(L, t).decode_iteration_time(batch, context) == L * decode_time(batch, context, t)
+
+        up to rounding. The all-reduces are linear in tokens (prefill) and in the batch
+        (decode), so they go into the base and per-token (per-sequence) terms;
+        ``decode_per_context`` is ``L * decode_per_context / t``. ``prefill_per_square`` is 0:
+        this layer model charges encoding linearly in tokens (compute per token, weights
+        once), with no term for attention over a prompt's square.
+
+        ``prefill_capacity`` is the most prompt tokens one prefill stage may hold; the layer
+        model does not fix it (it is a matter of memory and of the serving system).
+        """
+        layers = positive_int("layers", layers)
+        tp = positive_int("tp", tp)
+        if tp == 1:  # no all-reduce: the terms as they are (exact for one layer)
+            sync_base = sync_step = 0.0
+        else:
+            sync_base = 2 * self.sync_latency
+            sync_step = 2 * self.sync_per_token * 2 * (tp - 1) / tp
+        return ContextCostModel(
+            prefill_base=layers * (self.encode_base / tp + sync_base),
+            prefill_per_token=layers * (self.encode_per_token / tp + sync_step),
+            prefill_per_square=0.0,
+            decode_base=layers * (self.decode_base / tp + sync_base),
+            decode_per_client=layers * (self.decode_per_sequence / tp + sync_step),
+            decode_per_context=layers * self.decode_per_context / tp,
+            prefill_capacity=prefill_capacity,
+        )
 
     @classmethod
     def from_specs(

@@ -4,11 +4,14 @@ On one engine (one pipeline stage), RRA with ``(B_E, N_D)`` is: prefill the next
 waiting requests, decode ``N_D`` iterations, repeat. :func:`rra_policies` gives that pair of
 policies for the decision loop; :func:`crosscheck` runs sampled workloads through
 the event simulator and compares the measured steady throughput with XSimulator's estimate
-under the same cost model.
+under the same cost model: a :class:`~llmsched.LinearCostModel`, or a
+:class:`~llmsched.ContextCostModel` whose decode iterations read their context (``p + j``
+tokens per request in both simulators).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -16,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from llmsched._checks import positive_int
-from llmsched.cost import CostModel, LinearCostModel
+from llmsched.cost import ContextCostModel, CostModel, LinearCostModel
 from llmsched.exegpt.xsim import XSimulator
 from llmsched.loop import simulate_policies
 from llmsched.online.baselines import FCFS
@@ -93,7 +96,7 @@ def steady_decode_batch(schedule: Schedule, trim: float = 0.2) -> float:
 def crosscheck(
     configs: Iterable[tuple[int, int]],
     task: str = "S",
-    cost: LinearCostModel | None = None,
+    cost: LinearCostModel | ContextCostModel | None = None,
     requests: int = 4000,
     seeds: Iterable[int] = (0, 1, 2),
     weights: str = "population",
@@ -101,17 +104,29 @@ def crosscheck(
     """XSimulator's RRA throughput against the event simulator's, per ``(B_E, N_D)``.
 
     Both use ``cost`` (default :meth:`LinearCostModel.paper`, no prefill capacity limit);
-    XSimulator runs one GPU, one layer. The event simulator runs ``requests`` requests of
+    XSimulator runs one GPU, one layer (:meth:`XSimulator.one_engine`). A
+    :class:`~llmsched.ContextCostModel` runs with its context terms in both: the event
+    simulator charges each decode iteration the context its requests hold, XSimulator the
+    mean context of a decoding sequence; its ``prefill_per_square`` must be 0 (the layer
+    model's encoding is linear in tokens). The event simulator runs ``requests`` requests of
     the task, all waiting at time 0, per seed, with enough clients never to bind.
     Returns a DataFrame with both throughputs and the relative error in percent.
+
+    Raises
+    ------
+    TypeError
+        If ``cost`` is neither a ``LinearCostModel`` nor a ``ContextCostModel``.
+    ValueError
+        If the task is unknown, no seed or fewer than 50 requests are given, or a context
+        model has ``prefill_per_square`` > 0.
     """
     import pandas as pd
 
     from llmsched.workloads import EXEGPT_TASKS, exegpt_task
 
-    base = cost or LinearCostModel.paper()
-    if not isinstance(base, LinearCostModel):
-        raise TypeError(f"cost must be a LinearCostModel, got {type(base).__name__}")
+    base = LinearCostModel.paper() if cost is None else cost
+    if not isinstance(base, (LinearCostModel, ContextCostModel)):
+        raise TypeError(f"cost must be a LinearCostModel or a ContextCostModel, got {type(base).__name__}")
     key = task.upper() if isinstance(task, str) else task
     if not isinstance(key, str) or key not in EXEGPT_TASKS:
         raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
@@ -126,13 +141,8 @@ def crosscheck(
     rows = []
     for batch, iterations in configs:
         estimate = sim.rra(batch, iterations)
-        engine = LinearCostModel(
-            base.prefill_base,
-            base.prefill_per_token,
-            base.decode_base,
-            base.decode_per_client,
-            prefill_capacity=batch * spec_in.max,
-        )
+        # The same coefficients (context terms included), with room for a full batch.
+        engine = dataclasses.replace(base, prefill_capacity=batch * spec_in.max)
         clients = int(4 * estimate.decode_batch) + 2 * batch
         measured, batches = [], []
         for seed in seeds:

@@ -38,6 +38,17 @@ its last micro-batch leaves the last stage, and the next round (with the newly e
 batch merged in) starts after it, so a round takes ``pass + (B_m - 1) * tick``; a pipeline
 that never drains would be faster by up to a third for many micro-batches.
 
+Context: a decode iteration reads, for each sequence, the ``p + j`` tokens in its cache when
+the iteration starts (prompt ``p``, ``j`` tokens decoded before), the convention of
+:mod:`llmsched.cost` and of :class:`~llmsched.exegpt.layers.LayerCostModel`. Averaged over
+the decode tokens of a sequence of output length ``s`` (``j = 0 .. s-1``) and over the
+lengths, a decoding sequence holds ``mean_context = E[p] + E[s (s-1)] / (2 E[s])`` tokens; a
+batch of ``B`` is charged ``decode_time(B, B * mean_context)``. Over an RRA cycle (population
+weights, below) the batches sum to ``B_E E[s]`` decode tokens, so the charged context is the
+expected context of the ``B_E`` requests, :func:`llmsched.cost.request_context` of each: the
+context the event simulator prices. Memory counts one token more per sequence
+(``mean_cached``): the iteration writes the key and value of the token it decodes.
+
 Latency is the time to generate a sequence of the 99th-percentile output length, from the
 start of its encoding (RRA: the worst of the ``S`` mini-batches; WAA: including the wait
 for the next merge into the decoder). Throughput is in sequences per second. A
@@ -54,6 +65,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llmsched._checks import choice, flag, instance, positive_int, real, real_array, text, token_counts
+from llmsched.cost import ContextCostModel, LinearCostModel
 from llmsched.exegpt.layers import GPUSpec, LayerCostModel, ModelSpec, gpu_spec, model_spec
 
 __all__ = [
@@ -212,7 +224,8 @@ class XSimulator:
     Parameters
     ----------
     cost
-        Seconds per layer (:class:`~llmsched.exegpt.layers.LayerCostModel`).
+        Seconds per layer (:class:`~llmsched.exegpt.layers.LayerCostModel`); context as in
+        the module docstring (``p + j`` per sequence).
     inputs, outputs
         Distributions of input (prompt) and output lengths, taken as independent.
     gpus
@@ -287,8 +300,11 @@ class XSimulator:
         s = outputs.lengths.astype(np.float64)
         self.mean_input = inputs.mean
         self.mean_output = outputs.mean
-        # Mean context of a decoding sequence, weighted by the iterations it is decoding.
-        self.mean_context = self.mean_input + outputs.expect(s * (s + 1)) / (2 * self.mean_output)
+        # Mean context of a decoding sequence, weighted by the iterations it is decoding: the
+        # p + j tokens in its cache as an iteration starts, j = 0 .. s-1 (module docstring).
+        self.mean_context = self.mean_input + outputs.expect(s * (s - 1)) / (2 * self.mean_output)
+        # Keys and values held per decoding sequence once the iteration has written its token.
+        self.mean_cached = self.mean_context + 1.0
         self._phase_cache: dict[int, tuple[float, np.ndarray]] = {}
 
     # ------------------------------------------------------------------ construction
@@ -335,22 +351,54 @@ class XSimulator:
 
     @classmethod
     def one_engine(
-        cls, cost: Any, task: str = "S", weights: Literal["population", "paper"] = "population"
+        cls,
+        cost: LinearCostModel | ContextCostModel,
+        task: str = "S",
+        weights: Literal["population", "paper"] = "population",
     ) -> XSimulator:
         """One GPU, one layer, no memory limit, timed by a :class:`~llmsched.LinearCostModel`
-        (prefill as encoding, decode per active client as per sequence): the setting in which
-        XSimulator and the event simulator describe the same engine."""
-        from llmsched.cost import LinearCostModel
+        or a :class:`~llmsched.ContextCostModel`: the setting in which XSimulator and the
+        event simulator describe the same engine.
+
+        Prefill is the encoding (``prefill_base``, ``prefill_per_token``); a decode iteration
+        charges ``decode_base``, ``decode_per_client`` per sequence and, for a context model,
+        ``decode_per_context`` per context token (``p + j`` per sequence in both models). A
+        linear model reads no context (``decode_per_context`` 0), so a context model with
+        ``decode_per_context = 0`` gives the very estimates of its
+        :meth:`~llmsched.ContextCostModel.linear` model.
+        :meth:`~llmsched.exegpt.layers.LayerCostModel.engine_cost` is the converse.
+
+        Raises
+        ------
+        TypeError
+            If ``cost`` is neither a ``LinearCostModel`` nor a ``ContextCostModel``.
+        ValueError
+            If a context model prices prompts by their squares (``prefill_per_square`` > 0):
+            the layer model's encoding is linear in tokens and cannot carry that term; or if
+            ``task`` is not an ExeGPT task.
+        """
         from llmsched.workloads import EXEGPT_TASKS
 
-        if not isinstance(cost, LinearCostModel):
-            raise TypeError(f"cost must be a LinearCostModel, got {type(cost).__name__}")
+        if isinstance(cost, LinearCostModel):
+            per_context = 0.0
+        elif isinstance(cost, ContextCostModel):
+            if cost.prefill_per_square > 0:
+                raise ValueError(
+                    f"cost has prefill_per_square={cost.prefill_per_square!r} > 0, but the layer "
+                    "model's encoding is linear in tokens (no term for a prompt's square); "
+                    "XSimulator takes a ContextCostModel with prefill_per_square=0"
+                )
+            per_context = cost.decode_per_context
+        else:
+            raise TypeError(
+                f"cost must be a LinearCostModel or a ContextCostModel, got {type(cost).__name__}"
+            )
         key = task.upper() if isinstance(task, str) else task
         if key not in EXEGPT_TASKS:
             raise ValueError(f"unknown ExeGPT task {task!r}; choose one of {sorted(EXEGPT_TASKS)}")
         spec_in, spec_out = EXEGPT_TASKS[key]
         layer = LayerCostModel(
-            cost.prefill_base, cost.prefill_per_token, cost.decode_base, cost.decode_per_client, 0.0
+            cost.prefill_base, cost.prefill_per_token, cost.decode_base, cost.decode_per_client, per_context
         )
         return cls(
             layer,
@@ -485,7 +533,7 @@ class XSimulator:
         fits, memory = True, 0.0
         if self.model is not None:
             layers = self.enc_layers + (self.dec_layers if self.encoder_decoder else 0)
-            tokens = stages * b_d * self.mean_context
+            tokens = stages * b_d * self.mean_cached
             fits, memory = self._fits(
                 self._gpu_bytes(single_share * layers, tokens),
                 self._gpu_bytes(group_share * layers / t, tokens),
@@ -520,7 +568,7 @@ class XSimulator:
         for n_e in range(1, self.gpus):
             peak = max(
                 self._gpu_bytes(self.enc_layers / n_e, b_e * self.mean_input),
-                self._gpu_bytes(self.dec_layers / (self.gpus - n_e), b_d * self.mean_context),
+                self._gpu_bytes(self.dec_layers / (self.gpus - n_e), b_d * self.mean_cached),
             )
             if peak < best_peak:
                 best, best_peak = n_e, peak
@@ -573,8 +621,8 @@ class XSimulator:
         if self.model is not None:
             fits, memory = self._fits(
                 self._gpu_bytes(self.enc_layers / n_e, enc_tokens),
-                self._gpu_bytes(single_share * self.dec_layers, b_d * self.mean_context),
-                self._gpu_bytes(group_share * self.dec_layers / tp_degree, b_d * self.mean_context),
+                self._gpu_bytes(single_share * self.dec_layers, b_d * self.mean_cached),
+                self._gpu_bytes(group_share * self.dec_layers / tp_degree, b_d * self.mean_cached),
             )
         return Estimate(
             f"WAA-{allocation}",
@@ -602,8 +650,8 @@ class XSimulator:
         c = self.cost
         s = self.quantile_length
         enc = stages * layers_per_stage_enc * c.encode_time(b * self.mean_input, t)
-        generated = np.arange(1, s + 1)
-        dec = stages * layers_per_stage_dec * c.decode_time(b, b * (self.mean_input + generated), t)
+        decoded = np.arange(s)  # tokens decoded before each iteration: context p + j
+        dec = stages * layers_per_stage_dec * c.decode_time(b, b * (self.mean_input + decoded), t)
         latency = float(enc + np.sum(dec))
         fits, memory = True, 0.0
         if self.model is not None:

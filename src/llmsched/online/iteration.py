@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from llmsched.cost import CostModel
+from llmsched.cost import CostModel, is_context_aware
 from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, KnownRequests
 
 __all__ = [
@@ -52,11 +52,16 @@ def slo_iterations(engine: EngineView, slo_ttft: float, mean_prompt: float) -> i
     ``mean_prompt`` each, at most a full stage) starts no later than
     ``oldest_arrival + slo_ttft - prefill time``; each decode iteration run before then
     takes ``engine.iteration_time``. 0 means prefill now (the target is missed by any
-    further wait, or already missed).
+    further wait, or already missed). Under a context-aware model the stage's squared
+    prompts are estimated as ``tokens * mean_prompt`` (prompts of the mean length).
     """
     cost = engine.cost
     tokens = min(cost.prefill_capacity, max(1.0, engine.ready * mean_prompt))
-    slack = engine.oldest_arrival + slo_ttft - float(cost.prefill_time(tokens)) - engine.now
+    if is_context_aware(cost):
+        seconds = float(cost.prefill_time(tokens, tokens * max(1.0, mean_prompt)))  # type: ignore[call-arg]
+    else:
+        seconds = float(cost.prefill_time(tokens))
+    slack = engine.oldest_arrival + slo_ttft - seconds - engine.now
     tau = engine.iteration_time
     if not slack > tau or tau <= 0:  # NaN-safe: no slack, or nothing left to wait for
         return 0
@@ -68,6 +73,8 @@ def stage_overhead(cost: CostModel, tokens: float) -> float:
 
     ``prefill_time(x) - x * prefill_time(cap) / cap``: the part of the stage's time that
     batching more prompts into it would not add to (for the linear model, ``a_p (1 - x/cap)``).
+    A context-aware model's ``c_p`` term adds ``p^2`` per prompt, which batching scales like
+    the tokens, so it cancels here and counts alone are enough.
     """
     cap = cost.prefill_capacity
     return max(0.0, float(cost.prefill_time(tokens)) - tokens * float(cost.prefill_time(cap)) / cap)

@@ -274,7 +274,7 @@ def test_the_result_is_a_frozen_result_of_the_common_vocabulary(solver: str) -> 
 
 def test_a_context_aware_model_is_refused_with_the_conversion_to_use() -> None:
     """The MIP cannot see context: a ContextCostModel is refused, naming to_levels(context=N);
-    the conversion it names solves, and its levels are never faster than the model."""
+    the conversion it names solves, and its levels never charge a stage less than the model."""
     from llmsched import ContextCostModel
 
     workload = Workload([20, 30, 10], [3, 2, 4])

@@ -217,8 +217,8 @@ def solve_full(
             f"the full MIP has the semantics of a LevelCostModel (prefill levels, one time per decode "
             f"iteration) and cannot see context; pass {type(cost).__name__}.to_levels(clients, "
             "context=N), which charges every iteration as a full batch at N context tokens per "
-            "client (N at least the longest prompt plus output: no stage is then faster than "
-            "the MIP assumes)"
+            "client (N at least the longest prompt plus output: the MIP then never charges a "
+            "stage less than the model does)"
         )
     if not isinstance(cost, LevelCostModel):
         raise TypeError(f"cost must be a LevelCostModel or LinearCostModel, got {type(cost).__name__}")
