@@ -56,12 +56,18 @@ context (not a bound either way).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from llmsched._checks import positive_int, token_counts
-from llmsched.cost import BoundedCostModel, CostModel, is_context_aware, request_context
+from llmsched.cost import (
+    BoundedCostModel,
+    CostModel,
+    context_rate,
+    is_context_aware,
+    prefill_seconds,
+    request_context,
+)
 from llmsched.instance import check_instance
 from llmsched.workload import Workload
 
@@ -207,15 +213,12 @@ def lower_bounds(
     prompt = workload.prompt_tokens
     t_p = _least_prefill(cost, prompt)
     t_d = _least_decode(cost, prompt, out, tokens_makespan)
-    aware = is_context_aware(cost)
-    # A model that prices context takes the squares of the prompt and the context read.
-    price: Any = cost
-    first = price.prefill_time(prompt, prompt.astype(np.int64) ** 2) if aware else price.prefill_time(prompt)
-    alone = (
-        workload.arrival + np.asarray(first, dtype=np.float64) + out * float(cost.decode_iteration_time(1))
-    )
-    if aware:
-        alone = alone + float(price.decode_per_context) * request_context(prompt, out)
+    # Alone, a request's prefill stage holds its prompt only, and its decode iterations read
+    # its own context (request_context; no context term for a model blind to it).
+    first = np.asarray(prefill_seconds(cost, prompt, prompt.astype(np.int64) ** 2), dtype=np.float64)
+    alone = workload.arrival + first + out * float(cost.decode_iteration_time(1))
+    if context_rate(cost):
+        alone = alone + context_rate(cost) * request_context(prompt, out)
     single = float(alone.max())
     paper = t_p + t_d
     capacity = int(cost.prefill_capacity)

@@ -57,8 +57,11 @@ __all__ = [
     "LevelCostModel",
     "LinearCostModel",
     "PrefillLevel",
+    "context_rate",
     "cost_model_error",
+    "decode_seconds",
     "is_context_aware",
+    "prefill_seconds",
     "request_context",
 ]
 
@@ -112,6 +115,28 @@ def is_context_aware(cost: object) -> bool:
     return isinstance(getattr(cost, "decode_per_context", None), numbers.Real) and isinstance(
         getattr(cost, "prefill_per_square", None), numbers.Real
     )
+
+
+def context_rate(cost: object) -> float:
+    """``c_d`` (seconds per context token read) of a context-aware model; 0.0 for any other."""
+    price: Any = cost
+    return float(price.decode_per_context) if is_context_aware(cost) else 0.0
+
+
+def prefill_seconds(cost: CostModel, tokens: Any, squares: Any) -> Any:
+    """A prefill stage's time: ``prefill_time(tokens, squares)`` under a context-aware model,
+    ``prefill_time(tokens)`` under one that prices counts alone (``squares`` unused)."""
+    price: Any = cost
+    return price.prefill_time(tokens, squares) if is_context_aware(cost) else price.prefill_time(tokens)
+
+
+def decode_seconds(cost: CostModel, active: Any, context: Any) -> Any:
+    """A decode iteration's time: ``decode_iteration_time(active, context)`` under a
+    context-aware model, ``decode_iteration_time(active)`` under another (``context`` unused)."""
+    price: Any = cost
+    if is_context_aware(cost):
+        return price.decode_iteration_time(active, context)
+    return price.decode_iteration_time(active)
 
 
 def request_context(prompt_tokens: Any, output_tokens: Any) -> np.ndarray:
@@ -650,7 +675,6 @@ def cost_model_error(
     instance(
         "model", model, CostModel, "a cost model (prefill_time, decode_iteration_time, prefill_capacity)"
     )
-    aware = is_context_aware(model)
     samples = []
     for key, size_name, size, extra_name, extra, time_name, times in (
         ("prefill_mape", "prefill_tokens", prefill_tokens, "prefill_squares", prefill_squares,
@@ -663,13 +687,11 @@ def cost_model_error(
         samples.append((key, xs, more, ys))
     errors: dict[str, float] = {}
     worst = 0.0
-    functions: tuple[Any, Any] = (model.prefill_time, model.decode_iteration_time)
-    for (key, xs, more, ys), fn in zip(samples, functions, strict=True):
+    for (key, xs, more, ys), seconds in zip(samples, (prefill_seconds, decode_seconds), strict=True):
         if xs.size == 0:
             errors[key] = float("nan")
             continue
-        # Only a context-aware model takes the second argument.
-        predicted = fn(xs, more) if aware and more is not None else fn(xs)
+        predicted = seconds(model, xs, 0 if more is None else more)
         rel = np.abs(np.asarray(predicted, dtype=np.float64) - ys) / ys
         errors[key] = float(rel.mean())
         worst = max(worst, float(rel.max()))

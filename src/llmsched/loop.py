@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched.cost import CostModel, is_context_aware
+from llmsched.cost import CostModel, context_rate, is_context_aware
 from llmsched.instance import check_instance, check_stage_time
 from llmsched.policies import (
     DECODE_UNTIL_EVENT,
@@ -182,7 +182,7 @@ class CostClock:
         # At most min(J, n) clients are ever active.
         self._tau = iteration_times(cost, min(clients, len(workload)))
         aware = is_context_aware(cost)
-        self._per_context = float(getattr(cost, "decode_per_context", 0.0)) if aware else 0.0
+        self._per_context = context_rate(cost)
         self._prompt = workload.prompt_tokens.tolist() if aware else None
         if aware and not (0.0 <= self._per_context < _INF):
             check_stage_time(cost, "decode_per_context", self._per_context)
@@ -594,7 +594,7 @@ def run_loop(
     # Context tokens of the decoding requests at global iteration g: context_offset +
     # active * g, where context_offset sums prompt - decode_start over them.
     context_offset = 0
-    per_context = float(getattr(cost, "decode_per_context", 0.0)) if is_context_aware(cost) else 0.0
+    per_context = context_rate(cost)
     view = LoopView(known_i, cost, clients, running, decode_start)
     heappush, heappop = heapq.heappush, heapq.heappop
     # Bound once: the loop calls them tens of thousands of times.

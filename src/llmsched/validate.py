@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched.cost import is_context_aware
+from llmsched.cost import context_rate, decode_seconds, is_context_aware, prefill_seconds
 from llmsched.schedule import DECODE, PREFILL, Schedule, _run_holding
 
 __all__ = ["RULES", "Violation", "validate"]
@@ -180,13 +180,12 @@ def validate(
     squares = np.zeros(num_stages, dtype=np.int64)
     members = np.zeros(num_stages, dtype=np.int64)
     np.add.at(tokens, pst[placed], wl.prompt_tokens[placed])
-    np.add.at(squares, pst[placed], wl.prompt_tokens[placed] ** 2)
+    if aware:
+        np.add.at(squares, pst[placed], wl.prompt_tokens[placed] ** 2)
     np.add.at(members, pst[placed], 1)
 
-    def prefill_seconds(stages: Any) -> Any:
-        if aware:
-            return cost.prefill_time(tokens[stages], squares[stages])  # type: ignore[call-arg]
-        return cost.prefill_time(tokens[stages])
+    def stage_seconds(stages: Any) -> Any:
+        return prefill_seconds(cost, tokens[stages], squares[stages])
 
     capacity = int(cost.prefill_capacity)
     report.add(
@@ -201,7 +200,7 @@ def validate(
     )
     pf = np.flatnonzero(is_prefill & (members > 0) & (tokens <= capacity))
     if pf.size:
-        expected = np.asarray(prefill_seconds(pf), dtype=np.float64)
+        expected = np.asarray(stage_seconds(pf), dtype=np.float64)
         actual = end[pf] - start[pf]
         off = np.flatnonzero(np.abs(actual - expected) > tol + rtol * np.abs(expected))
         report.add(
@@ -211,7 +210,7 @@ def validate(
                 f"prefill stage {k} ({tokens[k]} tokens"
                 + (f", squares summing to {squares[k]}" if aware else "")
                 + f") lasts {end[k] - start[k]:.9g}s but the cost model gives "
-                + f"{float(prefill_seconds(k)):.9g}s"
+                + f"{float(stage_seconds(k)):.9g}s"
             ),
         )
 
@@ -268,12 +267,8 @@ def validate(
         np.flatnonzero(active == 0),
         lambda p: f"{_iterations(cuts[p], piece_len[p], ('runs', 'run'))} with no client decoding",
     )
-    if aware:
-        expected_tau = np.asarray(cost.decode_iteration_time(active, context), dtype=np.float64)  # type: ignore[call-arg]
-        expected_step = float(cost.decode_per_context) * active  # type: ignore[attr-defined]
-    else:
-        expected_tau = np.asarray(cost.decode_iteration_time(active), dtype=np.float64)
-        expected_step = np.zeros(active.size)
+    expected_tau = np.asarray(decode_seconds(cost, active, context), dtype=np.float64)
+    expected_step = context_rate(cost) * active.astype(np.float64)
     # A piece may start inside its run: its first iteration lasts tau + step * offset.
     piece_offset = cuts - run_first[piece_run]
     actual_tau = run_tau[piece_run] + run_step[piece_run] * piece_offset

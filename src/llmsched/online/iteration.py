@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from llmsched.cost import CostModel, is_context_aware
+from llmsched.cost import CostModel, prefill_seconds
 from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, KnownRequests
 
 __all__ = [
@@ -57,10 +57,7 @@ def slo_iterations(engine: EngineView, slo_ttft: float, mean_prompt: float) -> i
     """
     cost = engine.cost
     tokens = min(cost.prefill_capacity, max(1.0, engine.ready * mean_prompt))
-    if is_context_aware(cost):
-        seconds = float(cost.prefill_time(tokens, tokens * max(1.0, mean_prompt)))  # type: ignore[call-arg]
-    else:
-        seconds = float(cost.prefill_time(tokens))
+    seconds = float(prefill_seconds(cost, tokens, tokens * max(1.0, mean_prompt)))
     slack = engine.oldest_arrival + slo_ttft - seconds - engine.now
     tau = engine.iteration_time
     if not slack > tau or tau <= 0:  # NaN-safe: no slack, or nothing left to wait for

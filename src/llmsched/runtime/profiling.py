@@ -23,18 +23,18 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from llmsched._checks import flag, nonnegative_int, positive_int
 from llmsched.cost import (
-    ContextAwareCostModel,
     ContextCostModel,
     CostModel,
     LinearCostModel,
     cost_model_error,
-    is_context_aware,
+    decode_seconds,
+    prefill_seconds,
 )
 from llmsched.runtime.engine import Engine
 from llmsched.schedule import PREFILL, Schedule
@@ -413,15 +413,10 @@ def predict(cost: CostModel, samples: Any) -> np.ndarray:
     pre = samples["kind"].to_numpy() == "prefill"
     size = samples["size"].to_numpy(dtype=np.float64)
     out = np.empty(len(samples))
-    if is_context_aware(cost):
-        aware = cast(ContextAwareCostModel, cost)
-        squares = samples["squares"].to_numpy(dtype=np.float64)
-        context = samples["context"].to_numpy(dtype=np.float64)
-        out[pre] = aware.prefill_time(size[pre], squares[pre])
-        out[~pre] = aware.decode_iteration_time(size[~pre], context[~pre])
-    else:
-        out[pre] = cost.prefill_time(size[pre])
-        out[~pre] = cost.decode_iteration_time(size[~pre])
+    squares = samples["squares"].to_numpy(dtype=np.float64)
+    context = samples["context"].to_numpy(dtype=np.float64)
+    out[pre] = prefill_seconds(cost, size[pre], squares[pre])
+    out[~pre] = decode_seconds(cost, size[~pre], context[~pre])
     return out
 
 
