@@ -10,6 +10,7 @@ points, on the executed schedule's stages, and by the makespan they predict.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -153,11 +154,8 @@ def same_decisions(a: Schedule, b: Schedule) -> bool:
 
 
 def _cost_fields(cost: CostModel) -> dict[str, float]:
-    names = (
-        *("prefill_base", "prefill_per_token", "prefill_per_square"),
-        *("decode_base", "decode_per_client", "decode_per_context", "prefill_capacity"),
-    )
-    return {name: getattr(cost, name) for name in names if hasattr(cost, name)}
+    # Both fitted models are dataclasses of plain numbers.
+    return dict(dataclasses.asdict(cost))  # type: ignore[call-overload]
 
 
 class _CpuLoad:
