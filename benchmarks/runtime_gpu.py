@@ -95,6 +95,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads (CPU runs only)")
     parser.add_argument("--no-hf", action="store_true", help="skip the transformers reference")
+    parser.add_argument(
+        "--batch-table",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="fit decode as a table over batch sizes (profiles every size; default: on)",
+    )
     parser.add_argument("--json", help="write every figure to this file")
     args = parser.parse_args()
     device = args.device
@@ -135,9 +141,9 @@ def main() -> None:
     }
 
     # 1. profile and fit both cost models on the same rows
-    capacity, plan = workload_plan(workload, clients, seed=args.seed)
+    capacity, plan = workload_plan(workload, clients, seed=args.seed, every_batch=args.batch_table)
     report["held_out"] = plan.held_out()
-    fitted = profile_and_fit(engine, plan, capacity, seed=args.seed)
+    fitted = profile_and_fit(engine, plan, capacity, seed=args.seed, batch_table=args.batch_table)
     models = {name: fitted[name] for name in ("context", "linear")}
     report["cost_models"] = {
         name: {k: getattr(cost, k) for k in vars(cost) if not k.startswith("_")}
@@ -151,9 +157,12 @@ def main() -> None:
         f"{context.decode_base * 1e3:.3f} ms + {context.decode_per_client * 1e6:.3f} us/client "
         f"+ {context.decode_per_context * 1e9:.3f} ns/context token"
     )
+    if context.decode_by_batch is not None:
+        table = ", ".join(f"{t * 1e3:.2f}" for t in context.decode_by_batch)
+        print(f"  decode at no context by batch size 1..{clients} (ms): {table}")
     for name, fit in fitted["fit_error"].items():
         print(
-            f"  {name:8s} held-out error {fit['mape']:.2%} "
+            f"  {name:12s} held-out error {fit['mape']:.2%} "
             f"(prefill {fit['prefill_mape']:.2%}, decode {fit['decode_mape']:.2%})"
         )
 

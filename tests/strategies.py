@@ -14,10 +14,13 @@ CostModels = LinearCostModel | LevelCostModel | ContextCostModel
 
 @st.composite
 def cost_models(draw: st.DrawFn) -> CostModels:
-    """A linear, a level (the MIP's) or a context-aware cost model, each as likely."""
+    """A linear, a level (the MIP's) or a context-aware cost model, each as likely; a
+    context-aware model has a batch table (any times, shorter or longer than the batch,
+    not always increasing) half of the time."""
     capacity = draw(st.integers(1, 300))
     kind = draw(st.sampled_from(["linear", "levels", "context"]))
     if kind == "context":
+        table = draw(st.one_of(st.none(), st.lists(st.floats(1e-4, 0.08), min_size=1, max_size=12)))
         return ContextCostModel(
             prefill_base=max(draw(st.floats(0, 0.1)), 1e-4),
             prefill_per_token=draw(st.floats(0, 1e-3)),
@@ -26,6 +29,7 @@ def cost_models(draw: st.DrawFn) -> CostModels:
             decode_per_client=draw(st.floats(0, 1e-3)),
             decode_per_context=draw(st.one_of(st.just(0.0), st.floats(0, 1e-4))),
             prefill_capacity=capacity,
+            decode_by_batch=None if table is None else tuple(table),
         )
     if kind == "linear":
         return LinearCostModel(

@@ -51,6 +51,12 @@ totals add. A single request alone needs ``prefill_time(N^p, (N^p)^2)`` (no stag
 is faster, coefficients being >= 0) plus its decode iterations, each with at least one active
 client and at least its own context. ``paper_literal`` stays the paper's arithmetic without
 context (not a bound either way).
+
+A measured batch table (``ContextCostModel.decode_by_batch``) replaces ``a_d + b_d * active``
+by any function of the batch size, not always increasing. Each line below it at every batch
+size still bounds the decode total (:meth:`llmsched.ContextCostModel.min_decode_time` takes
+the best edge of the table's lower convex hull), and a single request's iterations are each at
+least the least time of any batch size.
 """
 
 from __future__ import annotations
@@ -216,7 +222,10 @@ def lower_bounds(
     # Alone, a request's prefill stage holds its prompt only, and its decode iterations read
     # its own context (request_context; no context term for a model blind to it).
     first = np.asarray(prefill_seconds(cost, prompt, prompt.astype(np.int64) ** 2), dtype=np.float64)
-    alone = workload.arrival + first + out * float(cost.decode_iteration_time(1))
+    # An iteration of any batch size is at least the least of them (1 client, unless a
+    # measured batch table makes a larger batch faster).
+    least = float(np.min(cost.decode_iteration_time(np.arange(1, clients + 1))))
+    alone = workload.arrival + first + out * least
     if context_rate(cost):
         alone = alone + context_rate(cost) * request_context(prompt, out)
     single = float(alone.max())

@@ -790,6 +790,7 @@ def _cmd_runtime(args: argparse.Namespace) -> int:
         progress=_progress(args),
         check_tokens=args.check_tokens,
         executions=args.executions,
+        batch_table=args.batch_table,
     )
     if args.json:
         _print_json(report)
@@ -807,8 +808,12 @@ def _print_runtime_report(report: dict[str, Any]) -> None:
         f"{report['workload']} on {report['clients']} clients"
     )
     names = {"context": "context-aware", "linear": "linear"}
-    print("  held-out profile points (sizes and contexts not fitted on), mean relative error:")
-    for model, label in names.items():
+    held = "prompt sizes and contexts" if report["profile"]["batch_table"] else "sizes and contexts"
+    print(f"  held-out profile points ({held} not fitted on), mean relative error:")
+    labels = {**names, "context_line": "context, line"}
+    for model, label in labels.items():
+        if model not in report["fit_error"]:
+            continue
         fit = report["fit_error"][model]
         print(
             f"    {label:14s} {fit['mape']:6.1%}  (prefill {fit['prefill_mape']:.1%}, "
@@ -1174,6 +1179,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="execute each schedule N times, strategies taking turns; the median counts "
         "(default: the model's)",
+    )
+    val.add_argument(
+        "--batch-table",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="profile decode at every batch size and fit the context-aware model's decode time "
+        "as a table over batch sizes (held-out decode points then differ in context only); "
+        "--no-batch-table fits a line in the batch and holds out batch sizes too (default: on)",
     )
     val.add_argument(
         "--threads",

@@ -31,7 +31,9 @@ is one that runs)::
     #                  decode_token_time = 0.071 (the MIP's semantics)
     # kind = "paper":  no other keys (LinearCostModel.paper())
     # kind = "context": the linear keys plus prefill_per_square (seconds per squared prompt
-    #                  token) and decode_per_context (seconds per context token read)
+    #                  token) and decode_per_context (seconds per context token read);
+    #                  optionally decode_by_batch = [0.0037, 0.0041, ...] (seconds of a decode
+    #                  iteration at no context for 1, 2, ... active clients)
 
     [request_policy]               # or: request_policy = "hybrid"
     name = "hybrid"                # --request-policy
@@ -169,7 +171,7 @@ _CONTEXT_KEYS = ContextCostModel.coefficients()
 _COST_KEYS = {
     "paper": ("kind",),
     "linear": ("kind", *_LINEAR_KEYS, "prefill_capacity"),
-    "context": ("kind", *_CONTEXT_KEYS, "prefill_capacity"),
+    "context": ("kind", *_CONTEXT_KEYS, "prefill_capacity", "decode_by_batch"),
     "levels": ("kind", "levels", "decode_token_time"),
 }
 
@@ -194,6 +196,16 @@ def _cost_table(name: str, table: Any) -> dict[str, Any]:
         out["prefill_capacity"] = positive_int(
             f"{name}.prefill_capacity", table.get("prefill_capacity", 5000)
         )
+        if "decode_by_batch" in table:
+            times = table["decode_by_batch"]
+            if not isinstance(times, (list, tuple)) or not times:
+                raise TypeError(
+                    f"{name}.decode_by_batch must be a non-empty array of seconds (one per batch size), "
+                    f"got {times!r}"
+                )
+            out["decode_by_batch"] = tuple(
+                real(f"{name}.decode_by_batch[{i}]", t, low=0.0, low_open=True) for i, t in enumerate(times)
+            )
         return out
     for key in ("levels", "decode_token_time"):
         if key not in table:

@@ -150,6 +150,12 @@ def request_context(prompt_tokens: Any, output_tokens: Any) -> np.ndarray:
 
 # More prefill levels than this are refused: the MIP carries a binary per level and stage.
 MAX_LEVELS = 10_000
+# A batch table longer than this is refused (one entry per batch size).
+MAX_BATCH_TABLE = 1 << 16
+
+
+def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float]) -> float:
+    return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
 
 
 @dataclass(frozen=True)
@@ -302,11 +308,22 @@ class ContextCostModel:
         a_d (s), b_d (s per active client) and c_d (s per context token read).
     prefill_capacity
         The most prompt tokens one prefill stage may hold.
+    decode_by_batch
+        Optional: the decode iteration's time at no context for each batch size,
+        ``decode_by_batch[k - 1]`` for ``k`` active clients (seconds, each > 0), in place of
+        ``a_d + b_d * k`` (Splitwise's piecewise shape, with a piece per size). Past the
+        table the time goes on from its last entry at ``b_d`` per client; a fractional batch
+        size is interpolated (``a_d`` at 0). On a CPU a matrix product's time is a sawtooth
+        in its rows (measured in ``benchmarks/runtime_layouts.py``), which no line follows;
+        a table does, and it need not increase. ``c_d * context`` is added either way.
 
     Notes
     -----
-    Every coefficient is >= 0, so a stage never gets faster with more work; the lower
-    bounds (:meth:`min_prefill_time`, :meth:`min_decode_time`) rest on it.
+    Every coefficient is >= 0, so a stage never gets faster with more work of one kind
+    (more tokens, squares or context); the lower bounds (:meth:`min_prefill_time`,
+    :meth:`min_decode_time`) rest on it. With a batch table an iteration of more clients
+    may be faster than one of fewer, and :meth:`min_decode_time` bounds through the table's
+    lower convex hull instead.
     """
 
     prefill_base: float
@@ -316,10 +333,18 @@ class ContextCostModel:
     decode_per_client: float
     decode_per_context: float
     prefill_capacity: int = 5000
+    decode_by_batch: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in self.coefficients():
             object.__setattr__(self, name, real(name, getattr(self, name), low=0.0))
+        if self.decode_by_batch is not None:
+            table = real_array("decode_by_batch", self.decode_by_batch, low=0.0, low_open=True)
+            if not 1 <= table.size <= MAX_BATCH_TABLE:
+                raise ValueError(
+                    f"decode_by_batch needs 1..{MAX_BATCH_TABLE} times (one per batch size), got {table.size}"
+                )
+            object.__setattr__(self, "decode_by_batch", tuple(float(t) for t in table))
         # At most MAX_TOKENS: a stage's sum of squared prompts is then below 2**62 (int64).
         capacity = positive_int("prefill_capacity", self.prefill_capacity, maximum=MAX_TOKENS)
         object.__setattr__(self, "prefill_capacity", capacity)
@@ -328,16 +353,17 @@ class ContextCostModel:
                 "a prefill stage must take some time: prefill_base + prefill_per_token "
                 "+ prefill_per_square > 0"
             )
-        if self.decode_base + self.decode_per_client <= 0:
+        if self.decode_by_batch is None and self.decode_base + self.decode_per_client <= 0:
             raise ValueError(
                 "a decode iteration must take some time: decode_base + decode_per_client > 0 "
-                "(an iteration with no context still runs)"
+                "(an iteration with no context still runs), or a batch table (decode_by_batch)"
             )
 
     @classmethod
     def coefficients(cls) -> tuple[str, ...]:
-        """The names of the six coefficients, in order (every field but the capacity)."""
-        return tuple(f.name for f in fields(cls) if f.name != "prefill_capacity")
+        """The names of the six coefficients, in order (every field but the capacity and
+        the batch table)."""
+        return tuple(f.name for f in fields(cls) if f.name not in ("prefill_capacity", "decode_by_batch"))
 
     @classmethod
     def from_linear(
@@ -356,7 +382,8 @@ class ContextCostModel:
         )
 
     def linear(self) -> LinearCostModel:
-        """The same model without its context terms (what a linear fit cannot see)."""
+        """The same model without its context terms (what a linear fit cannot see), and
+        without its batch table (``a_d + b_d * active`` throughout)."""
         return LinearCostModel(
             self.prefill_base,
             self.prefill_per_token,
@@ -373,11 +400,57 @@ class ContextCostModel:
         )
 
     def decode_iteration_time(self, active: Any, context: Any = 0) -> Any:
-        return (
-            self.decode_base
-            + self.decode_per_client * sizes("active", active)
-            + self.decode_per_context * sizes("context", context)
-        )
+        active = sizes("active", active)
+        if self.decode_by_batch is None:
+            base = self.decode_base + self.decode_per_client * active
+        else:
+            base = self._batch_time(active)
+        return base + self.decode_per_context * sizes("context", context)
+
+    def _batch_time(self, active: Any) -> Any:
+        """The batch table at ``active`` (interpolated between sizes, ``a_d`` at 0, on at
+        ``b_d`` per client past its end)."""
+        table = self.decode_by_batch
+        assert table is not None
+        last = len(table)
+        if isinstance(active, numbers.Real):
+            whole = float(active)
+            if whole.is_integer() and 1 <= whole <= last:
+                return table[int(whole) - 1]  # the simulator's path: a plain lookup
+        xs = np.arange(last + 1, dtype=np.float64)
+        ys = np.array((self.decode_base, *table))
+        a = np.asarray(active, dtype=np.float64)
+        out = np.where(a > last, table[-1] + self.decode_per_client * (a - last), np.interp(a, xs, ys))
+        return float(out) if out.ndim == 0 else out
+
+    def batch_hull(self) -> list[tuple[float, float]]:
+        """Lines ``(alpha, beta)`` with ``alpha + beta * k`` at most the context-free
+        iteration time at every batch size ``k >= 1``: one per edge of the lower convex
+        hull of the batch table (slopes kept within ``[0, b_d]``: ``b_d`` is the slope past
+        the table), or the model's own line without a table. Every iteration time, and so
+        every sum of them, is bounded below by any of them (see :meth:`min_decode_time`).
+
+        No slope is negative, so a line also bounds an iteration by any part of its batch:
+        ``alpha + beta * k`` for the ``k`` of its clients that one counts (the bounds count
+        the requests arriving after a time, which may share iterations with earlier ones,
+        and a larger batch may be faster by the table)."""
+        if self.decode_by_batch is None:
+            return [(self.decode_base, self.decode_per_client)]
+        points = [(float(k), t) for k, t in enumerate(self.decode_by_batch, start=1)]
+        points.append((len(points) + 1.0, points[-1][1] + self.decode_per_client))
+        hull: list[tuple[float, float]] = []
+        for point in points:  # Andrew's monotone chain, lower half
+            while len(hull) >= 2 and _cross(hull[-2], hull[-1], point) <= 0:
+                hull.pop()
+            hull.append(point)
+        slopes = {
+            min(self.decode_per_client, max(0.0, (y1 - y0) / (x1 - x0)))
+            for (x0, y0), (x1, y1) in pairwise(hull)
+        }
+        slopes |= {0.0, self.decode_per_client}
+        # Past the table the time rises at b_d >= beta, so the least of f(k) - beta * k is
+        # taken within the table and its next size.
+        return [(min(y - beta * x for x, y in points), beta) for beta in sorted(slopes)]
 
     def min_prefill_time(self, total_tokens: int, stages: int = 0, squares: int = 0) -> float:
         """Least total prefill time of ``total_tokens`` prompt tokens in at least ``stages``
@@ -406,13 +479,28 @@ class ContextCostModel:
         iteration that is, so the total context is :func:`request_context` summed over the
         requests: a property of the workload, not of the schedule. Only the number of
         iterations is free, and each costs a_d >= 0.
+
+        With a batch table, let ``alpha + beta * k`` be any line of :meth:`batch_hull`
+        (below the context-free time at every batch size k >= 1, with ``beta >= 0``). The
+        ``n`` iterations that produce these tokens, ``k_i >= 1`` of them in iteration i
+        (``sum k_i = total_tokens``; other requests may share the iteration, and
+        ``beta >= 0`` makes them only add), take at least
+        ``n * alpha + beta * total_tokens``; ``n`` is at least ``iterations`` and at most
+        ``total_tokens``, so that is at least ``iterations * alpha`` (``alpha >= 0``) or
+        ``total_tokens * alpha`` (``alpha < 0``) plus ``beta * total_tokens``. The best of
+        the lines is returned.
         """
         total = nonnegative_int("total_tokens", total_tokens)
-        return (
-            self.decode_base * nonnegative_int("iterations", iterations)
-            + self.decode_per_client * total
-            + self.decode_per_context * nonnegative_int("context", context)
+        iterations = nonnegative_int("iterations", iterations)
+        reading = self.decode_per_context * nonnegative_int("context", context)
+        if self.decode_by_batch is None:
+            return self.decode_base * iterations + self.decode_per_client * total + reading
+        if total == 0:
+            return 0.0
+        best = max(
+            (iterations if alpha >= 0 else total) * alpha + beta * total for alpha, beta in self.batch_hull()
         )
+        return max(0.0, best) + reading
 
     def to_levels(self, clients: int, levels: int = 5, context: int = 0) -> LevelCostModel:
         """This model under the MIP's semantics, charged as if every client's request held
@@ -444,6 +532,7 @@ class ContextCostModel:
         decode_times: Any,
         prefill_capacity: int,
         robust: bool = True,
+        batch_table: bool = False,
     ) -> ContextCostModel:
         """Least-squares fit of both stage models from measured stages.
 
@@ -462,16 +551,22 @@ class ContextCostModel:
             Measured decode iterations: active clients, context tokens, seconds.
         prefill_capacity
             Capacity of the fitted model (not identifiable from times).
+        batch_table
+            Also fit ``decode_by_batch``: one time per batch size from 1 to the largest
+            measured, fitted jointly with ``c_d`` (the line ``a_d + b_d * active`` is still
+            fitted, for sizes past the table). Every batch size in that range must be measured.
 
         Raises
         ------
         TypeError, ValueError
             If sizes are not finite numbers >= 0, times not finite and > 0, arrays of one
             kind differ in length, fewer than two distinct token counts (prefill) or batch
-            sizes (decode) are given, or ``prefill_capacity`` is not a positive integer.
+            sizes (decode) are given, ``prefill_capacity`` is not a positive integer, or a
+            batch table is asked for and a batch size is missing or not whole.
         """
         positive_int("prefill_capacity", prefill_capacity)
         robust = flag("robust", robust)
+        batch_table = flag("batch_table", batch_table)
         xs_p, ys_p = _samples("prefill_tokens", prefill_tokens, "prefill_times", prefill_times)
         sq_p, _ = _samples("prefill_squares", prefill_squares, "prefill_times", prefill_times)
         xs_d, ys_d = _samples("decode_active", decode_active, "decode_times", decode_times)
@@ -487,7 +582,23 @@ class ContextCostModel:
             a_p = float(ys_p.mean())
         if a_d + b_d <= 0:
             b_d = float(np.mean(ys_d / np.maximum(xs_d, 1.0)))
-        return cls(a_p, b_p, c_p, a_d, b_d, c_d, prefill_capacity)
+        if not batch_table:
+            return cls(a_p, b_p, c_p, a_d, b_d, c_d, prefill_capacity)
+        batches = xs_d.astype(np.int64)
+        if not np.array_equal(batches, xs_d) or batches.min() < 1:
+            raise ValueError("decode_active: a batch table needs whole batch sizes >= 1")
+        last = int(batches.max())
+        missing = sorted(set(range(1, last + 1)) - set(batches.tolist()))
+        if missing:
+            raise ValueError(
+                f"decode_active: a batch table needs every batch size from 1 to {last}; "
+                f"none measured at {missing[:10]}{' ...' if len(missing) > 10 else ''}"
+            )
+        onehot = (batches[:, None] == np.arange(1, last + 1)[None, :]).astype(np.float64)
+        *table, c_table = _fit_relative(np.column_stack([onehot, cx_d]), ys_d, robust)
+        # A size whose samples all got weight 0 would be clipped to 0: the line takes over.
+        table = [t if t > 0 else a_d + b_d * k for k, t in enumerate(table, start=1)]
+        return cls(a_p, b_p, c_p, a_d, b_d, c_table, prefill_capacity, tuple(table))
 
 
 def _fit_relative(design: np.ndarray, ys: np.ndarray, robust: bool, rounds: int = 20) -> list[float]:

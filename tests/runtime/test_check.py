@@ -85,7 +85,11 @@ def test_cli_runtime_validate_json() -> None:
     assert status == 0, stderr
     out = json.loads(stdout)
     assert out["tokens_match"] is True and out["valid"] is True and out["tokens_checked"] == 10
-    assert set(out["fit_error"]) == set(out["cost_models"]) == {"context", "linear"}
+    # With the batch table (the default), the line in the batch is scored beside it.
+    assert set(out["cost_models"]) == {"context", "linear"}
+    assert set(out["fit_error"]) == {"context", "linear", "context_line"}
+    assert out["profile"]["batch_table"] is True
+    assert len(out["cost_models"]["context"]["decode_by_batch"]) == out["clients"]
     assert "decode_per_context" in out["cost_models"]["context"]
     assert "decode_per_context" not in out["cost_models"]["linear"]
     for errors in out["fit_error"].values():
@@ -100,8 +104,10 @@ def test_cli_runtime_validate_json() -> None:
                 row["measured_makespan_s"][model] / row["predicted_makespan_s"][model] - 1
             )
         assert row["tokens_matched"] == 10 and row["valid"] is True
-    # The held-out points are of sizes and contexts not fitted on.
+    # The held-out points are of prompt sizes and contexts not fitted on (every batch size
+    # is fitted for the table).
     assert set(out["held_out"]) == {"prefill_tokens", "prompt_lengths", "decode_batches", "contexts"}
+    assert out["held_out"]["decode_batches"] == [] and out["held_out"]["contexts"]
     assert len(out["machine"]["reference_iteration_s"]) == 3
     if hasattr(os, "openpty"):
         assert "runtime (tiny): 100%" in stderr and "7/7" in stderr, stderr
@@ -121,6 +127,11 @@ def test_cli_runtime_validate_text(capsys) -> None:
     assert "context-aware" in text and "linear" in text and "baseline (fcfs, prefill-first)" in text
     assert "median of 3 execution(s)" in text and (" to +" in text or " to -" in text)
     assert "hybrid" not in text and "2/6 requests checked" in text
+    assert "(prompt sizes and contexts not fitted on)" in text and "context, line" in text
+    # Without the table: a line in the batch, and held-out batch sizes too.
+    assert main([*args, "--strategy", "baseline", "--check-tokens", "1", "--no-batch-table"]) == 0
+    text = capsys.readouterr().out
+    assert "(sizes and contexts not fitted on)" in text and "context, line" not in text
 
 
 def test_validate_reports_the_median_execution() -> None:

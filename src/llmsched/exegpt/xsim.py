@@ -374,8 +374,8 @@ class XSimulator:
             If ``cost`` is neither a ``LinearCostModel`` nor a ``ContextCostModel``.
         ValueError
             If a context model prices prompts by their squares (``prefill_per_square`` > 0):
-            the layer model's encoding is linear in tokens and cannot carry that term; or if
-            ``task`` is not an ExeGPT task.
+            the layer model's encoding is linear in tokens and cannot carry that term; if it
+            has a batch table (``decode_by_batch``); or if ``task`` is not an ExeGPT task.
         """
         from llmsched.workloads import EXEGPT_TASKS
 
@@ -387,6 +387,11 @@ class XSimulator:
                     f"cost has prefill_per_square={cost.prefill_per_square!r} > 0, but the layer "
                     "model's encoding is linear in tokens (no term for a prompt's square); "
                     "XSimulator takes a ContextCostModel with prefill_per_square=0"
+                )
+            if cost.decode_by_batch is not None:
+                raise ValueError(
+                    "cost has a batch table (decode_by_batch), but the layer model's decode time "
+                    "is linear in the batch; XSimulator takes a ContextCostModel without one"
                 )
             per_context = cost.decode_per_context
         else:

@@ -78,9 +78,12 @@ def stage_overhead(cost: CostModel, tokens: float) -> float:
 
 
 def _decode_split(cost: CostModel, clients: int) -> tuple[float, float]:
-    """(a_d, b_d): a decode iteration's fixed and per-client time, linearised at J clients."""
+    """(a_d, b_d): a decode iteration's fixed and per-client time, from the chord between
+    1 and J clients (the line itself for a linear model; for a measured batch table, its
+    trend rather than the step between the last two sizes)."""
     full = float(cost.decode_iteration_time(clients))
-    per_client = full - float(cost.decode_iteration_time(clients - 1)) if clients > 1 else 0.0
+    per_client = (full - float(cost.decode_iteration_time(1))) / (clients - 1) if clients > 1 else 0.0
+    per_client = max(0.0, per_client)
     return max(0.0, full - clients * per_client), per_client
 
 

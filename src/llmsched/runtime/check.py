@@ -90,11 +90,13 @@ def scaled_gsm8k(requests: int, scale: float, seed: int = 0) -> Workload:
     return Workload(prompt, output, name=f"gsm8k-like-{requests}x{scale:g}")
 
 
-def workload_plan(workload: Workload, clients: int, count: int = 5, seed: int = 0) -> tuple[int, ProfilePlan]:
+def workload_plan(
+    workload: Workload, clients: int, count: int = 5, seed: int = 0, every_batch: bool = False
+) -> tuple[int, ProfilePlan]:
     """The prefill capacity for ``workload`` on ``clients`` clients (a median prompt per
     client, and at least the longest prompt) and profile points spanning its stages: prompt
     lengths from its shortest to its longest prompt, contexts from its shortest prompt to
-    its longest request, batches up to ``clients``."""
+    its longest request, batches up to ``clients`` (every one with ``every_batch``)."""
     prompt, output = workload.prompt_tokens, workload.output_tokens
     capacity = max(int(np.median(prompt)) * clients, int(prompt.max()))
     longest = int(np.max(prompt + output)) - 1  # the context of a request's last iteration
@@ -105,12 +107,19 @@ def workload_plan(workload: Workload, clients: int, count: int = 5, seed: int = 
         (int(prompt.min()), max(int(prompt.min()), longest)),
         count=count,
         seed=seed,
+        every_batch=every_batch,
     )
     return capacity, plan
 
 
 def profile_and_fit(
-    engine: Engine, plan: ProfilePlan, capacity: int, repeats: int = 2, rounds: int = 6, seed: int = 0
+    engine: Engine,
+    plan: ProfilePlan,
+    capacity: int,
+    repeats: int = 2,
+    rounds: int = 6,
+    seed: int = 0,
+    batch_table: bool = False,
 ) -> dict[str, Any]:
     """Profile the plan's points, fitted and held out together in one random order (a slow
     spell of the machine then falls on both alike), and fit both cost models on the fitted
@@ -120,6 +129,11 @@ def profile_and_fit(
     ``linear`` (the two fitted models) and ``fit_error`` (each model's
     :func:`~llmsched.runtime.profiling.stage_errors` on the held-out points, each the mean
     of its repeats as in the fit).
+
+    With ``batch_table`` (for a plan that profiles every batch size: ``every_batch``) the
+    context-aware model has a batch table (``decode_by_batch``); ``fit_error`` then also
+    scores the context-aware model with a line in the batch instead, fitted on the same
+    rows, as ``context_line``.
     """
     rows = profile(
         engine,
@@ -132,14 +146,18 @@ def profile_and_fit(
     fitted = np.where(rows["kind"] == "prefill", len(plan.fit_prefill), len(plan.fit_decode))
     is_fit = rows["point"].to_numpy() < fitted
     fit_rows, held_rows = rows[is_fit].reset_index(drop=True), rows[~is_fit].reset_index(drop=True)
+    table = flag("batch_table", batch_table)
     models: dict[str, CostModel] = {
-        "context": fit_cost(fit_rows, capacity),
+        "context": fit_cost(fit_rows, capacity, batch_table=table),
         "linear": fit_cost(fit_rows, capacity, context=False),
     }
+    scored = dict(models)
+    if table:
+        scored["context_line"] = fit_cost(fit_rows, capacity)
     nan = {"mape": float("nan"), "prefill_mape": float("nan"), "decode_mape": float("nan")}
     errors = {
         name: stage_errors(model, held_rows, points="mean") if len(held_rows) else dict(nan)
-        for name, model in models.items()
+        for name, model in scored.items()
     }
     return {"rows": rows, "fit_rows": fit_rows, "held_rows": held_rows, **models, "fit_error": errors}
 
@@ -230,6 +248,7 @@ def validate_runtime(
     executions: int | None = None,
     rounds: int | None = None,
     repeats: int | None = None,
+    batch_table: bool = True,
 ) -> dict[str, Any]:
     """Profile, fit both cost models, simulate each strategy's schedule, execute it, compare.
 
@@ -259,6 +278,12 @@ def validate_runtime(
         decide the figure (all of them are reported).
     rounds, repeats
         Of the profile (see :func:`~llmsched.runtime.profiling.profile`).
+    batch_table
+        Profile decode at every batch size and give the context-aware model a batch table
+        (``decode_by_batch``): on a CPU a decode iteration's time is a sawtooth in the batch
+        size that no line follows. Held-out decode points are then at contexts not fitted
+        on (every batch size is fitted). With False, a line in the batch, and held-out batch
+        sizes too.
 
     Returns
     -------
@@ -315,6 +340,7 @@ def validate_runtime(
     check = requests if size["check_tokens"] is None else positive_int("check_tokens", size["check_tokens"])
     check = min(check, requests)
     progress = flag("progress", progress)
+    batch_table = flag("batch_table", batch_table)
     names = list(STRATEGIES) if strategy == "both" else [strategy]
     load = _CpuLoad()
     load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -322,7 +348,7 @@ def validate_runtime(
     start = time.perf_counter()
     workload = scaled_gsm8k(requests, size["scale"], seed)
     config = PRESETS[model]
-    capacity, plan = workload_plan(workload, clients, count=size["count"], seed=seed)
+    capacity, plan = workload_plan(workload, clients, count=size["count"], seed=seed, every_batch=batch_table)
     longest = int(np.max(workload.prompt_tokens + workload.output_tokens))
     steps = 4 + len(names) + executions
     with progress_bar(progress, steps, f"runtime ({model})", unit="step") as bar:
@@ -340,7 +366,9 @@ def validate_runtime(
         bar.update()
         bar.set_postfix_str("profile")
         mark = time.perf_counter()
-        fitted = profile_and_fit(engine, plan, capacity, repeats=repeats, rounds=size["rounds"], seed=seed)
+        fitted = profile_and_fit(
+            engine, plan, capacity, repeats=repeats, rounds=size["rounds"], seed=seed, batch_table=batch_table
+        )
         models: dict[str, Any] = {name: fitted[name] for name in _MODELS}
         reference.append(_reference_iteration(engine, clients, longest // 2))
         seconds["profile"] = time.perf_counter() - mark
@@ -389,7 +417,12 @@ def validate_runtime(
         "scale": size["scale"],
         "workload": workload.name,
         "output_tokens": int(workload.output_tokens.sum()),
-        "profile": {"rounds": size["rounds"], "repeats": repeats, "rows": len(fitted["rows"])},
+        "profile": {
+            "rounds": size["rounds"],
+            "repeats": repeats,
+            "rows": len(fitted["rows"]),
+            "batch_table": batch_table,
+        },
         "executions": executions,
         "cost_models": {name: _cost_fields(cost) for name, cost in models.items()},
         "fit_error": fitted["fit_error"],

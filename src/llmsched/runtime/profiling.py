@@ -131,7 +131,9 @@ class ProfilePlan:
     Prefill stages to fit on have totals from ``prefill_totals[0]`` in prompts of lengths
     from ``prompt_lengths[0]``; held-out stages, totals and lengths from the ``[1]`` lists
     (none in both). Decode iterations likewise: batch sizes from ``decode_batches`` and
-    per-slot contexts from ``contexts``, fitted ``[0]`` and held out ``[1]``.
+    per-slot contexts from ``contexts``, fitted ``[0]`` and held out ``[1]``. A plan that
+    fits every batch size (``plan_profile(..., every_batch=True)``) has no held-out batch
+    size: its held-out decode points are at every fitted size and at held-out contexts.
     """
 
     fit_prefill: tuple[tuple[int, ...], ...]
@@ -161,6 +163,7 @@ def plan_profile(
     count: int = 5,
     mixed: int = 2,
     seed: int = 0,
+    every_batch: bool = False,
 ) -> ProfilePlan:
     """Profile points covering a workload's stages, and held-out points between them.
 
@@ -180,8 +183,14 @@ def plan_profile(
         Values per range to fit on; between each neighbouring pair, one value is held out.
     mixed, seed
         As for :func:`decode_mixes`.
+    every_batch
+        Fit decode at every batch size from 1 to ``clients`` (what a batch table needs:
+        ``fit_cost(..., batch_table=True)``) and hold out contexts only: held-out decode
+        points are at every batch size too, at contexts not fitted on. Prefill holds out
+        totals and prompt lengths either way.
     """
     clients = positive_int("clients", clients)
+    every_batch = flag("every_batch", every_batch)
     capacity = positive_int("capacity", capacity)
     (p_lo, p_hi), (c_lo, c_hi) = prompts, contexts
     totals = _pair(split_sizes(p_lo, max(p_lo, capacity), count + 1))
@@ -190,12 +199,16 @@ def plan_profile(
     # sawtooth in its rows (blocks of four), and sizes three apart hit every phase of it,
     # fitted and held out alike, where an even split could land on cheap phases only.
     batches = _pair(split_sizes(1, clients, count + 1))
+    held_batches = batches[1]
+    if every_batch:
+        batches = (tuple(range(1, clients + 1)), ())
+        held_batches = batches[0]
     context_sizes = _pair(split_sizes(c_lo, c_hi, count))
     return ProfilePlan(
         fit_prefill=tuple(prefill_mixes(totals[0], lengths[0], clients, p_hi)),
         fit_decode=tuple(decode_mixes(batches[0], context_sizes[0], mixed, seed)),
         held_prefill=tuple(prefill_mixes(totals[1], lengths[1], clients, p_hi)),
-        held_decode=tuple(decode_mixes(batches[1], context_sizes[1], mixed, seed + 1)),
+        held_decode=tuple(decode_mixes(held_batches, context_sizes[1], mixed, seed + 1)),
         prefill_totals=totals,
         prompt_lengths=lengths,
         decode_batches=batches,
@@ -353,6 +366,7 @@ def fit_cost(
     points: str | None = "mean",
     context: bool = True,
     robust: bool = True,
+    batch_table: bool = False,
 ) -> ContextCostModel | LinearCostModel:
     """Fit a cost model to profile rows.
 
@@ -378,14 +392,21 @@ def fit_cost(
         what the context terms add and nothing else.
     robust
         Huber-reweighted fit (see :meth:`ContextCostModel.fit`).
+    batch_table
+        Fit the context-aware model's decode time at no context as a table over batch
+        sizes (``decode_by_batch``) rather than a line; the rows must hold every batch size
+        from 1 to the largest (``plan_profile(..., every_batch=True)``). Needs ``context``.
 
     Raises
     ------
     ValueError
-        If the rows lack a column, or hold prefill stages of fewer than two token counts
-        or decode iterations of fewer than two batch sizes.
+        If the rows lack a column, hold prefill stages of fewer than two token counts or
+        decode iterations of fewer than two batch sizes, or miss a batch size a table needs.
     """
     context = flag("context", context)
+    batch_table = flag("batch_table", batch_table)
+    if batch_table and not context:
+        raise ValueError("batch_table needs context=True: the linear model has no batch table")
     _check_columns(samples)
     samples = _per_point(samples, points)
     pre, dec = _split(samples)
@@ -404,6 +425,7 @@ def fit_cost(
         dec["seconds"].to_numpy(),
         prefill_capacity,
         robust=robust,
+        batch_table=batch_table,
     )
     return model if context else model.linear()
 
