@@ -26,6 +26,52 @@ def test_simulate_json(capsys) -> None:
     assert out["makespan_s"] >= out["lower_bound_s"] > 0
 
 
+def test_simulate_in_each_engine_mode(capsys, tmp_path) -> None:
+    """--mode fusion and --mode disaggregated run, validate, and report their own figures in
+    --json and in text; a config file carries the same keys; outputs they lack are refused."""
+    base = [
+        "simulate",
+        "--workload",
+        "exegpt:S",
+        "--requests",
+        "200",
+        "--clients",
+        "16",
+        "--arrivals",
+        "poisson:4",
+    ]
+    assert main([*base, "--mode", "fusion", "--token-budget", "256", "--json"]) == 0
+    fused = json.loads(capsys.readouterr().out)
+    assert fused["mode"] == "fusion" and fused["token_budget"] == 256 and fused["valid"] is True
+    assert fused["makespan_s"] >= fused["lower_bound_s"] > 0 and fused["config"]["token_budget"] == 256
+    split = [
+        "--mode",
+        "disaggregated",
+        "--prompt-machines",
+        "1",
+        "--token-machines",
+        "2",
+        "--kv-bandwidth",
+        "10",
+    ]
+    assert main([*base, *split, "--no-kv-overlap", "--json"]) == 0
+    apart = json.loads(capsys.readouterr().out)
+    assert apart["mode"] == "disaggregated" and apart["valid"] is True and apart["token_machines"] == 2
+    assert apart["transfer_mean_s"] > 0 and apart["makespan_s"] >= apart["lower_bound_s"] > 0
+    assert main([*base, *split, "--mixed-pool"]) == 0
+    text = capsys.readouterr().out
+    assert "KV transfer" in text and "prompt pool" in text and "valid         True" in text
+    config = tmp_path / "run.toml"
+    config.write_text(
+        'mode = "fusion"\ntoken_budget = 64\nclients = 8\n[workload]\nspec = "exegpt:S"\nrequests = 50\n'
+    )
+    assert main(["simulate", "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["token_budget"] == 64
+    assert main([*base, "--mode", "fusion", "--trace", str(tmp_path / "t.json")]) == 2
+    assert "not available with --mode fusion" in capsys.readouterr().err
+    assert main([*base, "--mode", "sideways"]) == 2
+
+
 def test_simulate_text_and_plot(capsys, tmp_path) -> None:
     """The text report names the figures and --plot writes a PNG."""
     png = tmp_path / "gantt.png"

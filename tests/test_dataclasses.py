@@ -140,7 +140,44 @@ def _llama_config() -> Any:
     return PRESETS["tiny"]
 
 
+def _fused() -> Any:
+    return llmsched.simulate_fusion(
+        Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]),
+        LinearCostModel.paper(),
+        2,
+        token_budget=16,
+    )
+
+
+def _cluster() -> Any:
+    from llmsched.disagg import DisaggregatedCluster
+
+    paper = LinearCostModel.paper()
+    return DisaggregatedCluster(1, 2, paper, paper, 2, 1e6, 25.0)
+
+
+def _disaggregated() -> Any:
+    from llmsched.simulate import simulate_disaggregated
+
+    return simulate_disaggregated(Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]), _cluster())
+
+
 FACTORIES: dict[str, Callable[[], Any]] = {
+    "llmsched.fused.FusedSchedule": _fused,
+    "llmsched.fused.FusedBounds": lambda: llmsched.fused_lower_bounds(
+        _fused().workload, LinearCostModel.paper(), 2, 16
+    ),
+    "llmsched.fused.FusedViolation": lambda: llmsched.validate_fused(
+        dataclasses.replace(_fused(), makespan=1e9)
+    )[0],
+    "llmsched.disagg.DisaggregatedCluster": _cluster,
+    "llmsched.disagg.DisaggregatedSchedule": _disaggregated,
+    "llmsched.disagg.DisaggregatedBounds": lambda: __import__(
+        "llmsched.disagg"
+    ).disagg.disaggregated_lower_bounds(_disaggregated().workload, _cluster()),
+    "llmsched.disagg.DisaggregatedViolation": lambda: __import__(
+        "llmsched.disagg"
+    ).disagg.validate_disaggregated(dataclasses.replace(_disaggregated(), makespan=1e9))[0],
     "llmsched.bounds.LowerBounds": lambda: lower_bounds(workloads.gsm8k_like(20), LinearCostModel.paper(), 4),
     "llmsched.config.PolicyConfig": lambda: __import__("llmsched.config").config.PolicyConfig(
         "threshold", {"k": 4}

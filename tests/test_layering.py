@@ -33,6 +33,8 @@ CORE = {
     "instance",
     "metrics",
     "export",
+    "fused",
+    "disagg",
 }
 FRONT = {"cli", "config", "reproduce", "study", "sweep", "plot", "__main__"}
 PACKAGES = {"mip": 3, "online": 4, "exegpt": 5, "runtime": 6}
@@ -123,7 +125,7 @@ def layer(module: str) -> int:
         return PACKAGES[parts[1]]
     if len(parts) == 2 and parts[1] in CORE:
         return 1
-    if module in ("llmsched.loop",):
+    if module in ("llmsched.loop", "llmsched.fusion", "llmsched.disaggregation"):
         return 2
     if module == "llmsched.simulate":
         return 4

@@ -7,8 +7,9 @@ bounds) needs only numpy; solvers and torch are imported lazily by the parts tha
 from llmsched import workloads
 from llmsched.bounds import LowerBounds, lower_bounds
 from llmsched.cost import ContextCostModel, CostModel, LevelCostModel, LinearCostModel, PrefillLevel
+from llmsched.fused import FusedSchedule, fused_lower_bounds, validate_fused
 from llmsched.schedule import Schedule
-from llmsched.simulate import simulate
+from llmsched.simulate import simulate, simulate_fusion
 from llmsched.validate import Violation, validate
 from llmsched.workload import Workload
 
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ContextCostModel",
     "CostModel",
+    "FusedSchedule",
     "LevelCostModel",
     "LinearCostModel",
     "LowerBounds",
@@ -25,8 +27,11 @@ __all__ = [
     "Violation",
     "Workload",
     "__version__",
+    "fused_lower_bounds",
     "lower_bounds",
     "simulate",
+    "simulate_fusion",
     "validate",
+    "validate_fused",
     "workloads",
 ]

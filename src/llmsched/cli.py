@@ -345,6 +345,15 @@ _SIMULATE_FIELDS = (
     "replace_arrivals",
     "cost",
     "clients",
+    "mode",
+    "token_budget",
+    "prompt_machines",
+    "token_machines",
+    "kv_bandwidth",
+    "kv_bytes_per_token",
+    "layers",
+    "kv_overlap",
+    "mixed_pool",
     "request_policy",
     "iteration_policy",
     "predictor",
@@ -444,6 +453,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from llmsched.validate import validate
 
     config, from_file = _simulate_config(args)
+    if config.mode != "competition":
+        return _simulate_other_mode(args, config, from_file)
     _check_simulate_outputs(args, config, from_file)
     with _from_config_file(args, from_file, "cost", "cost"):
         cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
@@ -532,6 +543,126 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             print(f"  per-request metrics written to {config.requests_csv}")
         if config.stages_csv:
             print(f"  per-stage table written to {config.stages_csv}")
+    return 0 if not violations else 1
+
+
+def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[str]) -> int:
+    """``llmsched simulate --mode fusion|disaggregated``: the workload on a fused engine
+    (chunked prefill) or a disaggregated cluster (Splitwise)."""
+    from llmsched.config import cost_model
+    from llmsched.disagg import DisaggregatedCluster, disaggregated_lower_bounds, validate_disaggregated
+    from llmsched.fused import fused_lower_bounds, validate_fused
+    from llmsched.simulate import simulate_disaggregated, simulate_fusion
+
+    unsupported = [flag for field, flag, _ in _SIMULATE_OUTPUTS if getattr(config, field)]
+    if config.plot:
+        unsupported.append("--plot")
+    if unsupported:
+        raise ValueError(f"{', '.join(unsupported)}: not available with --mode {config.mode} (use --json)")
+    with _from_config_file(args, from_file, "cost", "cost"):
+        cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
+    options = config.prepare_options()
+    with _from_config_file(args, from_file, "workload", "workload.spec"):
+        workload = parse_workload(config.workload, config.seed, config.requests)
+    workload, preparation = options.apply(workload)
+    workload = _with_predictor(workload, config.predictor, config.seed)
+    request_name = config.request_policy.name
+    schedule: Any
+    violations: list[Any]
+    if config.mode == "fusion":
+        schedule = simulate_fusion(
+            workload,
+            cost,
+            config.clients,
+            config.make_request_policy(),
+            config.token_budget,
+            clairvoyant=config.clairvoyant,
+        )
+        violations = validate_fused(schedule)
+        bound = fused_lower_bounds(workload, cost, config.clients, config.token_budget).strong
+        described = f"fused (chunked prefill, {config.token_budget} tokens an iteration), {request_name}"
+    else:
+        request_name = "jsq"
+        cluster = DisaggregatedCluster(
+            config.prompt_machines,
+            config.token_machines,
+            cost,
+            cost,
+            config.clients,
+            config.kv_bytes_per_token,
+            config.kv_bandwidth,
+            config.layers,
+            config.kv_overlap,
+            config.mixed_pool,
+        )
+        schedule = simulate_disaggregated(workload, cluster)
+        violations = validate_disaggregated(schedule)
+        bound = disaggregated_lower_bounds(workload, cluster).strong
+        described = (
+            f"disaggregated ({config.prompt_machines} prompt + {config.token_machines} token machines, "
+            f"{config.kv_bandwidth:g} GB/s, overlap {'on' if config.kv_overlap else 'off'}"
+            f"{', mixed pool' if config.mixed_pool else ''}), join-the-shortest-queue"
+        )
+    summary = schedule.summary(slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt)
+    result = {
+        "workload": workload.name,
+        "workload_options": options.as_dict(),
+        "prompts_clipped": preparation.prompts_clipped,
+        "outputs_clipped": preparation.outputs_clipped,
+        "predictions_clipped": preparation.predictions_clipped,
+        "predictor": config.predictor,
+        "request_policy": request_name,
+        "iteration_policy": None,
+        "clairvoyant": bool(schedule.info.get("clairvoyant", False)),
+        "oracle_lengths": bool(schedule.info.get("oracle_lengths", False)),
+        **summary,
+        "lower_bound_s": bound,
+        "gap_to_lb": schedule.makespan / bound - 1.0,
+        "valid": not violations,
+        "violations": [str(v) for v in violations],
+        "config": config.as_dict(),
+    }
+    if config.json:
+        _print_json(result)
+    else:
+        print(f"{workload!r} on {config.clients} clients, {described}")
+        prepared = _describe_preparation(preparation)
+        if prepared:
+            print(f"  workload      {prepared}")
+        print(
+            f"  makespan      {schedule.makespan:10.3f} s   (lower bound {bound:.3f} s, "
+            f"gap {result['gap_to_lb']:+.2%})"
+        )
+        if config.mode == "fusion":
+            print(f"  busy          {schedule.utilization:10.2%} of the makespan")
+        else:
+            print(
+                f"  busy          {summary['utilization_prompt']:.2%} prompt pool, "
+                f"{summary['utilization_token']:.2%} token pool"
+            )
+            print(
+                f"  KV transfer   {summary['transfer_mean_s'] * 1e3:.3f} ms mean, "
+                f"{summary['transfer_p99_s'] * 1e3:.3f} ms p99"
+            )
+        print(f"  throughput    {schedule.tokens_per_s:10.1f} output tokens/s")
+        print(f"  TTFT p50/p99  {summary['ttft_p50_s']:.3f} / {summary['ttft_p99_s']:.3f} s")
+        print(f"  TBT p50/p99   {summary['tbt_p50_s']:.3f} / {summary['tbt_p99_s']:.3f} s")
+        print(f"  e2e p50/p99   {summary['e2e_p50_s']:.3f} / {summary['e2e_p99_s']:.3f} s")
+        if config.mode == "fusion":
+            print(
+                f"  iterations    {summary['decode_iterations']} "
+                f"({summary['mixed_iterations']} mixing decode "
+                f"and prompt chunks; {summary['chunks']} chunks)"
+            )
+        else:
+            print(
+                f"  stages        {summary['prefill_stages']} prefill stages "
+                f"({summary['lent_stages']} on lent "
+                f"token machines), {summary['decode_iterations']} decode iterations"
+            )
+        print(f"  valid         {not violations}")
+        for v in violations[:10]:
+            print(f"    {v}")
     return 0 if not violations else 1
 
 
@@ -900,7 +1031,7 @@ def _add_clip_flags(parser: argparse.ArgumentParser, reported: str = "") -> None
 def build_parser() -> argparse.ArgumentParser:
     """The ``llmsched`` command's argument parser, with every subcommand and its options."""
     from llmsched._checks import MAX_REQUESTS
-    from llmsched.config import RunConfig
+    from llmsched.config import MODES, RunConfig
     from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS
     from llmsched.online.predictors import predictor_names
     from llmsched.online.registry import iteration_policy_names, request_policy_names
@@ -945,6 +1076,60 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--cost", help=f"{COST_HELP} (default: {defaults.cost})")
     sim.add_argument(
         "--clients", type=clients, help=f"number of clients (batch slots) (default: {defaults.clients})"
+    )
+    sim.add_argument(
+        "--mode",
+        choices=MODES,
+        help="how the engine treats prefill and decode: competition (a prefill stage pauses decoding) "
+        "fusion (chunked prefill: decoding and prompt chunks share iterations) or disaggregated (prompt "
+        f"and token machines, a KV transfer between them) (default: {defaults.mode})",
+    )
+    sim.add_argument(
+        "--token-budget",
+        type=_int_arg(2, 1 << 31),
+        metavar="N",
+        help="fusion: decoding requests plus prompt-chunk tokens per iteration (Sarathi-Serve's chunk size) "
+        f"(default: {defaults.token_budget})",
+    )
+    sim.add_argument(
+        "--prompt-machines",
+        type=_int_arg(1, 10_000),
+        metavar="P",
+        help=f"disaggregated: prompt machines (default: {defaults.prompt_machines})",
+    )
+    sim.add_argument(
+        "--token-machines",
+        type=_int_arg(1, 10_000),
+        metavar="T",
+        help=f"disaggregated: token machines, each of --clients clients (default: {defaults.token_machines})",
+    )
+    sim.add_argument(
+        "--kv-bandwidth",
+        type=_positive_float_arg,
+        metavar="GBPS",
+        help=f"disaggregated: GB/s of the link carrying keys and values (default: {defaults.kv_bandwidth:g})",
+    )
+    sim.add_argument(
+        "--kv-bytes-per-token",
+        type=_positive_float_arg,
+        metavar="BYTES",
+        help="disaggregated: keys and values per prompt token, 2 x layers x kv heads x head dim x bytes "
+        f"(default: {defaults.kv_bytes_per_token:.0f}, LLaMA-65B in float16)",
+    )
+    sim.add_argument(
+        "--layers",
+        type=_int_arg(1, 100_000),
+        help=f"disaggregated: the model's layers, for the per-layer overlap (default: {defaults.layers})",
+    )
+    sim.add_argument(
+        "--kv-overlap",
+        action=argparse.BooleanOptionalAction,
+        help="disaggregated: send each layer's keys and values as soon as it is computed (default: on)",
+    )
+    sim.add_argument(
+        "--mixed-pool",
+        action=argparse.BooleanOptionalAction,
+        help="disaggregated: lend idle token machines to the prompt pool under load (default: off)",
     )
     sim.add_argument(
         "--request-policy",

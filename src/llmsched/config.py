@@ -7,6 +7,15 @@ relative to the current folder, as on the command line. A full example (``exampl
 is one that runs)::
 
     clients = 200                  # --clients
+    mode = "competition"           # --mode: competition | fusion | disaggregated
+    token_budget = 512             # --token-budget (fusion: tokens per iteration)
+    prompt_machines = 1            # --prompt-machines (disaggregated; clients is per token machine)
+    token_machines = 1             # --token-machines
+    kv_bandwidth = 25.0            # --kv-bandwidth (GB/s of the KV-cache link)
+    kv_bytes_per_token = 2621440   # --kv-bytes-per-token (LLaMA-65B in float16)
+    layers = 80                    # --layers (the per-layer overlap of the transfer)
+    kv_overlap = true              # --kv-overlap / --no-kv-overlap
+    mixed_pool = false             # --mixed-pool: lend idle token machines to the prompt pool
     predictor = "mico"             # --predictor (left out: none)
     clairvoyant = false            # --clairvoyant
 
@@ -97,6 +106,8 @@ __all__ = [
 
 # The most clients a run may have (the command's --clients limit).
 MAX_CLIENTS = 1_000_000
+# The most machines of one pool of a disaggregated cluster.
+MAX_MACHINES = 10_000
 
 
 def _text(name: str, value: Any) -> str:
@@ -116,6 +127,19 @@ def _positive(name: str, value: Any) -> float:
 
 def _tokens(name: str, value: Any) -> int:
     return positive_int(name, value, maximum=MAX_TOKENS)
+
+
+#: Engine modes ``simulate`` runs: PD competition (a prefill stage pauses decoding), PD
+#: fusion (chunked prefill, :mod:`llmsched.fused`) and PD disaggregation (Splitwise's prompt
+#: and token machines, :mod:`llmsched.disagg`).
+MODES = ("competition", "fusion", "disaggregated")
+
+
+def _mode(name: str, value: Any) -> str:
+    _text(name, value)
+    if value not in MODES:
+        raise ValueError(f"{name} must be one of {list(MODES)}, got {value!r}")
+    return str(value)
 
 
 def _arrivals(name: str, value: Any) -> str:
@@ -314,6 +338,15 @@ _FIELDS: dict[str, tuple[str | None, str, Callable[[str, Any], Any]]] = {
     "replace_arrivals": ("workload", "replace_arrivals", flag),
     "cost": (None, "cost", _cost),
     "clients": (None, "clients", lambda n, v: positive_int(n, v, maximum=MAX_CLIENTS)),
+    "mode": (None, "mode", _mode),
+    "token_budget": (None, "token_budget", lambda n, v: positive_int(n, v, maximum=1 << 31)),
+    "prompt_machines": (None, "prompt_machines", lambda n, v: positive_int(n, v, maximum=MAX_MACHINES)),
+    "token_machines": (None, "token_machines", lambda n, v: positive_int(n, v, maximum=MAX_MACHINES)),
+    "kv_bandwidth": (None, "kv_bandwidth", _positive),
+    "kv_bytes_per_token": (None, "kv_bytes_per_token", _positive),
+    "layers": (None, "layers", lambda n, v: positive_int(n, v, maximum=100_000)),
+    "kv_overlap": (None, "kv_overlap", flag),
+    "mixed_pool": (None, "mixed_pool", flag),
     "request_policy": (None, "request_policy", _policy("request")),
     "iteration_policy": (None, "iteration_policy", _policy("iteration")),
     "predictor": (None, "predictor", _optional(_predictor)),
@@ -360,6 +393,15 @@ class RunConfig:
     replace_arrivals: bool = False
     cost: str | Mapping[str, Any] = "paper"
     clients: int = 200
+    mode: str = "competition"
+    token_budget: int = 512
+    prompt_machines: int = 1
+    token_machines: int = 1
+    kv_bandwidth: float = 25.0
+    kv_bytes_per_token: float = 2_621_440.0
+    layers: int = 80
+    kv_overlap: bool = True
+    mixed_pool: bool = False
     request_policy: PolicyConfig = field(default_factory=lambda: PolicyConfig("fcfs"))
     iteration_policy: PolicyConfig = field(default_factory=lambda: PolicyConfig("prefill-first"))
     predictor: str | None = None

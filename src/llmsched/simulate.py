@@ -8,6 +8,9 @@ only) is :mod:`llmsched.loop`; this module adds what the names mean
 from __future__ import annotations
 
 from llmsched.cost import CostModel
+from llmsched.disaggregation import simulate_disaggregated
+from llmsched.fused import FusedSchedule
+from llmsched.fusion import DEFAULT_TOKEN_BUDGET, simulate_fusion_policies
 from llmsched.instance import check_instance
 from llmsched.loop import simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
@@ -17,7 +20,7 @@ from llmsched.workload import Workload
 
 # check_instance and EngineView live in the core (llmsched.instance, llmsched.policies);
 # they stay importable from here, where they used to be.
-__all__ = ["EngineView", "check_instance", "simulate"]
+__all__ = ["EngineView", "check_instance", "simulate", "simulate_disaggregated", "simulate_fusion"]
 
 
 def simulate(
@@ -67,3 +70,30 @@ def simulate(
     requests = make_request_policy(request_policy)
     iterations = make_iteration_policy(iteration_policy)
     return simulate_policies(workload, cost, clients, requests, iterations, clairvoyant)
+
+
+def simulate_fusion(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    request_policy: str | RequestPolicy = "fcfs",
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    clairvoyant: bool = False,
+) -> FusedSchedule:
+    """Run ``workload`` on a fused engine (chunked prefill, :mod:`llmsched.fused`) of
+    ``clients`` clients and return its :class:`~llmsched.fused.FusedSchedule`.
+
+    Every iteration carries every decoding request and prompt chunks up to ``token_budget``
+    tokens in all; ``request_policy`` (a registered name or an object, as for
+    :func:`simulate`) decides which waiting requests free clients take. There is no
+    iteration policy: decoding never pauses. ``llmsched.fused.validate_fused`` checks the
+    schedule.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On an unknown policy name, an invalid instance, a cost model that does not price
+        prompt tokens (a ``LevelCostModel``) or a budget below 2, before any work.
+    """
+    requests = make_request_policy(request_policy)
+    return simulate_fusion_policies(workload, cost, clients, requests, token_budget, clairvoyant)

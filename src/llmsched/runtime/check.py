@@ -60,16 +60,18 @@ STRATEGIES = {
 #: requests are checked against a run of their own (``check_tokens``, None for all).
 #:
 #: ``small`` runs GSM8K's lengths in full (contexts up to 676 tokens; each schedule about 7 s
-#: on one CPU thread); ``125m`` half of them (each schedule about a minute on one CPU thread,
-#: a shorter profile, one execution, a token check on four requests); ``tiny`` is sized
-#: for the tests.
+#: on one CPU thread, executed five times); ``125m`` half of them (each schedule about a
+#: minute on one CPU thread, a shorter profile, three executions, a token check on four
+#: requests); ``tiny`` is sized for the tests. On a shared machine a schedule's time moves
+#: with the machine's speed by more than the model's error, so the median of several
+#: executions counts.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "tiny": {"requests": 24, "clients": 8, "scale": 0.125, "rounds": 6, "repeats": 2, "count": 5,
              "executions": 1, "check_tokens": None},
     "small": {"requests": 32, "clients": 16, "scale": 1.0, "rounds": 6, "repeats": 2, "count": 5,
-              "executions": 3, "check_tokens": None},
+              "executions": 5, "check_tokens": None},
     "125m": {"requests": 32, "clients": 8, "scale": 0.5, "rounds": 3, "repeats": 1, "count": 4,
-             "executions": 1, "check_tokens": 4},
+             "executions": 3, "check_tokens": 4},
     "1b": {"requests": 64, "clients": 16, "scale": 0.5, "rounds": 3, "repeats": 1, "count": 4,
            "executions": 1, "check_tokens": 4},
 }  # fmt: skip
