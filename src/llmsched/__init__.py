@@ -7,9 +7,15 @@ bounds) needs only numpy; solvers and torch are imported lazily by the parts tha
 from llmsched import workloads
 from llmsched.bounds import LowerBounds, lower_bounds
 from llmsched.cost import ContextCostModel, CostModel, LevelCostModel, LinearCostModel, PrefillLevel
+from llmsched.disagg import (
+    DisaggregatedCluster,
+    DisaggregatedSchedule,
+    disaggregated_lower_bounds,
+    validate_disaggregated,
+)
 from llmsched.fused import FusedSchedule, fused_lower_bounds, validate_fused
 from llmsched.schedule import Schedule
-from llmsched.simulate import simulate, simulate_fusion
+from llmsched.simulate import simulate, simulate_disaggregated, simulate_fusion
 from llmsched.validate import Violation, validate
 from llmsched.workload import Workload
 
@@ -18,6 +24,8 @@ __version__ = "0.1.0"
 __all__ = [
     "ContextCostModel",
     "CostModel",
+    "DisaggregatedCluster",
+    "DisaggregatedSchedule",
     "FusedSchedule",
     "LevelCostModel",
     "LinearCostModel",
@@ -27,11 +35,14 @@ __all__ = [
     "Violation",
     "Workload",
     "__version__",
+    "disaggregated_lower_bounds",
     "fused_lower_bounds",
     "lower_bounds",
     "simulate",
+    "simulate_disaggregated",
     "simulate_fusion",
     "validate",
+    "validate_disaggregated",
     "validate_fused",
     "workloads",
 ]
