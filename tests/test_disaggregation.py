@@ -125,6 +125,23 @@ def test_the_mixed_pool_lends_idle_token_machines_under_prompt_load() -> None:
     assert np.percentile(mixed.ttft, 99) < np.percentile(plain.ttft, 99)
 
 
+def test_the_mixed_pool_lends_idle_prompt_machines_when_token_machines_are_full() -> None:
+    """One token machine of one client and two prompt machines: with the mixed pool, a
+    request that finds the token machine full is decoded by the idle prompt machine (under
+    the prompt pool's model), which prefills nothing until it is done; the run ends sooner."""
+    work = Workload([50] * 6, [200] * 6, arrival=np.arange(6) * 0.5)
+    cluster = _cluster(prompt_machines=2, token_machines=1, token_clients=1)
+    plain = simulate_disaggregated(work, cluster)
+    mixed = simulate_disaggregated(work, replace(cluster, mixed=True))
+    assert validate_disaggregated(plain) == [] and validate_disaggregated(mixed) == []
+    assert (plain.request_machine == 2).all()
+    lent = mixed.request_machine < 2
+    assert lent.any() and cluster.is_prompt(mixed.run_machine).any()
+    assert mixed.makespan < plain.makespan
+    # Without the mixed pool, decoding on a prompt machine breaks the pools rule alone.
+    assert {v.rule for v in validate_disaggregated(replace(mixed, cluster=cluster))} == {"pools"}
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 10_000), st.floats(0.5, 6))
 def test_disaggregation_is_non_anticipative(seed, cut) -> None:

@@ -17,10 +17,14 @@ A request's first token comes at the end of its prefill stage, as under competit
 next ``output_tokens`` come from the token machine's iterations, the first of them after the
 transfer (so the transfer and any wait for a slot fall in its first gap between tokens).
 
-With ``mixed=True`` the cluster lends idle token machines to the prompt pool (Splitwise's
-mixed pool, one way): a token machine with nothing to decode, nothing waiting and nothing on
-its way takes a prefill stage from the most loaded prompt queue when it holds more than one
-stage's worth of tokens, and then decodes those requests itself, with no transfer.
+With ``mixed=True`` the cluster lends idle machines of one pool to the other under load
+(Splitwise's mixed pool). A token machine with nothing to decode, nothing waiting and nothing
+on its way takes a prefill stage from the most loaded prompt queue when it holds more than one
+stage's worth of tokens, and then decodes those requests itself, with no transfer. When every
+token machine is full (as many requests decoding, waiting or on their way as it has clients),
+a request leaving a prompt machine goes to an idle prompt machine instead (no stage, no queue),
+which decodes it with the prompt pool's cost model and takes no stage of its own until its
+decoding is done. A lent machine runs one phase at a time, as under competition.
 
 :func:`llmsched.simulate_disaggregated` runs a workload on a cluster; :func:`validate_disaggregated`
 checks the result's rules independently; :func:`disaggregated_lower_bounds` bounds any
@@ -478,9 +482,9 @@ def validate_disaggregated(
     Rules (:data:`DISAGGREGATED_RULES`), each recomputed from the arrays and the workload:
 
     * ``structure``: lengths and index ranges (cannot be skipped);
-    * ``pools``: prefill stages on prompt machines, or on token machines only when the
-      cluster lends them (``mixed``); decode runs on token machines; a request decodes on
-      a token machine, the one that prefilled it when that was a token machine;
+    * ``pools``: prefill stages on prompt machines and decode runs on token machines, each
+      on the other pool's machines only when the cluster lends them (``mixed``); a request
+      prefilled by a token machine decodes there;
     * ``capacity``: a stage's prompt tokens within its machine's prefill capacity;
     * ``arrival``: no request's stage starts before it arrives;
     * ``stage_time``: stages and runs take their machine's cost model's times (a stage by
@@ -578,20 +582,22 @@ def validate_disaggregated(
             np.flatnonzero(lent_stage),
             lambda k: f"stage {k} runs on token machine {s.stage_machine[k]}, which is not lent",
         )
+    if not c.mixed:
+        add(
+            "pools",
+            np.flatnonzero(c.is_prompt(s.run_machine)),
+            lambda r: f"run {r} decodes on prompt machine {s.run_machine[r]}, which is not lent",
+        )
+        add(
+            "pools",
+            np.flatnonzero(c.is_prompt(s.request_machine)),
+            lambda i: f"request {i} decodes on prompt machine {s.request_machine[i]}, which is not lent",
+        )
+    # Decoded where it was prefilled: no transfer (a lent token machine's own stage).
+    local = s.stage_machine[stage_of] == s.request_machine
     add(
         "pools",
-        np.flatnonzero(c.is_prompt(s.run_machine)),
-        lambda r: f"run {r} decodes on prompt machine {s.run_machine[r]}",
-    )
-    add(
-        "pools",
-        np.flatnonzero(c.is_prompt(s.request_machine)),
-        lambda i: f"request {i} decodes on prompt machine {s.request_machine[i]}",
-    )
-    local = lent_stage[stage_of]
-    add(
-        "pools",
-        np.flatnonzero(local & (s.stage_machine[stage_of] != s.request_machine)),
+        np.flatnonzero(lent_stage[stage_of] & ~local),
         lambda i: (
             f"request {i} is prefilled by lent machine {s.stage_machine[stage_of[i]]} "
             f"but decodes on {s.request_machine[i]}"
@@ -660,14 +666,19 @@ def validate_disaggregated(
         lambda r: f"run {r} says context {s.run_context[r]}; its requests hold {context[r]}",
     )
     if runs:
-        want = np.asarray(decode_seconds(c.token_cost, count, context), dtype=np.float64)
+        on_prompt = c.is_prompt(s.run_machine)
+        want = np.where(
+            on_prompt,
+            np.asarray(decode_seconds(c.prompt_cost, count, context), dtype=np.float64),
+            np.asarray(decode_seconds(c.token_cost, count, context), dtype=np.float64),
+        )
         off = np.flatnonzero((count > 0) & (np.abs(s.run_first_time - want) > tol + rtol * want))
         add(
             "stage_time",
             off,
             lambda r: f"run {r}'s first iteration takes {s.run_first_time[r]:.9g}s, not {want[r]:.9g}s",
         )
-        step = context_rate(c.token_cost) * count
+        step = np.where(on_prompt, context_rate(c.prompt_cost), context_rate(c.token_cost)) * count
         off = np.flatnonzero((s.run_iterations > 1) & (np.abs(s.run_step - step) > tol + rtol * want))
         add(
             "stage_time",
@@ -794,8 +805,9 @@ def disaggregated_lower_bounds(workload: Workload, cluster: DisaggregatedCluster
     the total over ``P`` after the first arrival. (With ``mixed`` a token machine may take a
     stage, so the pool's work is spread over every machine and priced at the cheaper of the
     two models' coefficients.) Alone, request ``i`` needs its own prefill stage, its
-    transfer (with overlap, at least ``x / layers``), and ``N^d`` iterations of at least the
-    least time of any batch, plus its context's reads.
+    transfer (with overlap, at least ``x / layers``; none when a lent machine may decode what
+    it prefilled), and ``N^d`` iterations of at least the least time of any batch, plus its
+    context's reads (under the cheaper pool's model when prompt machines may decode).
     """
     cluster.check(workload)
     prompt, output = workload.prompt_tokens, workload.output_tokens
@@ -826,13 +838,12 @@ def disaggregated_lower_bounds(workload: Workload, cluster: DisaggregatedCluster
     transfer = sent / cluster.layers if cluster.overlap else sent
     if cluster.mixed:
         transfer = np.zeros_like(transfer)  # a lent machine decodes its own prefill
-    tau = float(np.min(decode_seconds(cluster.token_cost, np.arange(1, cluster.token_clients + 1), 0)))
+    decoders = [cluster.prompt_cost, cluster.token_cost] if cluster.mixed else [cluster.token_cost]
+    batches = np.arange(1, cluster.token_clients + 1)
+    tau = min(float(np.min(decode_seconds(cost, batches, 0))) for cost in decoders)
+    reads = min(context_rate(cost) for cost in decoders)
     alone = (
-        workload.arrival
-        + alone_prefill
-        + transfer
-        + output * tau
-        + context_rate(cluster.token_cost) * request_context(prompt, output)
+        workload.arrival + alone_prefill + transfer + output * tau + reads * request_context(prompt, output)
     )
     single = float(alone.max())
     return DisaggregatedBounds(prefill, single, max(prefill, single))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -112,23 +113,26 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
     cluster.check(workload)
     n = len(workload)
     P, T = cluster.prompt_machines, cluster.token_machines
+    M = P + T
+    clients = cluster.token_clients
     prompt = workload.prompt_tokens.tolist()
     output = workload.output_tokens.tolist()
     arrival = workload.arrival.tolist()
-    prompt_cost, token_cost = cluster.prompt_cost, cluster.token_cost
-    squares_priced = [is_context_aware(prompt_cost), is_context_aware(token_cost)]
-    caps = [int(prompt_cost.prefill_capacity), int(token_cost.prefill_capacity)]
-    per_context = context_rate(token_cost)
-    tau = iteration_times(token_cost, min(cluster.token_clients, n))
-    decoders = [_Decoder(cluster.token_clients, tau, per_context) for _ in range(T)]
+    costs = [cluster.prompt_cost if m < P else cluster.token_cost for m in range(M)]
+    squares_priced = [is_context_aware(cost) for cost in costs]
+    caps = [int(cost.prefill_capacity) for cost in costs]
+    pool_tau = [iteration_times(cost, min(clients, n)) for cost in (cluster.prompt_cost, cluster.token_cost)]
+    rates = [context_rate(cost) for cost in costs]
+    # Every machine can decode (a prompt machine only when lent to the token pool).
+    decoders = [_Decoder(clients, pool_tau[m >= P], rates[m]) for m in range(M)]
     queues: list[deque[int]] = [deque() for _ in range(P)]
     queued = [0] * P  # prompt tokens queued or in prefill, per prompt machine
-    busy = [False] * P
-    lent = [False] * T  # a token machine running a lent prefill stage
+    prefilling = [False] * M  # a machine running a prefill stage
 
     stage_machine: list[int] = []
     stage_start: list[float] = []
     stage_end: list[float] = []
+    stage_requests: list[list[int]] = []
     run_rows: list[tuple[int, float, int, float, float, int, int]] = []
     request_stage = [-1] * n
     request_machine = [-1] * n
@@ -147,11 +151,11 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
     for request in np.argsort(workload.arrival, kind="stable").tolist():
         push(arrival[request], _ARRIVE, request)
 
-    def stage_time(machine_pool: int, requests: list[int]) -> float:
-        cost = prompt_cost if machine_pool == 0 else token_cost
+    def stage_time(machine: int, requests: list[int]) -> float:
+        cost: Any = costs[machine]
         tokens = sum(prompt[r] for r in requests)
-        if squares_priced[machine_pool]:
-            return float(cost.prefill_time(tokens, sum(prompt[r] ** 2 for r in requests)))  # type: ignore[call-arg]
+        if squares_priced[machine]:
+            return float(cost.prefill_time(tokens, sum(prompt[r] ** 2 for r in requests)))
         return float(cost.prefill_time(tokens))
 
     def take_stage(queue: deque[int], capacity: int, limit: int) -> list[int]:
@@ -163,57 +167,68 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
             tokens += prompt[request]
         return batch
 
-    stage_requests: list[list[int]] = []
-
-    def start_prompt(p: int, now: float) -> None:
-        batch = take_stage(queues[p], caps[0], n)
-        if not batch:
-            return
-        busy[p] = True
-        seconds = stage_time(0, batch)
+    def record_stage(machine: int, batch: list[int], now: float) -> int:
+        prefilling[machine] = True
+        seconds = stage_time(machine, batch)
         stage = len(stage_start)
-        stage_machine.append(p)
+        stage_machine.append(machine)
         stage_start.append(now)
         stage_end.append(now + seconds)
         stage_requests.append(batch)
         for request in batch:
             request_stage[request] = stage
-            m = min(range(T), key=lambda t: (decoders[t].load, t))
-            decoders[m].incoming += 1
-            request_machine[request] = P + m
         push(now + seconds, _STAGE_DONE, stage)
+        return stage
+
+    def destination(source: int) -> int:
+        """Join the shortest queue of the token pool; with the mixed pool, when every token
+        machine is full, an idle prompt machine other than ``source`` is lent to it."""
+        best = min(range(P, M), key=lambda m: (decoders[m].load, m))
+        if cluster.mixed and decoders[best].load >= clients:
+            idle = [
+                q
+                for q in range(P)
+                if q != source and not prefilling[q] and not queues[q] and decoders[q].load < clients
+            ]
+            if idle:
+                return min(idle, key=lambda q: (decoders[q].load, q))
+        return best
+
+    def start_prompt(p: int, now: float) -> None:
+        """A prompt machine starts its next stage, unless it prefills or decodes already."""
+        if prefilling[p] or decoders[p].load:
+            return
+        batch = take_stage(queues[p], caps[p], n)
+        if not batch:
+            return
+        record_stage(p, batch, now)
+        for request in batch:
+            m = destination(p)
+            decoders[m].incoming += 1
+            request_machine[request] = m
 
     def lend(t: int, now: float) -> None:
         """An idle token machine takes a stage from the most loaded prompt queue."""
         d = decoders[t]
-        if not cluster.mixed or lent[t] or d.load or not d.free:
+        if not cluster.mixed or prefilling[t] or d.load:
             return
         p = max(range(P), key=lambda q: (sum(prompt[r] for r in queues[q]), -q))
-        if sum(prompt[r] for r in queues[p]) <= caps[0]:
+        if sum(prompt[r] for r in queues[p]) <= caps[p]:
             return  # no more than one stage waits: the prompt pool keeps up
-        batch = take_stage(queues[p], caps[1], len(d.free))
+        batch = take_stage(queues[p], caps[t], clients)
         if not batch:
             return
         queued[p] -= sum(prompt[r] for r in batch)
-        lent[t] = True
-        seconds = stage_time(1, batch)
-        stage = len(stage_start)
-        stage_machine.append(P + t)
-        stage_start.append(now)
-        stage_end.append(now + seconds)
-        stage_requests.append(batch)
+        record_stage(t, batch, now)
         for request in batch:
-            request_stage[request] = stage
-            request_machine[request] = P + t
+            request_machine[request] = t
             d.incoming += 1
-        push(now + seconds, _STAGE_DONE, stage)
 
     def close_run(d: _Decoder, m: int, k: int) -> float:
         """Record ``k`` iterations of ``d``'s current run; return when they end."""
         end = d.run_start + d.elapsed(k)
-        run_rows.append(
-            (P + m, d.run_start, k, d.run_first, per_context * d.run_active, d.run_active, d.run_context)
-        )
+        growth = d.per_context * d.run_active
+        run_rows.append((m, d.run_start, k, d.run_first, growth, d.run_active, d.run_context))
         d.g += k
         return end
 
@@ -227,15 +242,11 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
         d.run_start = now
         d.run_active = active
         d.run_context = d.context_offset + active * d.g
-        d.run_first = d.tau[active] + per_context * d.run_context
-        k = d.heap[0][0] - d.g
-        if d.waiting and d.free:
-            # Joins wait for the next iteration boundary: the first one.
-            k = 1
-        d.next_k = k
-        push(d.run_start + d.elapsed(k), _DECODER, m, d.version)
+        d.run_first = d.tau[active] + d.per_context * d.run_context
+        d.next_k = d.heap[0][0] - d.g
+        push(d.run_start + d.elapsed(d.next_k), _DECODER, m, d.version)
 
-    def admit(d: _Decoder, m: int) -> None:
+    def admit(d: _Decoder) -> None:
         while d.waiting and d.free:
             request = d.waiting.popleft()
             client = d.free.pop()
@@ -246,72 +257,79 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
             d.context_offset += prompt[request] - d.g
             heapq.heappush(d.heap, (d.g + output[request], client, request))
 
-    def finish(d: _Decoder, m: int, now: float) -> None:
+    def finish(d: _Decoder) -> None:
         while d.heap and d.heap[0][0] == d.g:
             _, client, request = heapq.heappop(d.heap)
             del d.running[client]
             d.free.append(client)
             d.context_offset -= prompt[request] - decode_start[request]
 
+    def after_idle(m: int, now: float) -> None:
+        """A machine whose decoder ran dry goes back to its own pool's work."""
+        if decoders[m].load:
+            return
+        if m < P:
+            start_prompt(m, now)
+        else:
+            lend(m, now)
+
     now = 0.0
     while events:
         now, _, kind, who, version = heapq.heappop(events)
         if kind == _ARRIVE:
-            p = min(range(P), key=lambda q: (queued[q], q))
+            # Shortest queue of prompt tokens, among the machines not lent out first.
+            p = min(range(P), key=lambda q: (decoders[q].load > 0, queued[q], q))
             queues[p].append(who)
             queued[p] += prompt[who]
-            if not busy[p]:
-                start_prompt(p, now)
-            for t in range(T):
+            start_prompt(p, now)
+            for t in range(P, M):
                 lend(t, now)
         elif kind == _STAGE_DONE:
             machine = stage_machine[who]
             batch = stage_requests[who]
             seconds = stage_end[who] - stage_start[who]
+            prefilling[machine] = False
             if machine < P:
                 queued[machine] -= sum(prompt[r] for r in batch)
-                busy[machine] = False
                 arrive_at = np.asarray(cluster.transfer(np.array([prompt[r] for r in batch]), seconds)) + now
                 for request, at in zip(batch, arrive_at.tolist(), strict=True):
                     transfer_end[request] = at
                     push(at, _TRANSFER_DONE, request)
                 start_prompt(machine, now)
             else:
-                t = machine - P
-                lent[t] = False
-                d = decoders[t]
-                for request in batch:
+                d = decoders[machine]
+                for request in batch:  # decoded here: no transfer
                     transfer_end[request] = now
                     d.incoming -= 1
                     d.waiting.append(request)
-                admit(d, t)
-                open_run(d, t, now)
+                admit(d)
+                open_run(d, machine, now)
         elif kind == _TRANSFER_DONE:
-            t = request_machine[who] - P
-            d = decoders[t]
+            m = request_machine[who]
+            d = decoders[m]
             d.incoming -= 1
             d.waiting.append(who)
             if math.isnan(d.run_start):
-                if not lent[t]:
-                    admit(d, t)
-                    open_run(d, t, now)
+                if not prefilling[m]:
+                    admit(d)
+                    open_run(d, m, now)
             elif d.free:
-                # Cut the run at the first iteration end at or after now.
+                # Join at the first iteration end at or after now.
                 k = min(d.iterations_until(now), d.heap[0][0] - d.g)
                 if k < d.next_k:
                     d.version += 1
                     d.next_k = k
-                    push(d.run_start + d.elapsed(k), _DECODER, t, d.version)
-        else:  # a token machine's run reaches its event
+                    push(d.run_start + d.elapsed(k), _DECODER, m, d.version)
+        else:  # a machine's run reaches its event
             d = decoders[who]
             if version != d.version:
                 continue
             end = close_run(d, who, d.next_k)
-            finish(d, who, end)
-            admit(d, who)
+            finish(d)
+            admit(d)
             open_run(d, who, end)
             if not d.running:
-                lend(who, end)
+                after_idle(who, end)
     makespan = max(max(stage_end, default=0.0), max((r[1] + _run_span(r) for r in run_rows), default=0.0))
     runs = np.array(run_rows, dtype=object) if run_rows else np.zeros((0, 7), dtype=object)
     return DisaggregatedSchedule(
