@@ -92,7 +92,7 @@ def run_mode(
         ]
         seconds = time.perf_counter() - start
         valid = all(not validate_fused(s) for s in schedules)
-        row = _combine(workload, schedules, [s.busy_time for s in schedules], valid, seconds)
+        row = _combine(workload, schedules, [s.busy_time for s in schedules], valid, seconds)  # engine busy
     else:
         cluster = DisaggregatedCluster(
             prompt_machines,

@@ -49,7 +49,7 @@ def _valid() -> DisaggregatedSchedule:
     """A burst of long prompts and a tail of short ones: stages on the prompt machine and on
     lent token machines, transfers, runs under a context-aware model."""
     rng = np.random.default_rng(3)
-    prompt = np.concatenate([rng.integers(700, 1000, 20), rng.integers(5, 200, 20)])
+    prompt = np.concatenate([rng.integers(2000, 2500, 20), rng.integers(5, 200, 20)])
     arrival = np.concatenate([np.zeros(20), np.sort(rng.uniform(0, 4, 20)).round(3)])
     work = Workload(prompt, rng.integers(1, 40, 40), arrival=arrival)
     cost = ContextCostModel.from_linear(PAPER, decode_per_context=1e-7)
@@ -175,3 +175,35 @@ def test_the_structure_rule_stops_the_rest() -> None:
     assert _rules(replace(s, run_step=s.run_step[:-1])) == {"structure"}
     with pytest.raises(ValueError, match="cannot be skipped"):
         validate_disaggregated(s, skip="structure")
+
+
+def test_runs_out_of_order_nan_times_and_empty_stages_are_caught() -> None:
+    """A run listed before an earlier one of its machine, or starting before time 0, is a
+    timeline violation; a time that is not finite is a structure violation; a stage holding
+    no request breaks capacity."""
+    work = Workload([10, 10], [2, 2], arrival=[0.0, 0.0])
+    s = simulate_disaggregated(work, _cluster(token_machines=1, kv_bytes_per_token=0.0, token_clients=2))
+    assert validate_disaggregated(s) == []
+    early = _set(s.run_start, len(s.run_start) - 1, -1.0)
+    assert "timeline" in _rules(replace(s, run_start=early))
+    assert _rules(replace(s, makespan=float("nan"))) == {"structure"}
+    assert _rules(replace(s, request_transfer_end=np.full(2, np.nan))) == {"structure"}
+    extra = replace(
+        s,
+        stage_machine=np.append(s.stage_machine, 0),
+        stage_start=np.append(s.stage_start, s.stage_end[-1]),
+        stage_end=np.append(s.stage_end, s.stage_end[-1] + PAPER.prefill_time(0)),
+    )
+    assert "capacity" in _rules(extra)
+
+
+def test_requests_arriving_together_share_a_stage_and_token_capacity_is_not_checked_unlent() -> None:
+    """Eight requests at one instant go in one prefill stage; a token pool of a smaller
+    prefill capacity than the prompts is fine when it is never lent."""
+    s = simulate_disaggregated(Workload([10] * 8, [3] * 8), _cluster(token_machines=1, token_clients=8))
+    assert np.bincount(s.request_stage).tolist() == [8]
+    small = replace(PAPER, prefill_capacity=100)
+    run = simulate_disaggregated(Workload([200], [3]), _cluster(token_cost=small))
+    assert validate_disaggregated(run) == []
+    with pytest.raises(ValueError, match="capacity"):
+        _cluster(token_cost=small, mixed=True).check(Workload([200], [3]))

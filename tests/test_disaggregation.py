@@ -113,7 +113,7 @@ def test_the_mixed_pool_lends_idle_token_machines_under_prompt_load() -> None:
     """A burst of long prompts on one prompt machine: with the mixed pool, idle token
     machines prefill some of them and decode them without a transfer; TTFT falls."""
     rng = np.random.default_rng(1)
-    work = Workload(rng.integers(800, 1000, 60), rng.integers(1, 10, 60), arrival=np.zeros(60))
+    work = Workload(rng.integers(2000, 2500, 60), rng.integers(1, 10, 60), arrival=np.zeros(60))
     cluster = _cluster(token_machines=3, token_clients=16)
     plain = simulate_disaggregated(work, cluster)
     mixed = simulate_disaggregated(work, replace(cluster, mixed=True))

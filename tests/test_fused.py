@@ -166,3 +166,23 @@ def test_the_structure_rule_stops_the_rest() -> None:
         validate_fused(s, skip="structure")
     with pytest.raises(ValueError, match="unknown rule"):
         validate_fused(s, skip="speed")
+
+
+def test_bad_numbers_are_violations_not_errors() -> None:
+    """A chunk of -1 tokens is reported (chunks), and a time that is not finite breaks the
+    structure rule, without raising."""
+    s = _valid()
+    assert "chunks" in _rules(replace(s, chunk_tokens=_set(s.chunk_tokens, 0, -1)))
+    assert _rules(replace(s, makespan=float("nan"))) == {"structure"}
+    assert _rules(replace(s, run_first_time=np.full(s.num_runs, np.nan))) == {"structure"}
+
+
+def test_a_fused_iteration_never_costs_less_than_its_parts() -> None:
+    """Under a batch table that prices one request below a_d, the shared fixed cost is
+    capped by the batch's own time: chunks plus decoding cost at least the chunks alone."""
+    from llmsched import ContextCostModel
+
+    model = ContextCostModel(1.0, 0.0, 1e-9, 0.5, 0.0, 0.0, 50, decode_by_batch=(0.01,))
+    alone = fused_iteration_time(model, 0, 0, 10, 100)
+    both = fused_iteration_time(model, 1, 0, 10, 100)
+    assert both >= alone >= fused_iteration_time(model, 1, 0, 0, 0)

@@ -224,7 +224,7 @@ def lower_bounds(
     first = np.asarray(prefill_seconds(cost, prompt, prompt.astype(np.int64) ** 2), dtype=np.float64)
     # An iteration of any batch size is at least the least of them (1 client, unless a
     # measured batch table makes a larger batch faster).
-    least = float(np.min(cost.decode_iteration_time(np.arange(1, clients + 1))))
+    least = float(np.min(cost.decode_iteration_time(np.arange(1, min(clients, len(workload)) + 1))))
     alone = workload.arrival + first + out * least
     if context_rate(cost):
         alone = alone + context_rate(cost) * request_context(prompt, out)

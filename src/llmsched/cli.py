@@ -634,7 +634,10 @@ def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[s
             f"gap {result['gap_to_lb']:+.2%})"
         )
         if config.mode == "fusion":
-            print(f"  busy          {schedule.utilization:10.2%} of the makespan")
+            print(
+                f"  utilization   {schedule.utilization:10.2%} "
+                f"(the engine busy {schedule.busy:.2%} of the makespan)"
+            )
         else:
             print(
                 f"  busy          {summary['utilization_prompt']:.2%} prompt pool, "
@@ -650,7 +653,7 @@ def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[s
         print(f"  e2e p50/p99   {summary['e2e_p50_s']:.3f} / {summary['e2e_p99_s']:.3f} s")
         if config.mode == "fusion":
             print(
-                f"  iterations    {summary['decode_iterations']} "
+                f"  iterations    {summary['iterations']} "
                 f"({summary['mixed_iterations']} mixing decode "
                 f"and prompt chunks; {summary['chunks']} chunks)"
             )

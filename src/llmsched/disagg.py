@@ -92,7 +92,17 @@ def transfer_seconds(
     ``x = prompt_tokens * bytes_per_token / (bandwidth_gbs * 1e9)``; without ``overlap``,
     ``x``; with it, ``max(x / layers, x - stage_seconds * (layers - 1) / layers)`` (each
     layer sent once computed, the stage's time spread evenly over its layers).
+
+    Raises
+    ------
+    ValueError
+        If ``bytes_per_token`` is not >= 0, ``bandwidth_gbs`` not > 0, or ``layers`` not a
+        positive integer.
     """
+    bytes_per_token = real("bytes_per_token", bytes_per_token, low=0.0)
+    bandwidth_gbs = real("bandwidth_gbs", bandwidth_gbs, low=0.0, low_open=True)
+    layers = positive_int("layers", layers)
+    overlap = flag("overlap", overlap)
     x = np.asarray(prompt_tokens, dtype=np.float64) * bytes_per_token / (bandwidth_gbs * 1e9)
     if overlap:
         x = np.maximum(x / layers, x - np.asarray(stage_seconds, dtype=np.float64) * (layers - 1) / layers)
@@ -182,11 +192,12 @@ class DisaggregatedCluster:
 
     def check(self, workload: Workload) -> None:
         """Raise ValueError unless every prompt fits a prompt machine's stage (and a token
-        machine's, when it may be lent)."""
+        machine's, when it may be lent), and both cost models give valid times."""
         check_instance(workload, self.prompt_cost, 1)
-        check_instance(workload, self.token_cost, self.token_clients)
         if self.mixed:
             check_instance(workload, self.token_cost, 1)
+        else:  # token machines never prefill: their capacity does not matter
+            check_instance(Workload([1], [1]), self.token_cost, self.token_clients)
 
 
 _QUANTILES = (50, 90, 99)
@@ -558,6 +569,23 @@ def validate_disaggregated(
             arr = getattr(s, name)
             if arr.size and not ((arr >= 0) & (arr < c.machines)).all():
                 broken.append(f"{name} names a machine that does not exist")
+        floats = (
+            "stage_start",
+            "stage_end",
+            "run_start",
+            "run_first_time",
+            "run_step",
+            "request_transfer_end",
+        )
+        broken += [
+            f"{a} holds a value that is not finite" for a in floats if not np.isfinite(getattr(s, a)).all()
+        ]
+        if not math.isfinite(s.makespan):
+            broken.append(f"the makespan {s.makespan!r} is not finite")
+        counts = ("run_active", "run_context")
+        broken += [
+            f"{a} holds a negative count" for a in counts if getattr(s, a).size and getattr(s, a).min() < 0
+        ]
         if runs and s.run_iterations.min() < 1:
             broken.append("a run has fewer than one iteration")
         if not broken and n:
@@ -593,8 +621,14 @@ def validate_disaggregated(
             np.flatnonzero(c.is_prompt(s.request_machine)),
             lambda i: f"request {i} decodes on prompt machine {s.request_machine[i]}, which is not lent",
         )
-    # Decoded where it was prefilled: no transfer (a lent token machine's own stage).
+    # Decoded where it was prefilled: no transfer (a lent token machine's own stage; a prompt
+    # machine lent to the token pool decodes requests other machines prefilled).
     local = s.stage_machine[stage_of] == s.request_machine
+    add(
+        "pools",
+        np.flatnonzero(local & c.is_prompt(s.request_machine)),
+        lambda i: f"request {i} decodes on prompt machine {s.request_machine[i]}, which prefilled it",
+    )
     add(
         "pools",
         np.flatnonzero(lent_stage[stage_of] & ~local),
@@ -608,6 +642,8 @@ def validate_disaggregated(
     squares = np.zeros(stages, dtype=np.int64)
     np.add.at(tokens, stage_of, prompt)
     np.add.at(squares, stage_of, prompt * prompt)
+    empty = np.flatnonzero(np.bincount(stage_of, minlength=stages) == 0)
+    add("capacity", empty, lambda k: f"stage {k} holds no request")
     for k in range(stages):
         cap = int(c.cost_of(int(s.stage_machine[k])).prefill_capacity)
         if tokens[k] > cap:
@@ -686,7 +722,22 @@ def validate_disaggregated(
             lambda r: f"run {r}'s iterations lengthen by {s.run_step[r]:.9g}s, not {step[r]:.9g}s",
         )
         add("decoding", np.flatnonzero(count == 0), lambda r: f"run {r} decodes nothing")
-    # timeline per machine: stages and runs in time order without overlap
+    # timeline per machine: nothing before time 0, a machine's runs listed in time order (its
+    # iterations are numbered in that order), and stages and runs without overlap
+    add(
+        "timeline",
+        np.flatnonzero(s.stage_start < -tol),
+        lambda k: f"stage {k} starts at {s.stage_start[k]:.9g}s, before time 0",
+    )
+    add(
+        "timeline",
+        np.flatnonzero(s.run_start < -tol),
+        lambda r: f"run {r} starts at {s.run_start[r]:.9g}s, before time 0",
+    )
+    for m in np.unique(s.run_machine).tolist():
+        on = np.flatnonzero(s.run_machine == m)
+        back = on[1:][s.run_start[on[1:]] < s.run_start[on[:-1]]]
+        add("timeline", back, lambda r: f"run {r} is listed after a run of its machine that starts later")
     kinds = np.concatenate([np.zeros(stages, dtype=np.int64), np.ones(runs, dtype=np.int64)])
     idx = np.concatenate([np.arange(stages), np.arange(runs)])
     begin = np.concatenate([s.stage_start, s.run_start])

@@ -281,7 +281,10 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
             p = min(range(P), key=lambda q: (decoders[q].load > 0, queued[q], q))
             queues[p].append(who)
             queued[p] += prompt[who]
-            start_prompt(p, now)
+            if events and events[0][2] == _ARRIVE and events[0][0] <= now:
+                continue  # more arrive at this instant: they may share a stage
+            for q in range(P):
+                start_prompt(q, now)
             for t in range(P, M):
                 lend(t, now)
         elif kind == _STAGE_DONE:

@@ -11,7 +11,8 @@ decodes in every iteration after that until its last token. A request holds its 
 Cost of a fused iteration (:func:`fused_iteration_time`): an iteration with both a decode
 batch and prompt chunks costs the decode iteration plus the prefill stage of its chunks,
 less the fixed cost they share (one forward pass instead of two: the smaller of the two
-fixed costs, ``min(prefill_time(0), decode_iteration_time(0))``). An iteration of chunks
+fixed costs, ``min(prefill_time(0), decode_iteration_time(0))``, and no more than the decode
+batch's time at no context). An iteration of chunks
 alone is a prefill stage, and one of decoding alone a decode iteration, as under
 competition. A context-aware model prices a chunk of ``c`` tokens starting at position
 ``s`` of its prompt by ``(s + c)^2 - s^2`` squared tokens: the chunks of a prompt add up
@@ -73,7 +74,8 @@ def check_fused_instance(workload: Workload, cost: CostModel, clients: int, toke
     The instance must be valid as under competition (:func:`~llmsched.instance.check_instance`),
     the cost model must price stages per token (a :class:`~llmsched.LinearCostModel` or a
     :class:`~llmsched.ContextCostModel`: a chunk's time follows from its tokens), and the
-    budget must leave room for one prompt token beside a full batch of decoding clients.
+    budget must be at least 2 (a decode token and a prompt token). A budget below the clients
+    still runs: while the decoding requests fill it, no chunk is added until one finishes.
     """
     if not isinstance(cost, (LinearCostModel, ContextCostModel)):
         raise TypeError(
@@ -102,11 +104,15 @@ def fused_iteration_time(
     ``chunk_tokens`` prompt tokens of ``squares`` squared tokens (scalars or arrays).
 
     Decoding alone: the decode iteration's time; chunks alone: the prefill stage's time;
-    both: their sum less the smaller fixed cost (one pass, not two).
+    both: their sum less the fixed cost they share (one pass, not two): the smaller of the
+    prefill stage's and the decode iteration's fixed costs, and never more than the decode
+    batch's own time at no context (a batch table may price a batch below ``a_d``), so an
+    iteration never costs less than either of its parts alone.
     """
     decode = np.asarray(decode_seconds(cost, decoding, context), dtype=np.float64)
     prefill = np.asarray(prefill_seconds(cost, chunk_tokens, squares), dtype=np.float64)
-    shared = min(float(prefill_seconds(cost, 0, 0)), float(decode_seconds(cost, 0, 0)))
+    fixed = min(float(prefill_seconds(cost, 0, 0)), float(decode_seconds(cost, 0, 0)))
+    shared = np.minimum(fixed, np.asarray(decode_seconds(cost, decoding, 0), dtype=np.float64))
     d = np.asarray(decoding)
     c = np.asarray(chunk_tokens)
     out = np.where(c == 0, decode, np.where(d == 0, prefill, decode + prefill - shared))
@@ -289,9 +295,20 @@ class FusedSchedule:
         return float((self.run_end - self.run_start).sum())
 
     @property
-    def utilization(self) -> float:
+    def busy(self) -> float:
         """Share of the makespan the engine spent running iterations."""
         return self.busy_time / self.makespan if self.makespan > 0 else 0.0
+
+    @cached_property
+    def utilization(self) -> float:
+        """Client-time held by requests (from the start of a request's first chunk to its
+        last token) over ``clients * makespan``, as :attr:`llmsched.Schedule.utilization`."""
+        if not self.makespan > 0 or not self.chunk_run.size:
+            return 0.0
+        first = np.full(len(self.workload), self.num_runs, dtype=np.int64)
+        np.minimum.at(first, self.chunk_request, self.chunk_run)
+        start = self.run_start[np.minimum(first, self.num_runs - 1)]
+        return float(np.nansum(self.finish - start)) / (self.clients * self.makespan)
 
     @property
     def tokens_per_s(self) -> float:
@@ -308,9 +325,11 @@ class FusedSchedule:
 
     def summary(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> dict[str, Any]:
         """Headline figures, with the keys of :meth:`llmsched.Schedule.summary` where they
-        mean the same (``prefill_stages`` is 0: chunks ride in the iterations), and
-        ``mode``, ``token_budget``, ``chunks``, ``mixed_iterations`` (iterations holding both
-        decoding and chunks)."""
+        mean the same (``prefill_stages`` is 0: chunks ride in the iterations;
+        ``decode_iterations`` counts the iterations with decoding requests), and ``mode``,
+        ``token_budget``, ``busy`` (the engine's busy share of the makespan), ``iterations``
+        (all of them), ``chunks``, ``mixed_iterations`` (iterations holding both decoding and
+        chunks)."""
         n, span = len(self.workload), self.makespan
         mixed = (self.run_decoding > 0) & (self.run_chunk_tokens > 0)
         out: dict[str, Any] = {
@@ -320,9 +339,11 @@ class FusedSchedule:
             "token_budget": self.token_budget,
             "makespan_s": span,
             "utilization": self.utilization,
+            "busy": self.busy,
             "tokens_per_s": self.tokens_per_s,
             "prefill_stages": 0,
-            "decode_iterations": self.num_iterations,
+            "iterations": self.num_iterations,
+            "decode_iterations": int(self.run_iterations[self.run_decoding > 0].sum()),
             "chunks": int(self.chunk_run.size),
             "mixed_iterations": int(self.run_iterations[mixed].sum()),
         }
@@ -488,6 +509,16 @@ def validate_fused(
         if getattr(s, a).size != n
     ]
     if not broken:
+        floats = ("run_start", "run_first_time", "run_step")
+        broken += [
+            f"{a} holds a value that is not finite" for a in floats if not np.isfinite(getattr(s, a)).all()
+        ]
+        if not math.isfinite(s.makespan):
+            broken.append(f"the makespan {s.makespan!r} is not finite")
+        counts = ("run_decoding", "run_context", "run_chunk_tokens", "run_chunk_squares")
+        broken += [
+            f"{a} holds a negative count" for a in counts if getattr(s, a).size and getattr(s, a).min() < 0
+        ]
         if runs and s.run_iterations.min() < 1:
             broken.append("a run has fewer than one iteration")
         if chunks and not (s.chunk_request.min() >= 0 and s.chunk_request.max() < n):
@@ -636,7 +667,11 @@ def validate_fused(
     if runs:
         # From the recomputed counts, context and chunks: a wrong stated figure is its own rule's.
         want = np.asarray(
-            fused_iteration_time(cost, count, context, run_tokens, run_squares), dtype=np.float64
+            # Chunks of fewer than one token are the chunks rule's; price the rest.
+            fused_iteration_time(
+                cost, count, np.maximum(context, 0), np.maximum(run_tokens, 0), np.maximum(run_squares, 0)
+            ),
+            dtype=np.float64,
         )
         off = np.flatnonzero(np.abs(s.run_first_time - want) > tol + rtol * np.abs(want))
         add(
