@@ -167,17 +167,11 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.fused.FusedBounds": lambda: llmsched.fused_lower_bounds(
         _fused().workload, LinearCostModel.paper(), 2, 16
     ),
-    "llmsched.fused.FusedViolation": lambda: llmsched.validate_fused(
-        dataclasses.replace(_fused(), makespan=1e9)
-    )[0],
     "llmsched.disagg.DisaggregatedCluster": _cluster,
     "llmsched.disagg.DisaggregatedSchedule": _disaggregated,
     "llmsched.disagg.DisaggregatedBounds": lambda: __import__(
         "llmsched.disagg"
     ).disagg.disaggregated_lower_bounds(_disaggregated().workload, _cluster()),
-    "llmsched.disagg.DisaggregatedViolation": lambda: __import__(
-        "llmsched.disagg"
-    ).disagg.validate_disaggregated(dataclasses.replace(_disaggregated(), makespan=1e9))[0],
     "llmsched.bounds.LowerBounds": lambda: lower_bounds(workloads.gsm8k_like(20), LinearCostModel.paper(), 4),
     "llmsched.config.PolicyConfig": lambda: __import__("llmsched.config").config.PolicyConfig(
         "threshold", {"k": 4}

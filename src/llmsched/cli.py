@@ -445,9 +445,23 @@ def _check_simulate_outputs(args: argparse.Namespace, config: Any, from_file: se
             check_output_path(path, flag, example)
 
 
+def _simulate_inputs(args: argparse.Namespace, config: Any, from_file: set[str]) -> tuple[Any, Any, Any, Any]:
+    """simulate's cost model, workload options, prepared workload (with the predictor's
+    predictions) and the preparation report; an error from a config file names its key."""
+    from llmsched.config import cost_model
+
+    with _from_config_file(args, from_file, "cost", "cost"):
+        cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
+    options = config.prepare_options()
+    with _from_config_file(args, from_file, "workload", "workload.spec"):
+        workload = parse_workload(config.workload, config.seed, config.requests)
+    workload, preparation = options.apply(workload)
+    workload = _with_predictor(workload, config.predictor, config.seed)
+    return cost, options, workload, preparation
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from llmsched.bounds import lower_bounds
-    from llmsched.config import cost_model
     from llmsched.export import write_chrome_trace, write_requests_csv, write_stages_csv
     from llmsched.simulate import simulate
     from llmsched.validate import validate
@@ -456,13 +470,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if config.mode != "competition":
         return _simulate_other_mode(args, config, from_file)
     _check_simulate_outputs(args, config, from_file)
-    with _from_config_file(args, from_file, "cost", "cost"):
-        cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
-    options = config.prepare_options()
-    with _from_config_file(args, from_file, "workload", "workload.spec"):
-        workload = parse_workload(config.workload, config.seed, config.requests)
-    workload, preparation = options.apply(workload)
-    workload = _with_predictor(workload, config.predictor, config.seed)
+    cost, options, workload, preparation = _simulate_inputs(args, config, from_file)
     request_name, iteration_name = config.request_policy.name, config.iteration_policy.name
     schedule = simulate(
         workload,
@@ -549,7 +557,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[str]) -> int:
     """``llmsched simulate --mode fusion|disaggregated``: the workload on a fused engine
     (chunked prefill) or a disaggregated cluster (Splitwise)."""
-    from llmsched.config import cost_model
     from llmsched.disagg import DisaggregatedCluster, disaggregated_lower_bounds, validate_disaggregated
     from llmsched.fused import fused_lower_bounds, validate_fused
     from llmsched.simulate import simulate_disaggregated, simulate_fusion
@@ -559,13 +566,7 @@ def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[s
         unsupported.append("--plot")
     if unsupported:
         raise ValueError(f"{', '.join(unsupported)}: not available with --mode {config.mode} (use --json)")
-    with _from_config_file(args, from_file, "cost", "cost"):
-        cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
-    options = config.prepare_options()
-    with _from_config_file(args, from_file, "workload", "workload.spec"):
-        workload = parse_workload(config.workload, config.seed, config.requests)
-    workload, preparation = options.apply(workload)
-    workload = _with_predictor(workload, config.predictor, config.seed)
+    cost, options, workload, preparation = _simulate_inputs(args, config, from_file)
     request_name = config.request_policy.name
     schedule: Any
     violations: list[Any]

@@ -52,7 +52,8 @@ from llmsched.cost import (
     request_context,
 )
 from llmsched.instance import check_instance
-from llmsched.metrics import weighted_mean, weighted_percentile
+from llmsched.schedule import _percentiles, _read_only, latency_figures
+from llmsched.validate import Violation, _Report, skipped_rules
 from llmsched.workload import Workload
 
 if TYPE_CHECKING:
@@ -198,20 +199,6 @@ class DisaggregatedCluster:
             check_instance(workload, self.token_cost, 1)
         else:  # token machines never prefill: their capacity does not matter
             check_instance(Workload([1], [1]), self.token_cost, self.token_clients)
-
-
-_QUANTILES = (50, 90, 99)
-
-
-def _read_only(arr: np.ndarray) -> np.ndarray:
-    arr.setflags(write=False)
-    return arr
-
-
-def _percentiles(values: np.ndarray) -> list[float]:
-    if not values.size:
-        return [0.0] * len(_QUANTILES)
-    return [float(p) for p in np.percentile(values, _QUANTILES)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -418,14 +405,7 @@ class DisaggregatedSchedule:
             if span
             else 0.0,
         }
-        for name, values in (("ttft", self.ttft), ("latency", self.latency), ("e2e", self.latency)):
-            p50, p90, p99 = _percentiles(values)
-            out[f"{name}_mean_s"] = float(values.mean()) if values.size else 0.0
-            out[f"{name}_p50_s"], out[f"{name}_p90_s"], out[f"{name}_p99_s"] = p50, p90, p99
-        gaps, counts = self.tbt_distribution()
-        out["tbt_mean_s"] = weighted_mean(gaps, counts) if counts.size else 0.0
-        tbt = weighted_percentile(gaps, counts, _QUANTILES) if counts.size else [0.0] * 3
-        out["tbt_p50_s"], out["tbt_p90_s"], out["tbt_p99_s"] = (float(p) for p in tbt)
+        out.update(latency_figures(self.ttft, self.latency, *self.tbt_distribution()))
         transfer = self.transfer_time
         out["transfer_mean_s"] = float(transfer.mean()) if transfer.size else 0.0
         out["transfer_p99_s"] = _percentiles(transfer)[2]
@@ -473,21 +453,11 @@ DISAGGREGATED_RULES = (
     "tokens",
     "makespan",
 )
-_MAX_PER_RULE = 5
-
-
-@dataclass(frozen=True)
-class DisaggregatedViolation:
-    rule: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"[{self.rule}] {self.message}"
 
 
 def validate_disaggregated(
     schedule: DisaggregatedSchedule, skip: str | Iterable[str] = (), rtol: float = 1e-9, atol: float = 1e-9
-) -> list[DisaggregatedViolation]:
+) -> list[Violation]:
     """Every way ``schedule`` breaks the disaggregated mode's rules; empty when valid.
 
     Rules (:data:`DISAGGREGATED_RULES`), each recomputed from the arrays and the workload:
@@ -515,28 +485,15 @@ def validate_disaggregated(
     * ``tokens``: each request decodes its output tokens;
     * ``makespan``: the last stage's or run's end.
     """
-    skip_set = {skip} if isinstance(skip, str) else set(skip)
-    unknown = skip_set - set(DISAGGREGATED_RULES)
-    if unknown:
-        raise ValueError(f"unknown rule(s) {sorted(unknown)}; rules are {list(DISAGGREGATED_RULES)}")
-    if "structure" in skip_set:
-        raise ValueError("the structure rule cannot be skipped: no other rule can run without it")
+    skip_set = skipped_rules(skip, DISAGGREGATED_RULES)
     if not isinstance(schedule, DisaggregatedSchedule):
         raise TypeError(
             f"validate_disaggregated expects a DisaggregatedSchedule, got {type(schedule).__name__}"
         )
-    out: list[DisaggregatedViolation] = []
+    report = _Report(skip_set)
 
     def add(rule: str, where: Any, describe: Any) -> None:
-        if rule in skip_set:
-            return
-        idx = np.asarray(where).ravel()
-        for i in idx[:_MAX_PER_RULE].tolist():
-            out.append(DisaggregatedViolation(rule, describe(i)))
-        if idx.size > _MAX_PER_RULE:
-            out.append(
-                DisaggregatedViolation(rule, f"... and {idx.size - _MAX_PER_RULE} more of the same rule")
-            )
+        report.add(rule, np.asarray(where).ravel(), describe)
 
     s, wl, c = schedule, schedule.workload, schedule.cluster
     n, stages, runs = len(wl), s.stage_start.size, s.run_start.size
@@ -595,7 +552,7 @@ def validate_disaggregated(
             if not ((lo >= 0) & (lo <= hi) & (hi <= totals[s.request_machine])).all():
                 broken.append("a request's decode range is not a range of its machine's iterations")
     if broken:
-        return [DisaggregatedViolation("structure", b) for b in broken]
+        return [Violation("structure", b) for b in broken]
 
     prompt, output, arrival = wl.prompt_tokens, wl.output_tokens, wl.arrival
     scale = max(1.0, float(np.max(np.concatenate([s.stage_end, s.run_end]), initial=0.0)))
@@ -832,7 +789,7 @@ def validate_disaggregated(
         add(
             "makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s; the last work ends at {last:.9g}s"
         )
-    return out
+    return report.items
 
 
 # ------------------------------------------------------------------ lower bound

@@ -47,7 +47,8 @@ from llmsched.cost import (
     request_context,
 )
 from llmsched.instance import check_instance
-from llmsched.metrics import weighted_mean, weighted_percentile
+from llmsched.schedule import _percentiles, _read_only, latency_figures
+from llmsched.validate import Violation, _Report, skipped_rules
 from llmsched.workload import Workload
 
 if TYPE_CHECKING:
@@ -119,25 +120,11 @@ def fused_iteration_time(
     return float(out) if out.ndim == 0 else out
 
 
-def _read_only(arr: np.ndarray) -> np.ndarray:
-    arr.setflags(write=False)
-    return arr
-
-
 def _frozen(name: str, values: Any, dtype: Any) -> np.ndarray:
     arr = np.array(values, dtype=dtype, copy=True)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     return _read_only(arr)
-
-
-_QUANTILES = (50, 90, 99)
-
-
-def _percentiles(values: np.ndarray) -> list[float]:
-    if not values.size:
-        return [0.0] * len(_QUANTILES)
-    return [float(p) for p in np.percentile(values, _QUANTILES)]
 
 
 @dataclass(frozen=True, eq=False)
@@ -302,7 +289,7 @@ class FusedSchedule:
     @cached_property
     def utilization(self) -> float:
         """Client-time held by requests (from the start of a request's first chunk to its
-        last token) over ``clients * makespan``, as :attr:`llmsched.Schedule.utilization`."""
+        last token) over ``clients * makespan``, as ``Schedule.utilization``."""
         if not self.makespan > 0 or not self.chunk_run.size:
             return 0.0
         first = np.full(len(self.workload), self.num_runs, dtype=np.int64)
@@ -347,18 +334,7 @@ class FusedSchedule:
             "chunks": int(self.chunk_run.size),
             "mixed_iterations": int(self.run_iterations[mixed].sum()),
         }
-        for name, values in (("ttft", self.ttft), ("latency", self.latency), ("e2e", self.latency)):
-            p50, p90, p99 = _percentiles(values)
-            out[f"{name}_mean_s"] = float(values.mean()) if values.size else 0.0
-            out[f"{name}_p50_s"], out[f"{name}_p90_s"], out[f"{name}_p99_s"] = p50, p90, p99
-        gaps, counts = self.tbt_distribution()
-        if counts.size and counts.sum():
-            out["tbt_mean_s"] = weighted_mean(gaps, counts)
-            out["tbt_p50_s"], out["tbt_p90_s"], out["tbt_p99_s"] = (
-                float(p) for p in weighted_percentile(gaps, counts, _QUANTILES)
-            )
-        else:
-            out.update({"tbt_mean_s": 0.0, "tbt_p50_s": 0.0, "tbt_p90_s": 0.0, "tbt_p99_s": 0.0})
+        out.update(latency_figures(self.ttft, self.latency, *self.tbt_distribution()))
         p50, p90, p99 = _percentiles(self.normalized_latency)
         out["normalized_latency_p50_s"], out["normalized_latency_p90_s"] = p50, p90
         out["normalized_latency_p99_s"] = p99
@@ -417,23 +393,11 @@ FUSED_RULES = (
     "tokens",
     "makespan",
 )
-_MAX_PER_RULE = 5
-
-
-@dataclass(frozen=True)
-class FusedViolation:
-    """One broken rule of the fused mode."""
-
-    rule: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"[{self.rule}] {self.message}"
 
 
 def validate_fused(
     schedule: FusedSchedule, skip: str | Iterable[str] = (), rtol: float = 1e-9, atol: float = 1e-9
-) -> list[FusedViolation]:
+) -> list[Violation]:
     """Every way ``schedule`` breaks the fused mode's rules; empty when it is valid.
 
     Rules (:data:`FUSED_RULES`), each checked on its own from the arrays and the workload:
@@ -461,24 +425,13 @@ def validate_fused(
     * ``tokens``: each request decodes exactly its output tokens;
     * ``makespan``: the end of the last run.
     """
-    skip_set = {skip} if isinstance(skip, str) else set(skip)
-    unknown = skip_set - set(FUSED_RULES)
-    if unknown:
-        raise ValueError(f"unknown rule(s) {sorted(unknown)}; rules are {list(FUSED_RULES)}")
-    if "structure" in skip_set:
-        raise ValueError("the structure rule cannot be skipped: no other rule can run without it")
+    skip_set = skipped_rules(skip, FUSED_RULES)
     if not isinstance(schedule, FusedSchedule):
         raise TypeError(f"validate_fused expects a FusedSchedule, got {type(schedule).__name__}")
-    out: list[FusedViolation] = []
+    report = _Report(skip_set)
 
     def add(rule: str, where: Any, describe: Any) -> None:
-        if rule in skip_set:
-            return
-        idx = np.asarray(where).ravel()
-        for i in idx[:_MAX_PER_RULE].tolist():
-            out.append(FusedViolation(rule, describe(i)))
-        if idx.size > _MAX_PER_RULE:
-            out.append(FusedViolation(rule, f"... and {idx.size - _MAX_PER_RULE} more of the same rule"))
+        report.add(rule, np.asarray(where).ravel(), describe)
 
     s, wl = schedule, schedule.workload
     n, runs, chunks = len(wl), s.num_runs, int(s.chunk_run.size)
@@ -529,7 +482,7 @@ def validate_fused(
         if n and not ((lo >= 0) & (lo <= hi) & (hi <= s.num_iterations)).all():
             broken.append("a request's decode range is not a range of the schedule's iterations")
     if broken:
-        return [FusedViolation("structure", b) for b in broken]
+        return [Violation("structure", b) for b in broken]
 
     cost, budget = s.cost, s.token_budget
     prompt, output = wl.prompt_tokens, wl.output_tokens
@@ -714,7 +667,7 @@ def validate_fused(
     end = float(ends[-1]) if runs else 0.0
     if abs(s.makespan - end) > tol:
         add("makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s; the last run ends at {end:.9g}s")
-    return out
+    return report.items
 
 
 # ------------------------------------------------------------------ lower bound

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["DECODE", "PREFILL", "Schedule", "runs_from_iteration_end"]
+__all__ = ["DECODE", "PREFILL", "Schedule", "latency_figures", "runs_from_iteration_end"]
 
 PREFILL = 0
 DECODE = 1
@@ -93,6 +93,28 @@ def _percentiles(values: np.ndarray) -> list[float]:
     if not values.size:
         return [0.0] * len(_QUANTILES)
     return [float(p) for p in np.percentile(values, _QUANTILES)]
+
+
+def latency_figures(
+    ttft: np.ndarray, latency: np.ndarray, gaps: np.ndarray, counts: np.ndarray
+) -> dict[str, float]:
+    """The serving figures every mode's ``summary`` reports: mean, p50, p90 and p99 of
+    ``ttft``, ``latency`` and ``e2e`` (the latency again) over requests, then of the gaps
+    between tokens (values with counts) as ``tbt_mean_s`` ... ``tbt_p99_s`` (zeros without)."""
+    out: dict[str, float] = {}
+    for name, values in (("ttft", ttft), ("latency", latency), ("e2e", latency)):
+        p50, p90, p99 = _percentiles(values)
+        out[f"{name}_mean_s"] = float(values.mean()) if values.size else 0.0
+        out[f"{name}_p50_s"] = p50
+        out[f"{name}_p90_s"] = p90
+        out[f"{name}_p99_s"] = p99
+    if counts.size and counts.sum():
+        out["tbt_mean_s"] = weighted_mean(gaps, counts)
+        tbt = weighted_percentile(gaps, counts, _QUANTILES)
+        out["tbt_p50_s"], out["tbt_p90_s"], out["tbt_p99_s"] = (float(p) for p in tbt)
+    else:
+        out.update({"tbt_mean_s": 0.0, "tbt_p50_s": 0.0, "tbt_p90_s": 0.0, "tbt_p99_s": 0.0})
+    return out
 
 
 def _slo(name: str, value: Any) -> float | None:
@@ -728,19 +750,7 @@ class Schedule:
             "prefill_time_s": self.prefill_time_total,
             "decode_time_s": self.decode_time_total,
         }
-        for name, values in (("ttft", self.ttft), ("latency", self.latency), ("e2e", self.e2e)):
-            p50, p90, p99 = _percentiles(values)
-            out[f"{name}_mean_s"] = float(values.mean()) if values.size else 0.0
-            out[f"{name}_p50_s"] = p50
-            out[f"{name}_p90_s"] = p90
-            out[f"{name}_p99_s"] = p99
-        gaps, counts = self.tbt_distribution()
-        if counts.size:
-            out["tbt_mean_s"] = weighted_mean(gaps, counts)
-            tbt = weighted_percentile(gaps, counts, _QUANTILES)
-            out["tbt_p50_s"], out["tbt_p90_s"], out["tbt_p99_s"] = (float(p) for p in tbt)
-        else:
-            out.update({"tbt_mean_s": 0.0, "tbt_p50_s": 0.0, "tbt_p90_s": 0.0, "tbt_p99_s": 0.0})
+        out.update(latency_figures(self.ttft, self.latency, *self.tbt_distribution()))
         p50, p90, p99 = _percentiles(self.normalized_latency)
         out["normalized_latency_p50_s"] = p50
         out["normalized_latency_p90_s"] = p90

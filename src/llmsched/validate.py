@@ -58,7 +58,7 @@ import numpy as np
 from llmsched.cost import context_rate, decode_seconds, is_context_aware, prefill_seconds
 from llmsched.schedule import DECODE, PREFILL, Schedule, _run_holding
 
-__all__ = ["RULES", "Violation", "validate"]
+__all__ = ["RULES", "Violation", "skipped_rules", "validate"]
 
 RULES = (
     "structure",
@@ -86,6 +86,18 @@ class Violation:
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.message}"
+
+
+def skipped_rules(skip: str | Iterable[str], rules: tuple[str, ...]) -> set[str]:
+    """The rules a validator is told to skip, checked: each one of ``rules``, and never
+    ``structure`` (no other rule can run without it)."""
+    skip_set = {skip} if isinstance(skip, str) else set(skip)
+    unknown = skip_set - set(rules)
+    if unknown:
+        raise ValueError(f"unknown rule(s) {sorted(unknown)}; rules are {list(rules)}")
+    if "structure" in skip_set:
+        raise ValueError("the structure rule cannot be skipped: no other rule can run without it")
+    return skip_set
 
 
 class _Report:
@@ -126,12 +138,7 @@ def validate(
     for name, value in (("rtol", rtol), ("atol", atol)):
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    skip_set = {skip} if isinstance(skip, str) else set(skip)
-    unknown = skip_set - set(RULES)
-    if unknown:
-        raise ValueError(f"unknown rule(s) {sorted(unknown)}; rules are {list(RULES)}")
-    if "structure" in skip_set:
-        raise ValueError("the structure rule cannot be skipped: no other rule can run without it")
+    skip_set = skipped_rules(skip, RULES)
     if not isinstance(schedule, Schedule):
         raise TypeError(f"validate expects a llmsched.Schedule, got {type(schedule).__name__}")
     report = _Report(skip_set)
