@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Workload, simulate, validate
 from llmsched.online import FCFS, FreeClients, PrefillFirst, StaticQueues
 from llmsched.policies import PREFILL_NOW
+from tests.strategies import predicted_instances
 
 SMALL_COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
 
@@ -112,3 +113,31 @@ def test_prefill_first_always_prefills() -> None:
     policy = PrefillFirst()
     policy.start(Workload([5], [1]), SMALL_COST, 1)
     assert policy.decide(None) == PREFILL_NOW  # type: ignore[arg-type]
+
+
+@settings(max_examples=40, deadline=None)
+@given(predicted_instances())
+def test_batch_wise_inserts_nothing_into_a_running_batch(instance) -> None:
+    """Under batch-wise inference a prefill stage starts only when no request is decoding:
+    each batch runs until its longest request finishes."""
+    workload, cost, clients = instance
+    s = simulate(workload, cost, clients, "batch-wise", "prefill-first")
+    assert validate(s) == []
+    prefill = s.request_prefill_stage
+    for stage in np.unique(prefill).tolist():
+        start = s.stage_start[stage]
+        before = prefill < stage
+        # Every request of an earlier batch has finished by the time this stage starts.
+        assert (s.finish[before] <= start + 1e-9 * max(1.0, start)).all()
+
+
+def test_batch_wise_caps_its_batches() -> None:
+    """``max_batch`` caps each batch (Mico's batch sizes 2-10)."""
+    from llmsched.online import make_request_policy
+
+    work = Workload([10] * 9, [5, 1, 1, 1, 9, 1, 1, 1, 1])
+    s = simulate(
+        work, LinearCostModel.paper(), 8, make_request_policy("batch-wise", max_batch=4), "prefill-first"
+    )
+    assert np.bincount(s.request_prefill_stage[s.request_prefill_stage >= 0]).max() <= 4
+    assert validate(s) == [] and len(np.unique(s.request_prefill_stage)) == 3

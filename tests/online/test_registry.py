@@ -10,6 +10,7 @@ from llmsched import LinearCostModel, Workload, simulate, validate
 from llmsched.online import (
     FCFS,
     HYBRID_OVERHEAD,
+    BatchWise,
     LongestFirst,
     OfflineQueues,
     PrefillFirst,
@@ -30,6 +31,7 @@ from llmsched.online.iteration import Lagrangian, SLOAware, Threshold
 # attributes it built then: each must still mean the same.
 REQUEST_NAMES = {
     "fcfs": (FCFS, {}),
+    "batch-wise": (BatchWise, {}),
     "static": (StaticQueues, {}),
     "offline": (OfflineQueues, {"sizes": "predicted"}),
     "offline-oracle": (OfflineQueues, {"sizes": "oracle"}),

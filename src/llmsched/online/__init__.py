@@ -12,7 +12,7 @@ the iteration rules, the registry of policy names, and output-length predictors.
 * :mod:`~llmsched.online.warm_starts`: the heuristics run as the full MIP's warm starts.
 """
 
-from llmsched.online.baselines import FCFS, FreeClients, PrefillFirst, StaticQueues
+from llmsched.online.baselines import FCFS, BatchWise, FreeClients, PrefillFirst, StaticQueues
 from llmsched.online.iteration import Lagrangian, SLOAware, Threshold, threshold_k
 from llmsched.online.offline import OfflineQueues, RollingQueues, check_sizes, decode_sizes, offline_queues
 from llmsched.online.predictors import (
@@ -41,6 +41,7 @@ from llmsched.online.tuning import TunedThreshold
 __all__ = [
     "FCFS",
     "HYBRID_OVERHEAD",
+    "BatchWise",
     "BucketClassifier",
     "ConstantMean",
     "FreeClients",

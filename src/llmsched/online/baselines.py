@@ -20,7 +20,7 @@ from llmsched._checks import positive_int
 from llmsched.cost import CostModel
 from llmsched.policies import PREFILL_NOW, EngineView, KnownRequests
 
-__all__ = ["FCFS", "FreeClients", "PrefillFirst", "StaticQueues"]
+__all__ = ["FCFS", "BatchWise", "FreeClients", "PrefillFirst", "StaticQueues"]
 
 
 class FreeClients:
@@ -117,6 +117,27 @@ class FCFS:
             pairs.append((queue.popleft(), pop()))
         self._free_count -= len(pairs)
         return pairs
+
+
+class BatchWise(FCFS):
+    """Batch-wise inference without insertion (Mico's baseline): a batch of waiting requests
+    is taken, in arrival order as :class:`FCFS` takes them, only when every client is free,
+    and runs until its longest request finishes; clients freed earlier stay idle.
+
+    ``max_batch`` caps a batch (Mico's batch sizes); without it a batch fills the clients
+    and the prefill capacity.
+    """
+
+    name = "batch-wise"
+
+    def start(self, known: KnownRequests, clients: int) -> None:
+        super().start(known, clients)
+        self._clients = clients
+
+    def ready(self) -> int:
+        if self._free_count < self._clients:
+            return 0  # the batch still runs: no insertion
+        return super().ready()
 
 
 class StaticQueues:

@@ -10,6 +10,8 @@ Request policies:
 
 ================================  ==============================================================
 ``fcfs``                          :class:`~llmsched.online.baselines.FCFS` (``max_batch``)
+``batch-wise``                    :class:`~llmsched.online.baselines.BatchWise` (``max_batch``;
+                                  a batch only when every client is free: no insertion)
 ``static``                        :class:`~llmsched.online.baselines.StaticQueues` (``queues``)
 ``offline``                       :class:`~llmsched.online.offline.OfflineQueues` (``sizes``,
                                   ``time_limit``; rolling-horizon balanced queues, no
@@ -37,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmsched.online.baselines import FCFS, PrefillFirst, StaticQueues
+from llmsched.online.baselines import FCFS, BatchWise, PrefillFirst, StaticQueues
 from llmsched.online.iteration import Lagrangian, SLOAware, Threshold
 from llmsched.online.offline import OfflineQueues
 from llmsched.online.requests import HYBRID_OVERHEAD, LongestFirst, ShortestFirst, SortedPreemptive
@@ -137,6 +139,7 @@ _REQUEST = _Registry("request", RequestPolicy, "start, arrive, release, ready an
 _ITERATION = _Registry("iteration", IterationPolicy, "start and decide")
 
 _REQUEST.register("fcfs", FCFS)
+_REQUEST.register("batch-wise", BatchWise)
 _REQUEST.register("static", StaticQueues)
 _REQUEST.register("offline", OfflineQueues)
 _REQUEST.alias("offline-oracle", "offline", sizes="oracle")
