@@ -460,6 +460,26 @@ def _simulate_inputs(args: argparse.Namespace, config: Any, from_file: set[str])
     return cost, options, workload, preparation
 
 
+def _run_head(workload: Any, options: Any, preparation: Any, config: Any) -> dict[str, Any]:
+    """The first keys of simulate's --json, in every mode: the workload and how it was prepared."""
+    return {
+        "workload": workload.name,
+        "workload_options": options.as_dict(),
+        "prompts_clipped": preparation.prompts_clipped,
+        "outputs_clipped": preparation.outputs_clipped,
+        "predictions_clipped": preparation.predictions_clipped,
+        "predictor": config.predictor,
+    }
+
+
+def _print_latencies(summary: dict[str, Any]) -> None:
+    """simulate's text lines for throughput, TTFT, TBT and end-to-end latency, in every mode."""
+    print(f"  throughput    {summary['tokens_per_s']:10.1f} output tokens/s")
+    print(f"  TTFT p50/p99  {summary['ttft_p50_s']:.3f} / {summary['ttft_p99_s']:.3f} s")
+    print(f"  TBT p50/p99   {summary['tbt_p50_s']:.3f} / {summary['tbt_p99_s']:.3f} s")
+    print(f"  e2e p50/p99   {summary['e2e_p50_s']:.3f} / {summary['e2e_p99_s']:.3f} s")
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from llmsched.bounds import lower_bounds
     from llmsched.export import write_chrome_trace, write_requests_csv, write_stages_csv
@@ -484,12 +504,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     bounds = lower_bounds(workload, cost, config.clients)
     summary = schedule.summary(slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt)
     result = {
-        "workload": workload.name,
-        "workload_options": options.as_dict(),
-        "prompts_clipped": preparation.prompts_clipped,
-        "outputs_clipped": preparation.outputs_clipped,
-        "predictions_clipped": preparation.predictions_clipped,
-        "predictor": config.predictor,
+        **_run_head(workload, options, preparation, config),
         "request_policy": request_name,
         "iteration_policy": iteration_name,
         "clairvoyant": schedule.info["clairvoyant"],
@@ -530,10 +545,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             f"gap {result['gap_to_lb']:+.2%})"
         )
         print(f"  utilization   {schedule.utilization:10.2%}")
-        print(f"  throughput    {schedule.tokens_per_s:10.1f} output tokens/s")
-        print(f"  TTFT p50/p99  {summary['ttft_p50_s']:.3f} / {summary['ttft_p99_s']:.3f} s")
-        print(f"  TBT p50/p99   {summary['tbt_p50_s']:.3f} / {summary['tbt_p99_s']:.3f} s")
-        print(f"  e2e p50/p99   {summary['e2e_p50_s']:.3f} / {summary['e2e_p99_s']:.3f} s")
+        _print_latencies(summary)
         goodput = f"  goodput       {summary['goodput_rps']:10.3f} requests/s"
         if config.slo_ttft is not None or config.slo_tbt is not None:
             goodput += f" ({summary['slo_attainment']:.1%} meet the targets)"
@@ -606,12 +618,7 @@ def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[s
         )
     summary = schedule.summary(slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt)
     result = {
-        "workload": workload.name,
-        "workload_options": options.as_dict(),
-        "prompts_clipped": preparation.prompts_clipped,
-        "outputs_clipped": preparation.outputs_clipped,
-        "predictions_clipped": preparation.predictions_clipped,
-        "predictor": config.predictor,
+        **_run_head(workload, options, preparation, config),
         "request_policy": request_name,
         "iteration_policy": None,
         "clairvoyant": bool(schedule.info.get("clairvoyant", False)),
@@ -648,10 +655,7 @@ def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[s
                 f"  KV transfer   {summary['transfer_mean_s'] * 1e3:.3f} ms mean, "
                 f"{summary['transfer_p99_s'] * 1e3:.3f} ms p99"
             )
-        print(f"  throughput    {schedule.tokens_per_s:10.1f} output tokens/s")
-        print(f"  TTFT p50/p99  {summary['ttft_p50_s']:.3f} / {summary['ttft_p99_s']:.3f} s")
-        print(f"  TBT p50/p99   {summary['tbt_p50_s']:.3f} / {summary['tbt_p99_s']:.3f} s")
-        print(f"  e2e p50/p99   {summary['e2e_p50_s']:.3f} / {summary['e2e_p99_s']:.3f} s")
+        _print_latencies(summary)
         if config.mode == "fusion":
             print(
                 f"  iterations    {summary['iterations']} "

@@ -52,7 +52,7 @@ from llmsched.cost import (
     request_context,
 )
 from llmsched.instance import check_instance
-from llmsched.schedule import _percentiles, _read_only, latency_figures
+from llmsched.schedule import RequestTimes, _percentiles, _read_only, latency_figures
 from llmsched.validate import Violation, _Report, skipped_rules
 from llmsched.workload import Workload
 
@@ -202,7 +202,7 @@ class DisaggregatedCluster:
 
 
 @dataclass(frozen=True, eq=False)
-class DisaggregatedSchedule:
+class DisaggregatedSchedule(RequestTimes):
     """What a disaggregated cluster ran.
 
     Prefill stages (any machine): ``stage_machine``, ``stage_start``, ``stage_end``; request
@@ -314,14 +314,6 @@ class DisaggregatedSchedule:
     @cached_property
     def finish(self) -> np.ndarray:
         return _read_only(self.iteration_end_on(self.request_machine, self.request_decode_end - 1))
-
-    @cached_property
-    def ttft(self) -> np.ndarray:
-        return _read_only(self.prefill_end - self.workload.arrival)
-
-    @cached_property
-    def latency(self) -> np.ndarray:
-        return _read_only(self.finish - self.workload.arrival)
 
     @cached_property
     def transfer_time(self) -> np.ndarray:

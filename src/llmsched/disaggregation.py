@@ -126,7 +126,8 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
     # Every machine can decode (a prompt machine only when lent to the token pool).
     decoders = [_Decoder(clients, pool_tau[m >= P], rates[m]) for m in range(M)]
     queues: list[deque[int]] = [deque() for _ in range(P)]
-    queued = [0] * P  # prompt tokens queued or in prefill, per prompt machine
+    waiting = [0] * P  # prompt tokens queued, not yet in a stage, per prompt machine
+    in_stage = [0] * P  # prompt tokens in the stage a prompt machine runs
     prefilling = [False] * M  # a machine running a prefill stage
 
     stage_machine: list[int] = []
@@ -158,13 +159,17 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
             return float(cost.prefill_time(tokens, sum(prompt[r] ** 2 for r in requests)))
         return float(cost.prefill_time(tokens))
 
-    def take_stage(queue: deque[int], capacity: int, limit: int) -> list[int]:
+    def take_stage(p: int, capacity: int, limit: int) -> list[int]:
+        """The head of prompt machine ``p``'s queue, first come first served, up to
+        ``capacity`` tokens and ``limit`` requests."""
+        queue = queues[p]
         batch: list[int] = []
         tokens = 0
         while queue and len(batch) < limit and tokens + prompt[queue[0]] <= capacity:
             request = queue.popleft()
             batch.append(request)
             tokens += prompt[request]
+        waiting[p] -= tokens
         return batch
 
     def record_stage(machine: int, batch: list[int], now: float) -> int:
@@ -198,9 +203,10 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
         """A prompt machine starts its next stage, unless it prefills or decodes already."""
         if prefilling[p] or decoders[p].load:
             return
-        batch = take_stage(queues[p], caps[p], n)
+        batch = take_stage(p, caps[p], n)
         if not batch:
             return
+        in_stage[p] = sum(prompt[r] for r in batch)
         record_stage(p, batch, now)
         for request in batch:
             m = destination(p)
@@ -212,13 +218,12 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
         d = decoders[t]
         if not cluster.mixed or prefilling[t] or d.load:
             return
-        p = max(range(P), key=lambda q: (sum(prompt[r] for r in queues[q]), -q))
-        if sum(prompt[r] for r in queues[p]) <= caps[p]:
+        p = max(range(P), key=lambda q: (waiting[q], -q))
+        if waiting[p] <= caps[p]:
             return  # no more than one stage waits: the prompt pool keeps up
-        batch = take_stage(queues[p], caps[t], clients)
+        batch = take_stage(p, caps[t], clients)
         if not batch:
             return
-        queued[p] -= sum(prompt[r] for r in batch)
         record_stage(t, batch, now)
         for request in batch:
             request_machine[request] = t
@@ -278,9 +283,9 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
         now, _, kind, who, version = heapq.heappop(events)
         if kind == _ARRIVE:
             # Shortest queue of prompt tokens, among the machines not lent out first.
-            p = min(range(P), key=lambda q: (decoders[q].load > 0, queued[q], q))
+            p = min(range(P), key=lambda q: (decoders[q].load > 0, waiting[q] + in_stage[q], q))
             queues[p].append(who)
-            queued[p] += prompt[who]
+            waiting[p] += prompt[who]
             if events and events[0][2] == _ARRIVE and events[0][0] <= now:
                 continue  # more arrive at this instant: they may share a stage
             for q in range(P):
@@ -293,7 +298,7 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
             seconds = stage_end[who] - stage_start[who]
             prefilling[machine] = False
             if machine < P:
-                queued[machine] -= sum(prompt[r] for r in batch)
+                in_stage[machine] = 0
                 arrive_at = np.asarray(cluster.transfer(np.array([prompt[r] for r in batch]), seconds)) + now
                 for request, at in zip(batch, arrive_at.tolist(), strict=True):
                     transfer_end[request] = at

@@ -27,6 +27,7 @@ schedule's makespan from below.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from llmsched.cost import (
     request_context,
 )
 from llmsched.instance import check_instance
-from llmsched.schedule import _percentiles, _read_only, latency_figures
+from llmsched.schedule import RequestTimes, _percentiles, _read_only, latency_figures
 from llmsched.validate import Violation, _Report, skipped_rules
 from llmsched.workload import Workload
 
@@ -110,14 +111,23 @@ def fused_iteration_time(
     batch's own time at no context (a batch table may price a batch below ``a_d``), so an
     iteration never costs less than either of its parts alone.
     """
-    decode = np.asarray(decode_seconds(cost, decoding, context), dtype=np.float64)
-    prefill = np.asarray(prefill_seconds(cost, chunk_tokens, squares), dtype=np.float64)
-    fixed = min(float(prefill_seconds(cost, 0, 0)), float(decode_seconds(cost, 0, 0)))
-    shared = np.minimum(fixed, np.asarray(decode_seconds(cost, decoding, 0), dtype=np.float64))
-    d = np.asarray(decoding)
-    c = np.asarray(chunk_tokens)
-    out = np.where(c == 0, decode, np.where(d == 0, prefill, decode + prefill - shared))
-    return float(out) if out.ndim == 0 else out
+    decode = decode_seconds(cost, decoding, context)
+    prefill = prefill_seconds(cost, chunk_tokens, squares)
+    price: Any = cost  # LinearCostModel or ContextCostModel: hashable
+    shared = np.minimum(_fixed_cost(price), decode_seconds(cost, decoding, 0))
+    if np.ndim(decoding) == 0 and np.ndim(chunk_tokens) == 0:  # the loop's path: no arrays
+        if chunk_tokens == 0:
+            return float(decode)
+        return float(prefill) if decoding == 0 else float(decode + prefill - shared)
+    d, c = np.asarray(decoding), np.asarray(chunk_tokens)
+    return np.where(c == 0, decode, np.where(d == 0, prefill, decode + prefill - shared)).astype(np.float64)
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_cost(cost: Any) -> float:
+    """The smaller of a prefill stage's and a decode iteration's fixed costs, once per model
+    (the models fusion takes are frozen dataclasses, hashable)."""
+    return min(float(prefill_seconds(cost, 0, 0)), float(decode_seconds(cost, 0, 0)))
 
 
 def _frozen(name: str, values: Any, dtype: Any) -> np.ndarray:
@@ -128,7 +138,7 @@ def _frozen(name: str, values: Any, dtype: Any) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class FusedSchedule:
+class FusedSchedule(RequestTimes):
     """What a fused engine ran: runs of iterations, the prompt chunks in them, and each
     request's client and decode range.
 
@@ -241,18 +251,6 @@ class FusedSchedule:
     @cached_property
     def finish(self) -> np.ndarray:
         return _read_only(self.iteration_end_at(self.request_decode_end - 1))
-
-    @cached_property
-    def ttft(self) -> np.ndarray:
-        return _read_only(self.prefill_end - self.workload.arrival)
-
-    @cached_property
-    def latency(self) -> np.ndarray:
-        return _read_only(self.finish - self.workload.arrival)
-
-    @cached_property
-    def normalized_latency(self) -> np.ndarray:
-        return _read_only(self.latency / self.workload.output_tokens)
 
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
         """Every gap between tokens, as values with counts: a request decodes in every

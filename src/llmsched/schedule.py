@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["DECODE", "PREFILL", "Schedule", "latency_figures", "runs_from_iteration_end"]
+__all__ = ["DECODE", "PREFILL", "RequestTimes", "Schedule", "latency_figures", "runs_from_iteration_end"]
 
 PREFILL = 0
 DECODE = 1
@@ -193,8 +193,43 @@ def runs_from_iteration_end(
     return starts, np.ones(ends.size, dtype=np.int64), ends - starts
 
 
+class RequestTimes:
+    """Per-request latencies of any mode's schedule, from its ``workload``, ``prefill_end``
+    (each request's first token) and ``finish`` (its last)."""
+
+    workload: Workload
+
+    if TYPE_CHECKING:  # each schedule class computes them its own way
+
+        @property
+        def prefill_end(self) -> np.ndarray: ...
+
+        @property
+        def finish(self) -> np.ndarray: ...
+
+    @cached_property
+    def ttft(self) -> np.ndarray:
+        """Time to first token of each request: end of its prefill minus its arrival."""
+        return _read_only(self.prefill_end - self.workload.arrival)
+
+    @cached_property
+    def latency(self) -> np.ndarray:
+        """End-to-end latency of each request: its finish minus its arrival."""
+        return _read_only(self.finish - self.workload.arrival)
+
+    @cached_property
+    def e2e(self) -> np.ndarray:
+        """End-to-end latency of each request (the same array as :attr:`latency`)."""
+        return self.latency
+
+    @cached_property
+    def normalized_latency(self) -> np.ndarray:
+        """End-to-end latency of each request over its output tokens (seconds per token)."""
+        return _read_only(self.latency / self.workload.output_tokens)
+
+
 @dataclass(frozen=True, eq=False)
-class Schedule:
+class Schedule(RequestTimes):
     """Stages, decode runs and per-request placement of one execution (see the module docstring)."""
 
     workload: Workload
@@ -478,26 +513,6 @@ class Schedule:
     def finish(self) -> np.ndarray:
         """When each request produced its last token (NaN for one that decodes nothing)."""
         return _read_only(self.iteration_end_at(self.request_decode_end - 1))
-
-    @cached_property
-    def ttft(self) -> np.ndarray:
-        """Time to first token of each request: end of its prefill minus its arrival."""
-        return _read_only(self.prefill_end - self.workload.arrival)
-
-    @cached_property
-    def latency(self) -> np.ndarray:
-        """End-to-end latency of each request: its finish minus its arrival."""
-        return _read_only(self.finish - self.workload.arrival)
-
-    @cached_property
-    def e2e(self) -> np.ndarray:
-        """End-to-end latency of each request (the same array as :attr:`latency`)."""
-        return self.latency
-
-    @cached_property
-    def normalized_latency(self) -> np.ndarray:
-        """End-to-end latency of each request over its output tokens (seconds per token)."""
-        return _read_only(self.latency / self.workload.output_tokens)
 
     # ---------------------------------------------------- time between tokens
     @cached_property
