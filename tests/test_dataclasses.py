@@ -162,7 +162,18 @@ def _disaggregated() -> Any:
     return simulate_disaggregated(Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]), _cluster())
 
 
+def _fleet() -> Any:
+    from llmsched.fleet import Engine
+    from llmsched.fleets import simulate_fleet
+
+    engines = [Engine(LinearCostModel.paper(), 2), Engine(LinearCostModel.paper(), 1, price=2.0)]
+    return simulate_fleet(Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]), engines, "jsq")
+
+
 FACTORIES: dict[str, Callable[[], Any]] = {
+    "llmsched.fleet.Engine": lambda: _fleet().engines[1],
+    "llmsched.fleet.Backoff": lambda: __import__("llmsched.fleet").fleet.Backoff(0.1, 2),
+    "llmsched.fleet.FleetSchedule": _fleet,
     "llmsched.fused.FusedSchedule": _fused,
     "llmsched.fused.FusedBounds": lambda: llmsched.fused_lower_bounds(
         _fused().workload, LinearCostModel.paper(), 2, 16

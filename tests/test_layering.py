@@ -35,6 +35,7 @@ CORE = {
     "export",
     "fused",
     "disagg",
+    "fleet",
 }
 FRONT = {"cli", "config", "reproduce", "study", "sweep", "plot", "__main__"}
 PACKAGES = {"mip": 3, "online": 4, "exegpt": 5, "runtime": 6}
@@ -127,7 +128,7 @@ def layer(module: str) -> int:
         return 1
     if module in ("llmsched.loop", "llmsched.fusion", "llmsched.disaggregation"):
         return 2
-    if module == "llmsched.simulate":
+    if module in ("llmsched.simulate", "llmsched.fleets"):
         return 4
     if len(parts) == 2 and parts[1] in FRONT:
         return 7

@@ -13,6 +13,8 @@ from llmsched.disagg import (
     disaggregated_lower_bounds,
     validate_disaggregated,
 )
+from llmsched.fleet import Backoff, Engine, FleetSchedule, validate_fleet
+from llmsched.fleets import simulate_fleet
 from llmsched.fused import FusedSchedule, fused_lower_bounds, validate_fused
 from llmsched.schedule import Schedule
 from llmsched.simulate import simulate, simulate_disaggregated, simulate_fusion
@@ -22,10 +24,13 @@ from llmsched.workload import Workload
 __version__ = "0.1.0"
 
 __all__ = [
+    "Backoff",
     "ContextCostModel",
     "CostModel",
     "DisaggregatedCluster",
     "DisaggregatedSchedule",
+    "Engine",
+    "FleetSchedule",
     "FusedSchedule",
     "LevelCostModel",
     "LinearCostModel",
@@ -40,9 +45,11 @@ __all__ = [
     "lower_bounds",
     "simulate",
     "simulate_disaggregated",
+    "simulate_fleet",
     "simulate_fusion",
     "validate",
     "validate_disaggregated",
+    "validate_fleet",
     "validate_fused",
     "workloads",
 ]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 import numbers
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -176,16 +177,31 @@ class CostClock:
         self._prompt: list[int] | None = None  # prompt lengths, for a model that prices squares
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        # At most min(J, n) clients are ever active.
+        self.open(cost, min(clients, len(workload)), workload.prompt_tokens.tolist())
+
+    def open(self, cost: CostModel, most_active: int, prompt: list[int]) -> None:
+        """Start a run in which at most ``most_active`` requests decode together; ``prompt``
+        holds each request's prompt length (a list that may grow as requests join)."""
         self._time = 0.0
         self._cost = cost
         self._prefill_time = cost.prefill_time
-        # At most min(J, n) clients are ever active.
-        self._tau = iteration_times(cost, min(clients, len(workload)))
+        self._tau = iteration_times(cost, most_active)
         aware = is_context_aware(cost)
         self._per_context = context_rate(cost)
-        self._prompt = workload.prompt_tokens.tolist() if aware else None
+        self._prompt = prompt if aware else None
         if aware and not (0.0 <= self._per_context < _INF):
             check_stage_time(cost, "decode_per_context", self._per_context)
+
+    def run_end(self, active: int, iterations: int, context: int) -> float:
+        """When ``iterations`` decode iterations of ``active`` requests holding ``context``
+        tokens would end if nothing cut them short (what :meth:`decode` returns with no due)."""
+        tau = self._tau[active]
+        if self._per_context:
+            first = tau + self._per_context * context
+            growth = self._per_context * active
+            return self._time + (first * iterations + growth * (iterations * (iterations - 1) / 2))
+        return self._time + tau * iterations
 
     def now(self) -> float:
         return self._time
@@ -486,6 +502,168 @@ def _pair_problem(
     return f"client {client} is busy with request {running[client]}"
 
 
+def _check_objects(request_policy: object, iteration_policy: object, executor: object) -> None:
+    if not _has_methods(request_policy, ("start", "arrive", "release", "ready", "take")):
+        raise TypeError(
+            "request_policy must be an object with start, arrive, release, ready and take methods, "
+            f"got {type(request_policy).__name__}"
+        )
+    if not _has_methods(iteration_policy, ("start", "decide")):
+        raise TypeError(
+            "iteration_policy must be an object with start and decide methods, "
+            f"got {type(iteration_policy).__name__}"
+        )
+    if not _has_methods(executor, ("start", "now", "wait_until", "prefill", "decode", "info")) or not hasattr(
+        executor, "measured"
+    ):
+        raise TypeError(
+            "executor must be an object with start, now, wait_until, prefill, decode and info methods "
+            f"and a measured attribute (a CostClock or a device executor), got {type(executor).__name__}"
+        )
+
+
+class _Requests:
+    """The loop's per-request lists, by request index (``order`` and ``due`` in arrival order)."""
+
+    __slots__ = (
+        "arrival",
+        "client_of",
+        "decode_start",
+        "due",
+        "order",
+        "output",
+        "planned",
+        "prefill_stage",
+        "prompt",
+        "state",
+    )
+
+    def __init__(
+        self,
+        prompt: list[int],
+        output: list[int],
+        arrival: list[float],
+        planned: list[int],
+        order: list[int],
+    ):
+        n = len(prompt)
+        self.prompt, self.output, self.arrival, self.planned = prompt, output, arrival, planned
+        self.order = order
+        self.due = [arrival[i] for i in order]
+        self.state = bytearray(n)  # _UNARRIVED, _WAITING or _TAKEN, per request
+        self.client_of = [-1] * n
+        self.prefill_stage = [-1] * n
+        self.decode_start = [-1] * n
+
+
+class EngineStream(_Requests):
+    """One engine's requests as a fleet routes them to it, for :func:`open_engine`.
+
+    The fleet adds a request with :meth:`add` once the request has reached the engine (its
+    arrival there), in time order; the engine numbers its requests in that order. The
+    engine's loop runs as a generator: it yields the time up to which it needs every
+    arrival routed before it can go on (``inf`` when it waits for one), and writes its
+    counts here at every yield. While ``cuttable`` is True (the engine is idle, or decodes
+    with a client free), an arrival changes what it does: the fleet wakes it at that
+    arrival's time; otherwise the fleet wakes it at the time it yielded.
+
+    ``withdrawn`` holds requests the fleet took back from the engine's request policy
+    (:meth:`~llmsched.policies.RequestPolicy.withdraw`, for backoff); the loop forgets
+    them at its next step. ``closed`` tells an idle engine that nothing more will come.
+    """
+
+    __slots__ = (
+        "closed",
+        "cuttable",
+        "finished",
+        "finished_planned",
+        "finished_prompt",
+        "free",
+        "knowns",
+        "started",
+        "withdrawn",
+    )
+
+    def __init__(self) -> None:
+        super().__init__([], [], [], [], [])
+        self.knowns: tuple[KnownRequests, ...] = ()
+        self.withdrawn: list[int] = []
+        self.closed = False
+        self.cuttable = False
+        self.started = 0  # prefilled or withdrawn (and forgotten)
+        self.finished = 0
+        self.finished_planned = 0  # planned output tokens of the finished requests
+        self.finished_prompt = 0  # and their prompt tokens
+        self.free = 0
+
+    def add(self, prompt: int, output: int, planned: int, arrival: float) -> int:
+        """Add a request that reached the engine at ``arrival``; return its index there."""
+        index = len(self.prompt)
+        self.prompt.append(prompt)
+        self.output.append(output)
+        self.planned.append(planned)
+        self.arrival.append(arrival)
+        self.due.append(arrival)
+        self.order.append(index)
+        self.state.append(_UNARRIVED)
+        self.client_of.append(-1)
+        self.prefill_stage.append(-1)
+        self.decode_start.append(-1)
+        for known in self.knowns:
+            known.add_slot()
+        return index
+
+
+def open_engine(
+    cost: CostModel,
+    clients: int,
+    request_policy: RequestPolicy,
+    iteration_policy: IterationPolicy,
+    stream: EngineStream,
+    predictions: bool,
+    name: str = "stream",
+) -> Any:
+    """The decision loop of one engine whose requests arrive through ``stream``, on the
+    cost model's clock, as a generator (see :class:`EngineStream`).
+
+    Prime it with ``next``; resume it with ``next`` once the time it yielded has come or an
+    arrival was added while ``stream.cuttable``. When ``stream.closed`` and nothing is
+    left it returns ``(recorder, info)`` (in ``StopIteration.value``), which
+    :func:`stream_schedule` turns into a schedule.
+    """
+    _check_objects(request_policy, iteration_policy, CostClock())
+    return _decisions(
+        stream,
+        sys.maxsize,
+        predictions,
+        name,
+        cost,
+        int(clients),
+        request_policy,
+        iteration_policy,
+        CostClock(),
+        False,
+        stream,
+    )
+
+
+def stream_schedule(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    stream: EngineStream,
+    kept: Sequence[int],
+    result: tuple[_Recorder, dict[str, Any]],
+) -> Schedule:
+    """The schedule of an engine run by :func:`open_engine`: ``workload`` holds the requests
+    it kept (not withdrawn), whose indices in the stream are ``kept``, in order."""
+    record, info = result
+    client_of = [stream.client_of[i] for i in kept]
+    prefill_stage = [stream.prefill_stage[i] for i in kept]
+    decode_start = [stream.decode_start[i] for i in kept]
+    return record.schedule(workload, cost, clients, client_of, prefill_stage, decode_start, False, info)
+
+
 def run_loop(
     workload: Workload,
     cost: CostModel,
@@ -526,49 +704,84 @@ def run_loop(
         the policy's or the cost model's class and what was wrong.
     """
     check_instance(workload, cost, clients)
-    if not _has_methods(request_policy, ("start", "arrive", "release", "ready", "take")):
-        raise TypeError(
-            "request_policy must be an object with start, arrive, release, ready and take methods, "
-            f"got {type(request_policy).__name__}"
-        )
-    if not _has_methods(iteration_policy, ("start", "decide")):
-        raise TypeError(
-            "iteration_policy must be an object with start and decide methods, "
-            f"got {type(iteration_policy).__name__}"
-        )
-    if not _has_methods(executor, ("start", "now", "wait_until", "prefill", "decode", "info")) or not hasattr(
-        executor, "measured"
-    ):
-        raise TypeError(
-            "executor must be an object with start, now, wait_until, prefill, decode and info methods "
-            f"and a measured attribute (a CostClock or a device executor), got {type(executor).__name__}"
-        )
+    _check_objects(request_policy, iteration_policy, executor)
     clients = int(clients)
-    requests, iterations = request_policy, iteration_policy
-    requests_name = type(requests).__name__
     n = len(workload)
-    prompt = workload.prompt_tokens.tolist()
-    output = workload.output_tokens.tolist()
-    capacity = int(cost.prefill_capacity)
-    tau = iteration_times(cost, min(clients, n))
-    order = np.argsort(workload.arrival, kind="stable").tolist()
-    arrival = workload.arrival.tolist()
-
+    predicted = workload.predicted_output
+    lists = _Requests(
+        workload.prompt_tokens.tolist(),
+        workload.output_tokens.tolist(),
+        workload.arrival.tolist(),
+        predicted.tolist() if predicted is not None else [0] * n,
+        np.argsort(workload.arrival, kind="stable").tolist(),
+    )
     if not isinstance(clairvoyant, (bool, np.bool_)):
         raise TypeError(f"clairvoyant must be True or False, got {clairvoyant!r}")
-    clairvoyant = bool(clairvoyant)
+    body = _decisions(
+        lists,
+        n,
+        predicted is not None,
+        workload.name,
+        cost,
+        clients,
+        request_policy,
+        iteration_policy,
+        executor,
+        bool(clairvoyant),
+        None,
+        workload,
+    )
+    try:
+        next(body)
+    except StopIteration as done:
+        record, info = done.value
+    else:  # pragma: no cover - a closed run never yields
+        raise RuntimeError("the decision loop yielded in a closed run")
+    return record.schedule(
+        workload,
+        cost,
+        clients,
+        lists.client_of,
+        lists.prefill_stage,
+        lists.decode_start,
+        executor.measured,
+        info,
+    )
+
+
+def _decisions(
+    lists: _Requests,
+    n: int,
+    predictions: bool,
+    name: str,
+    cost: CostModel,
+    clients: int,
+    requests: RequestPolicy,
+    iterations: IterationPolicy,
+    executor: Executor,
+    clairvoyant: bool,
+    stream: EngineStream | None,
+    workload: Workload | None = None,
+) -> Any:
+    """The loop's body, a generator: it yields only with a ``stream`` (see :class:`EngineStream`)
+    and returns ``(recorder, info)``. Closed, ``n`` is the number of requests; on a stream it
+    is ``sys.maxsize`` and the requests are those the stream holds."""
+    requests_name = type(requests).__name__
+    prompt, output, arrival, planned = lists.prompt, lists.output, lists.arrival, lists.planned
+    order, due_in_order, state = lists.order, lists.due, lists.state
+    client_of, prefill_stage, decode_start = lists.client_of, lists.prefill_stage, lists.decode_start
+    capacity = int(cost.prefill_capacity)
+    size = len(prompt)  # requests known up front: all of them, or none on a stream
+    tau = iteration_times(cost, min(clients, size) if stream is None else clients)
+
     # Each policy knows what it may: true lengths only for one that plans with them.
     lengths_r = clairvoyant or oracle_lengths(requests)
     lengths_i = clairvoyant or oracle_lengths(iterations)
-    predicted = workload.predicted_output
-    known = KnownRequests(n, predicted is not None, lengths_r, clairvoyant, workload.name)
+    known = KnownRequests(size, predictions, lengths_r, clairvoyant, name)
     known_i = (
-        known
-        if lengths_i == lengths_r
-        else KnownRequests(n, predicted is not None, lengths_i, clairvoyant, workload.name)
+        known if lengths_i == lengths_r else KnownRequests(size, predictions, lengths_i, clairvoyant, name)
     )
     knowns = (known,) if known_i is known else (known, known_i)
-    planned = predicted.tolist() if predicted is not None else [0] * n
     reveal, reveal_i = known.reveal, (None if known_i is known else known_i.reveal)
     if clairvoyant:
         for request in order:
@@ -577,13 +790,13 @@ def run_loop(
 
     requests.start(known, clients)
     iterations.start(known_i, cost, clients)
-    executor.start(workload, cost, clients)
+    if stream is None:
+        executor.start(workload, cost, clients)  # type: ignore[arg-type]
+    else:
+        stream.knowns = knowns
+        executor.open(cost, clients, prompt)  # type: ignore[attr-defined]
 
     waiting, taken_before = _WAITING, _TAKEN
-    state = bytearray(n)  # _UNARRIVED, waiting or taken_before, per request
-    client_of = [-1] * n
-    prefill_stage = [-1] * n
-    decode_start = [-1] * n
     running: dict[int, int] = {}  # client -> request decoding on it
     heap: list[tuple[int, int, int]] = []  # (finish iteration, client, request)
     record = _Recorder()
@@ -603,8 +816,8 @@ def run_loop(
     run_prefill, run_decode = executor.prefill, executor.decode
     prefill_kind, decode_kind, prefill_now = PREFILL, DECODE, PREFILL_NOW
     until_event = DECODE_UNTIL_EVENT
-    due_in_order = [arrival[i] for i in order]
 
+    known_n = size  # requests known to the loop, in arrival order
     next_arrival = finished = started = 0
     oldest = 0  # position in ``order`` of the oldest arrived request that may not have started
     waiting_arrival_sum = 0.0  # sum of the arrival times of the arrived, unstarted requests
@@ -613,9 +826,17 @@ def run_loop(
     just_prefilled = False  # the last stage is a prefill stage
     now = executor.now()
     while finished < n:
-        if next_arrival < n and admits(now, due_in_order[next_arrival]):
+        if stream is not None:
+            known_n = len(due_in_order)
+            if stream.withdrawn:
+                for request in stream.withdrawn:
+                    state[request] = taken_before  # it left: it counts as started here
+                    waiting_arrival_sum -= arrival[request]
+                    started += 1
+                stream.withdrawn.clear()
+        if next_arrival < known_n and admits(now, due_in_order[next_arrival]):
             horizon = now + 8 * math.ulp(now)  # what admits() allows
-            while next_arrival < n and due_in_order[next_arrival] <= horizon:
+            while next_arrival < known_n and due_in_order[next_arrival] <= horizon:
                 request = order[next_arrival]
                 state[request] = waiting
                 if not clairvoyant:
@@ -670,11 +891,11 @@ def run_loop(
                 if type(request) is not int or type(client) is not int or type(pair) is not tuple:
                     request, client = _check_pair(pair, requests, capacity)
                     well_formed = False
-                if not (0 <= request < n and state[request] == waiting and 0 <= client < clients) or (
+                if not (0 <= request < known_n and state[request] == waiting and 0 <= client < clients) or (
                     client in running
                 ):
                     problem = _pair_problem(
-                        request, client, n, clients, state, stage, prefill_stage, running, arrival, now
+                        request, client, known_n, clients, state, stage, prefill_stage, running, arrival, now
                     )
                     raise ValueError(f"request policy {requests_name}.take({capacity}) is invalid: {problem}")
                 tokens += prompt[request]
@@ -702,14 +923,25 @@ def run_loop(
             firsts.append(g)
             stage_iterations.append(0)
             just_prefilled = True
+            if stream is not None:  # arrivals up to the stage's end are routed first
+                stream.started, stream.finished, stream.free = started, finished, free
+                yield now
             continue
 
         if not active:
             # Nothing to decode and nothing to prefill: idle until the next arrival.
-            if next_arrival >= n:
+            if next_arrival >= known_n and stream is not None and not stream.closed:
+                stream.started, stream.finished, stream.free = started, finished, free
+                stream.cuttable = True
+                yield _INF  # until the fleet routes a request here, or closes the stream
+                stream.cuttable = False
+                continue
+            if next_arrival >= known_n:
+                if stream is not None and started == known_n:
+                    break  # closed, and every request it got has finished or left
                 raise ValueError(
                     f"request policy {requests_name}.ready() returned 0 with {free} free client(s), "
-                    f"nothing decoding and every request arrived, yet {n - started} request(s) never "
+                    f"nothing decoding and every request arrived, yet {known_n - started} request(s) never "
                     "started: the run cannot go on"
                 )
             now = executor.wait_until(due_in_order[next_arrival])
@@ -721,7 +953,19 @@ def run_loop(
             asked = decision if decision > 0 else 1
             if asked < step:
                 step = asked
-        due = due_in_order[next_arrival] if free and next_arrival < n else _INF
+        cut = False
+        if stream is not None:
+            stream.started, stream.finished, stream.free = started, finished, free
+            if free:
+                # An arrival may cut the run short: the fleet wakes the engine at its time.
+                stream.cuttable = True
+                yield executor.run_end(active, step, context_offset + active * g)  # type: ignore[attr-defined]
+                stream.cuttable = False
+                known_n = len(due_in_order)
+                cut = next_arrival < known_n
+            else:
+                cut = True  # nothing cuts it: it runs to its end, past the time the fleet is at
+        due = due_in_order[next_arrival] if free and next_arrival < known_n else _INF
         ran = 0
         for start, count, seconds, growth in run_decode(running, step, due, context_offset + active * g):
             if just_prefilled:
@@ -754,7 +998,16 @@ def run_loop(
             release(client)
             free += 1
             finished += 1
+            if stream is not None:
+                stream.finished_planned += planned[request]
+                stream.finished_prompt += prompt[request]
+        if cut and stream is not None:
+            # The run ended after the time the fleet woke the engine: arrivals up to its end first.
+            stream.started, stream.finished, stream.free = started, finished, free
+            yield now
 
+    if stream is not None:
+        stream.started, stream.finished, stream.free = started, finished, free
     info = {
         "request_policy": _name(requests),
         "iteration_policy": _name(iterations),
@@ -762,9 +1015,7 @@ def run_loop(
         "oracle_lengths": lengths_r or lengths_i,
         **executor.info(),
     }
-    return record.schedule(
-        workload, cost, clients, client_of, prefill_stage, decode_start, executor.measured, info
-    )
+    return record, info
 
 
 def simulate_policies(

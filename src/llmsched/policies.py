@@ -155,6 +155,16 @@ class KnownRequests:
         self.arrival[request] = arrival
         self.arrived.append(request)
 
+    def add_slot(self) -> None:
+        """Make room for one more request (on an engine whose requests a fleet routes to it
+        one by one); its entries read as unknown until :meth:`reveal`."""
+        self.prompt_tokens.append(0)
+        if self.predicted_output is not None:
+            self.predicted_output.append(0)
+        if self.output_tokens is not None:
+            self.output_tokens.append(0)
+        self.arrival.append(math.inf)
+
     def finish(self, output: int) -> None:
         """Record that a request finished after ``output`` tokens (the loop calls it)."""
         self.finished += 1
@@ -238,6 +248,12 @@ class RequestPolicy(Protocol):
     A policy whose decisions were made before the run over every request (a replay, a
     plan given by the caller) says so with a true ``planned_ahead`` attribute, and the
     schedule is marked clairvoyant.
+
+    Two optional parts let an engine of a fleet (:mod:`llmsched.fleets`) run the policy:
+    a true ``open_ended`` attribute says that it needs no count of the requests up front
+    (``known``'s lists then start empty and grow as requests are routed to the engine), and
+    a ``withdraw()`` method gives up one waiting request (the one it would start last) and
+    returns it, or None when none waits; a fleet's backoff moves it to another engine.
     """
 
     def start(self, known: KnownRequests, clients: int) -> None: ...

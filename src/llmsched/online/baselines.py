@@ -84,6 +84,8 @@ class FCFS:
     """
 
     name = "fcfs"
+    #: It needs no count of the requests up front (a fleet's engine may run it).
+    open_ended = True
 
     def __init__(self, max_batch: int | None = None):
         self.max_batch = math.inf if max_batch is None else positive_int("max_batch", max_batch)
@@ -101,6 +103,11 @@ class FCFS:
     def release(self, client: int) -> None:
         self._free.release(client)
         self._free_count += 1
+
+    def withdraw(self) -> int | None:
+        """Give up the waiting request that would start last (a fleet's backoff moves it to
+        another engine); None when none waits."""
+        return self._queue.pop() if self._queue else None
 
     def ready(self) -> int:
         count = min(len(self._queue), self._free_count)

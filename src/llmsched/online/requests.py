@@ -76,6 +76,8 @@ class _SortedShared:
 
     name = "sorted"
     _sign = 1
+    #: It needs no count of the requests up front (a fleet's engine may run it).
+    open_ended = True
 
     def __init__(self, sizes: str = "predicted"):
         self.sizes = check_sizes(sizes)
@@ -91,6 +93,18 @@ class _SortedShared:
 
     def release(self, client: int) -> None:
         self._free.release(client)
+
+    def withdraw(self) -> int | None:
+        """Give up the waiting request that would start last (for a fleet's backoff); None
+        when none waits."""
+        if not self._heap:
+            return None
+        last = max(range(len(self._heap)), key=self._heap.__getitem__)
+        _, request = self._heap[last]
+        self._heap[last] = self._heap[-1]
+        self._heap.pop()
+        heapq.heapify(self._heap)
+        return request
 
     def ready(self) -> int:
         return min(len(self._heap), len(self._free))
