@@ -125,6 +125,20 @@ def test_simulate_output_paths_are_checked_before_the_run(flag, tmp_path, capsys
     assert f"{flag} '{missing}': folder '{missing.parent}' does not exist" in capsys.readouterr().err
 
 
+def test_reproduce_mico_json(capsys) -> None:
+    """reproduce mico --json: one row per setting with the paper's ratio beside ours."""
+    assert main(["reproduce", "mico", "--json", "--engines", "2,9", "--batches", "2-3", "--seeds", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [(r["engines"], r["batch"]) for r in report["rows"]] == [(2, 2), (2, 3), (9, 2), (9, 3)]
+    for row in report["rows"]:
+        assert {"engines", "batch", "queries", "ratio", "paper_ratio"} <= set(row)
+        assert row["queries"] == 800 and 1.3 <= row["ratio"] <= 3
+    assert [r["paper_ratio"] for r in report["rows"]] == [1.67, 1.88, 1.77, 1.89]
+    assert main(["reproduce", "mico", "--engines", "3", "--batches", "4", "--seeds", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "paper_ratio" in text and "2.01" in text
+
+
 def test_reproduce_gsm8k_json(capsys, tmp_path) -> None:
     """reproduce gsm8k --json: every strategy with oracle and predicted lengths; --plot writes charts.
     With stderr not a terminal (here captured) no progress bar is drawn."""
@@ -227,6 +241,9 @@ SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4
         (["reproduce", "gsm8k", "--seed", "x"], "argument --seed: must be an integer >= 0, got 'x'"),
         (["reproduce", "gsm8k", "--predictor", "psychic"], "unknown predictor 'psychic'"),
         (["reproduce", "mmlu"], "argument experiment: invalid choice: 'mmlu'"),
+        (["reproduce", "mico", "--engines", "2,x"], "argument --engines: must be comma-separated integers"),
+        (["reproduce", "mico", "--batches", "0-3"], r"argument --batches: each value must lie in \[1, 1000"),
+        (["reproduce", "mico", "--plot", "out"], "reproduce mico has none"),
         (["study", "--cases", "0"], r"argument --cases: must be an integer in \[1, 1000000\], got 0"),
         (["study", "--jobs", "0"], r"argument --jobs: must be a nonzero integer \(-1: every core\), got 0"),
         (["study", "--requests", "-5"], "argument --requests: must be an integer in"),

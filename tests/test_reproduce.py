@@ -120,3 +120,36 @@ def test_a_context_aware_model_moves_every_row_and_keeps_the_bound_below() -> No
     assert all(row["gap_to_lb"] >= 0 for row in report["rows"])
     hybrid = next(r for r in report["rows"] if r["method"] == "hybrid" and r["predictor"] == "oracle")
     assert 0 <= hybrid["gap_to_lb"] < 0.03
+
+
+def test_mico_table1_ratios_lie_between_1_3_and_3() -> None:
+    """Every setting of Mico's Table 1 (2, 3, 6, 9 engines; batches 2-10; 800 queries): Mico's
+    scheme over the baseline, beside the paper's ratio, every fleet valid."""
+    from llmsched.reproduce import PAPER_MICO_TABLE1, reproduce_mico
+
+    report = reproduce_mico(seeds=2)
+    assert report["invalid"] == 0
+    rows = report["rows"]
+    assert len(rows) == 36
+    for row in rows:
+        assert 1.3 <= row["ratio"] <= 3.0, row
+        assert row["paper_ratio"] == PAPER_MICO_TABLE1[row["engines"]][row["batch"] - 2]
+        # Insertion alone gains, and Mico's scheme is at least as good as insertion alone.
+        assert row["i_ratio"] > 1.2
+        assert row["ratio"] >= 0.97 * row["i_ratio"]
+    # Larger batches waste more on batch-wise inference: the ratio grows from batch 2 to 10.
+    by = {(r["engines"], r["batch"]): r["ratio"] for r in rows}
+    assert all(by[m, 10] > by[m, 2] + 0.4 for m in (2, 3, 6, 9))
+
+
+def test_mico_outside_table1_and_bad_input() -> None:
+    from llmsched.reproduce import format_mico, reproduce_mico
+
+    report = reproduce_mico(engines=4, batches=[3], queries=[200], seeds=1, seed=5)
+    (row,) = report["rows"]
+    assert row["paper_ratio"] is None and row["queries"] == 200 and report["seeds"] == [5]
+    assert "paper_ratio" in format_mico(report)
+    with pytest.raises(ValueError, match="engines"):
+        reproduce_mico(engines=[])
+    with pytest.raises(ValueError, match="batches"):
+        reproduce_mico(batches=[0])

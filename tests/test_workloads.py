@@ -642,3 +642,19 @@ def test_arrival_specs_round_trip(rate: float, cv: float) -> None:
     for process in (workloads.ArrivalProcess("poisson", rate), workloads.ArrivalProcess("gamma", rate, cv)):
         assert workloads.ArrivalProcess.parse(str(process)) == process
     assert str(workloads.ArrivalProcess.parse(" gamma: 2 , 0.5 ")) == "gamma:2,0.5"
+
+
+def test_mico_like_shape() -> None:
+    from llmsched.workloads import mico_like
+
+    w = mico_like(2000, seed=3)
+    assert len(w) == 2000 and w.name == "mico-like-2000"
+    assert w.prompt_tokens.min() >= 4 and w.prompt_tokens.max() <= 256
+    # GPT-2 stops at its 1,024-token context, prompt included.
+    assert (w.prompt_tokens + w.output_tokens).max() <= 1024
+    assert 250 < w.output_tokens.mean() < 320
+    assert np.array_equal(mico_like(50, seed=1).output_tokens, mico_like(50, seed=1).output_tokens)
+    with pytest.raises(ValueError, match="context"):
+        mico_like(10, context=100)
+    with pytest.raises(ValueError, match="eos_mean"):
+        mico_like(10, eos_mean=1)

@@ -675,8 +675,24 @@ def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[s
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from llmsched.reproduce import format_report, reproduce_gsm8k
+    from llmsched.reproduce import format_mico, format_report, reproduce_gsm8k, reproduce_mico
 
+    if args.experiment == "mico":
+        if args.plot is not None:
+            raise ValueError("--plot draws the GSM8K experiment's Gantt charts; reproduce mico has none")
+        report = reproduce_mico(
+            engines=args.engines,
+            batches=args.batches,
+            queries=args.queries,
+            seeds=args.seeds,
+            seed=args.seed,
+            progress=_progress(args),
+        )
+        if args.json:
+            _print_json(report)
+        else:
+            print(format_mico(report))
+        return 0 if not report["invalid"] else 1
     _check_plot_dir(args.plot)
     report = reproduce_gsm8k(
         seed=args.seed, plot_dir=args.plot, predictor=args.predictor, progress=_progress(args)
@@ -719,6 +735,29 @@ def _cmd_study(args: argparse.Namespace) -> int:
         if args.plot:
             print(f"figure written to {args.plot}")
     return 0
+
+
+def _ints_arg(minimum: int, maximum: int) -> Callable[[str], list[int]]:
+    """An argparse type: comma-separated integers in ``[minimum, maximum]`` (``a-b`` for a range)."""
+
+    def parse(text: str) -> list[int]:
+        values: list[int] = []
+        for part in text.split(","):
+            low, _, high = part.strip().partition("-")
+            try:
+                span = range(int(low), int(high or low) + 1)
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"must be comma-separated integers or ranges (as 2,3,6,9 or 2-10), got {part.strip()!r}"
+                ) from None
+            if not span or span[0] < minimum or span[-1] > maximum:
+                raise argparse.ArgumentTypeError(
+                    f"each value must lie in [{minimum}, {maximum}], got {part.strip()!r}"
+                )
+            values.extend(span)
+        return values
+
+    return parse
 
 
 def _rates_arg(text: str) -> list[float]:
@@ -1228,10 +1267,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("reproduce", help="reproduce a published experiment")
     rep.add_argument(
-        "experiment", choices=["gsm8k"], help="gsm8k: Pang et al.'s GSM8K experiment (Table III, Figs. 6-9)"
+        "experiment",
+        choices=["gsm8k", "mico"],
+        help="gsm8k: Pang et al.'s GSM8K experiment (Table III, Figs. 6-9); mico: Mico's throughput "
+        "ratios over clouds and batch sizes (Table 1)",
     )
     rep.add_argument(
-        "--seed", type=seed, default=0, help="seed of the GSM8K output lengths (default: %(default)s)"
+        "--seed",
+        type=seed,
+        default=0,
+        help="seed of the GSM8K output lengths, or of Mico's first query set (default: %(default)s)",
+    )
+    rep.add_argument(
+        "--engines",
+        type=_ints_arg(1, 1000),
+        default=[2, 3, 6, 9],
+        help="mico: numbers of engines (clouds), as 2,3,6,9 (default: 2,3,6,9)",
+    )
+    rep.add_argument(
+        "--batches",
+        type=_ints_arg(1, 1000),
+        default=list(range(2, 11)),
+        help="mico: batch sizes (each engine's clients), as 2-10 (default: 2-10)",
+    )
+    rep.add_argument(
+        "--queries",
+        type=_ints_arg(1, 1_000_000),
+        default=[800],
+        help="mico: numbers of queries, as 200,500,800,1000 (default: 800, Table 1's)",
+    )
+    rep.add_argument(
+        "--seeds",
+        type=_int_arg(1, 1000),
+        default=3,
+        help="mico: query sets each setting is averaged over (default: %(default)s)",
     )
     rep.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     rep.add_argument(

@@ -57,6 +57,7 @@ __all__ = [
     "gsm8k",
     "gsm8k_lengths",
     "gsm8k_like",
+    "mico_like",
     "poisson_arrivals",
     "prepare",
     "prepare_report",
@@ -164,6 +165,32 @@ def gsm8k_like(n: int, seed: int | np.random.Generator | None = 0) -> Workload:
     prompt, answer = gsm8k_lengths()
     pick = generator.integers(0, prompt.size, size=n)
     return Workload(prompt[pick], _llama65b_outputs(answer[pick], generator), name=f"gsm8k-like-{n}")
+
+
+def mico_like(
+    n: int = 800, seed: int | np.random.Generator | None = 0, eos_mean: float = 300.0, context: int = 1024
+) -> Workload:
+    """``n`` queries shaped like Mico's experiment: Alpaca instructions answered by GPT-2.
+
+    A stated shape, not measured outputs (Mico reports neither its prompt nor its response
+    lengths): prompts are log-normal around 27 tokens (sd 0.6 in log space, clipped to
+    [4, 256], an Alpaca instruction with its template); GPT-2, not tuned to follow
+    instructions, stops at an end-of-sequence token with a constant hazard per token
+    (geometric lengths of mean ``eos_mean``) or at its ``context`` of 1,024 tokens, prompt
+    included, where Mico's engines cut it.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad ``n``, ``seed``, ``eos_mean`` (> 1) or ``context`` (more than 256 tokens).
+    """
+    n = positive_int("n", n, maximum=MAX_REQUESTS)
+    eos_mean = real("eos_mean", eos_mean, low=1.0, low_open=True)
+    context = positive_int("context", context, minimum=257, maximum=MAX_TOKENS)
+    generator = _rng(seed)
+    prompt = np.clip(np.rint(generator.lognormal(np.log(27.0), 0.6, n)), 4, 256).astype(np.int64)
+    output = np.minimum(generator.geometric(1.0 / eos_mean, n), context - prompt)
+    return Workload(prompt, output, name=f"mico-like-{n}")
 
 
 @dataclass(frozen=True)
