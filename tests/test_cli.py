@@ -125,6 +125,44 @@ def test_simulate_output_paths_are_checked_before_the_run(flag, tmp_path, capsys
     assert f"{flag} '{missing}': folder '{missing.parent}' does not exist" in capsys.readouterr().err
 
 
+def test_fleet_json_and_text(capsys) -> None:
+    """fleet: the fleet's figures and one row per engine; every engine's schedule valid."""
+    base = ["fleet", "--arrival-rate", "8", "--clients", "32", "--engines", "3", "--router", "jsq"]
+    assert main([*base, "--backoff", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] and out["summary"]["engines"] == 3 and out["info"]["backoff"]
+    assert [e["engine"] for e in out["engines"]] == ["engine 0", "engine 1", "engine 2"]
+    assert sum(e["requests"] for e in out["engines"]) == out["summary"]["requests"] == 1319
+    kinds = ["fleet", "--arrival-rate", "8", "--engine", "big:64:1", "--engine", "slow:32:0.4:0.5"]
+    assert main([*kinds, "--cost", "linear:0.025,0.00013,0.029,0.00021,5000", "--router", "round-robin"]) == 0
+    text = capsys.readouterr().out
+    assert (
+        "router round-robin" in text and "big" in text and "slow" in text and "valid           True" in text
+    )
+
+
+def test_provision_text_json_and_dask(capsys) -> None:
+    """provision: the chosen fleet and its evaluations; the exhaustive search on a local Dask
+    cluster chooses the same."""
+    base = ["provision", "--requests", "300", "--arrival-rate", "6", "--kind", "a:32:1", "--kind", "b:16:0.6"]
+    base += ["--max", "4", "--slo-ttft", "1", "--slo-tbt", "0.12", "--no-progress"]
+    assert main(base) == 0
+    text = capsys.readouterr().out
+    assert "chosen" in text and "evaluations" in text and "(bnb)" in text
+    assert main([*base, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["feasible"] and found["grid"] == 25 and found["evaluations"] == len(found["rows"])
+    pytest.importorskip("distributed")
+    assert main([*base, "--json", "--method", "exhaustive", "--backend", "dask", "--jobs", "2"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert every["counts"] == found["counts"] and every["evaluations"] == 25
+    pools = ["provision", "--mode", "disaggregated", "--requests", "300", "--arrival-rate", "10"]
+    assert (
+        main([*pools, "--clients", "32", "--max", "3,3", "--slo-ttft", "1", "--json", "--no-progress"]) == 0
+    )
+    assert set(json.loads(capsys.readouterr().out)["counts"]) == {"prompt", "token"}
+
+
 def test_reproduce_mico_json(capsys) -> None:
     """reproduce mico --json: one row per setting with the paper's ratio beside ours."""
     assert main(["reproduce", "mico", "--json", "--engines", "2,9", "--batches", "2-3", "--seeds", "1"]) == 0
@@ -244,6 +282,16 @@ SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4
         (["reproduce", "mico", "--engines", "2,x"], "argument --engines: must be comma-separated integers"),
         (["reproduce", "mico", "--batches", "0-3"], r"argument --batches: each value must lie in \[1, 1000"),
         (["reproduce", "mico", "--plot", "out"], "reproduce mico has none"),
+        (["fleet", "--backoff-delay", "1"], "--backoff-delay and --backoff-threshold need --backoff"),
+        (["fleet", "--engine", "a:2", "--engines", "2"], "not both"),
+        (["fleet", "--engine", "a:x"], "argument --engine: must be NAME:CLIENTS"),
+        (["fleet", "--router", "nearest"], "argument --router: invalid choice"),
+        (["fleet", "--router", "least-work"], "no predicted_output"),
+        (["provision", "--max", "2"], "give a latency target"),
+        (["provision", "--mode", "disaggregated", "--kind", "a:2", "--slo-ttft", "1"], "--kind names fleet"),
+        (["provision", "--slo-ttft", "1", "--dask-address", "x:1"], "--dask-address needs --backend dask"),
+        (["provision", "--slo-ttft", "1", "--ray-address", "x:1"], "--ray-address needs --backend ray"),
+        (["provision", "--slo-ttft", "1", "--kind", "a:2:1:2", "--cost", "levels:100=0.1;0.01"], "SPEED"),
         (["study", "--cases", "0"], r"argument --cases: must be an integer in \[1, 1000000\], got 0"),
         (["study", "--jobs", "0"], r"argument --jobs: must be a nonzero integer \(-1: every core\), got 0"),
         (["study", "--requests", "-5"], "argument --requests: must be an integer in"),
@@ -453,7 +501,16 @@ def test_real_azure_trace_on_the_command_line(shared_azure_code, capsys) -> None
     assert out["requests"] == 8819 and out["prompts_clipped"] == 906 and out["valid"] is True
 
 
-SUBCOMMANDS = [["simulate"], ["reproduce"], ["study"], ["sweep"], ["exegpt"], ["runtime", "validate"]]
+SUBCOMMANDS = [
+    ["simulate"],
+    ["reproduce"],
+    ["study"],
+    ["sweep"],
+    ["fleet"],
+    ["provision"],
+    ["exegpt"],
+    ["runtime", "validate"],
+]
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS, ids=" ".join)

@@ -174,6 +174,12 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.fleet.Engine": lambda: _fleet().engines[1],
     "llmsched.fleet.Backoff": lambda: __import__("llmsched.fleet").fleet.Backoff(0.1, 2),
     "llmsched.fleet.FleetSchedule": _fleet,
+    "llmsched.provision.ProvisionResult": lambda: __import__("llmsched.provision").provision.provision(
+        Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.5, 1.0]),
+        [llmsched.Engine(LinearCostModel.paper(), 2)],
+        2,
+        slo_ttft=5.0,
+    ),
     "llmsched.fused.FusedSchedule": _fused,
     "llmsched.fused.FusedBounds": lambda: llmsched.fused_lower_bounds(
         _fused().workload, LinearCostModel.paper(), 2, 16

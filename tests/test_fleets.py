@@ -232,3 +232,9 @@ def test_every_engine_schedule_validates_on_its_own() -> None:
     fleet = simulate_fleet(workload, engines, "least-work", Backoff(0.01))
     for schedule in fleet.schedules:
         assert validate(schedule) == []
+
+
+def test_the_command_line_knows_every_router() -> None:
+    from llmsched.cli import ROUTER_NAMES
+
+    assert tuple(ROUTER_NAMES) == ROUTERS

@@ -130,6 +130,8 @@ def layer(module: str) -> int:
         return 2
     if module in ("llmsched.simulate", "llmsched.fleets"):
         return 4
+    if module == "llmsched.provision":
+        return 5
     if len(parts) == 2 and parts[1] in FRONT:
         return 7
     raise AssertionError(f"module {module} has no layer: place it in tests/test_layering.py")

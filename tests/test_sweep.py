@@ -318,7 +318,7 @@ def test_sweep_command_on_a_local_dask_cluster(capsys) -> None:
         (["--rates", "1,fast"], "argument --rates: must be comma-separated numbers > 0"),
         (["--slo-ttft", "0"], r"argument --slo-ttft: must be a number in \(0, inf\]"),
         (["--arrival-rate", "inf"], r"argument --arrival-rate: must be a number in \(0, inf\)"),
-        (["--backend", "ray"], "argument --backend: invalid choice: 'ray'"),
+        (["--backend", "spark"], "argument --backend: invalid choice: 'spark'"),
         (["--metric", "speed"], "argument --metric: invalid choice: 'speed'"),
         (["--policy", "fcfs"], "a policy spec is 'REQUEST/ITERATION'"),
         (["--policy", "sjf/prefill-first"], "unknown request policy 'sjf'"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["progress_bar"]
+__all__ = ["progress_bar", "progress_parallel"]
 
 
 class _Silent:
@@ -40,3 +40,22 @@ def progress_bar(progress: bool, total: int | None, desc: str, unit: str = "it")
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit)
+
+
+def progress_parallel(n_jobs: int, bar: Any) -> Any:
+    """A ``joblib.Parallel`` that moves ``bar`` (a tqdm bar, or None) as cases finish.
+
+    joblib calls ``print_progress`` in this process after every finished batch, whatever the
+    backend, and the call still returns a plain list (not every backend, Ray's among them,
+    can hand results back as a generator).
+    """
+    from joblib import Parallel
+
+    if bar is None:
+        return Parallel(n_jobs=n_jobs)
+
+    class _Progress(Parallel):
+        def print_progress(self) -> None:
+            bar.update(self.n_completed_tasks - bar.n)
+
+    return _Progress(n_jobs=n_jobs)

@@ -783,6 +783,301 @@ def _dask_workers(jobs: int) -> int:
     return jobs if jobs > 0 else max(1, cpu_count() + 1 + jobs)
 
 
+def _scaled_cost(cost: Any, speed: float) -> Any:
+    """``cost`` on a machine ``speed`` times as fast (every time divided by it)."""
+    from dataclasses import fields, replace
+
+    from llmsched.cost import ContextCostModel, LinearCostModel
+
+    if speed == 1:
+        return cost
+    if not isinstance(cost, (LinearCostModel, ContextCostModel)):
+        raise ValueError(
+            "a kind's SPEED needs a linear or context cost model (--cost linear:... or context:...)"
+        )
+    changes: dict[str, Any] = {
+        f.name: getattr(cost, f.name) / speed
+        for f in fields(cost)
+        if f.name not in ("prefill_capacity", "decode_by_batch")
+    }
+    table = getattr(cost, "decode_by_batch", None)
+    if table is not None:
+        changes["decode_by_batch"] = tuple(t / speed for t in table)
+    return replace(cost, **changes)
+
+
+def _kind_arg(text: str) -> tuple[str, int, float, float]:
+    """An argparse type: ``NAME:CLIENTS[:PRICE[:SPEED]]``, an engine kind."""
+    parts = text.split(":")
+    try:
+        if not 2 <= len(parts) <= 4 or not parts[0]:
+            raise ValueError
+        clients = int(parts[1])
+        price = float(parts[2]) if len(parts) > 2 else 1.0
+        speed = float(parts[3]) if len(parts) > 3 else 1.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be NAME:CLIENTS[:PRICE[:SPEED]] (as big:64:1.0 or slow:32:0.4:0.5), got {text!r}"
+        ) from None
+    if not 1 <= clients <= MAX_CLIENTS or not 0 <= price < float("inf") or not 0 < speed < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"CLIENTS must lie in [1, {MAX_CLIENTS}], PRICE be >= 0 and SPEED > 0, got {text!r}"
+        )
+    return parts[0], clients, price, speed
+
+
+def _fleet_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The workload (prepared, with predictions when asked) and the cost model."""
+    from llmsched.workloads import prepare
+
+    cost = parse_cost(args.cost)
+    workload = parse_workload(args.workload, args.seed, args.requests)
+    arrivals = None if args.arrival_rate is None else f"poisson:{args.arrival_rate!r}"
+    workload = prepare(
+        workload,
+        max_prompt=args.max_prompt,
+        max_output=args.max_output,
+        arrivals=arrivals,
+        replace_arrivals=arrivals is not None,
+        seed=args.seed,
+    )
+    return _with_predictor(workload, args.predictor, args.seed), cost
+
+
+def _backoff(args: argparse.Namespace) -> Any:
+    from llmsched.fleet import Backoff
+
+    if not args.backoff:
+        if args.backoff_delay is not None or args.backoff_threshold is not None:
+            raise ValueError("--backoff-delay and --backoff-threshold need --backoff")
+        return None
+    return Backoff(
+        delay=0.02 if args.backoff_delay is None else args.backoff_delay,
+        threshold=1 if args.backoff_threshold is None else args.backoff_threshold,
+    )
+
+
+def _cmd_fleet(args: argparse.Namespace) -> int:
+    from llmsched.fleet import Engine, validate_fleet
+    from llmsched.fleets import simulate_fleet
+
+    workload, cost = _fleet_inputs(args)
+    kinds = args.engine or [("engine", args.clients, 1.0, 1.0)]
+    if args.engine and args.engines != 1:
+        raise ValueError(
+            "give --engines N (N alike) or --engine NAME:CLIENTS:PRICE:SPEED (repeated), not both"
+        )
+    engines = [
+        Engine(_scaled_cost(cost, speed), clients, price, args.request_policy, args.iteration_policy, name)
+        for name, clients, price, speed in kinds
+        for _ in range(args.engines)
+    ]
+    if not args.engine:
+        engines = [Engine(cost, args.clients, 1.0, args.request_policy, args.iteration_policy)] * args.engines
+    fleet = simulate_fleet(workload, engines, args.router, _backoff(args), seed=args.seed, sizes=args.sizes)
+    violations = validate_fleet(fleet)
+    summary = fleet.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt)
+    frame = fleet.engine_frame()
+    if args.json:
+        _print_json(
+            {
+                "workload": workload.name,
+                "summary": summary,
+                "info": fleet.info,
+                "engines": frame.to_dict(orient="records"),
+                "valid": not violations,
+                "violations": [str(v) for v in violations[:20]],
+            }
+        )
+    else:
+        print(
+            f"{workload.name}: {len(workload)} requests on {len(engines)} engines, router {args.router}"
+            f"{', backoff' if args.backoff else ''}"
+        )
+        for key in ("makespan_s", "tokens_per_s", "price_per_hour", "tokens_per_cost", "utilization"):
+            print(f"  {key:<16}{summary[key]:.6g}")
+        for key in ("ttft_p50_s", "ttft_p99_s", "tbt_p99_s", "latency_p99_s"):
+            print(f"  {key:<16}{summary[key]:.4f}")
+        print(f"  {'pulled':<16}{summary['pulled']}")
+        print(f"  {'valid':<16}{not violations}")
+        for v in violations[:10]:
+            print(f"    {v}")
+        print()
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0 if not violations else 1
+
+
+def _cmd_provision(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from llmsched.provision import provision, provision_disaggregated
+
+    workload, cost = _fleet_inputs(args)
+    with contextlib.ExitStack() as stack:
+        _enter_backend(args, stack)
+        common = {
+            "slo_ttft": args.slo_ttft,
+            "slo_tbt": args.slo_tbt,
+            "method": args.method,
+            "eps_latency": args.eps_latency,
+            "n_jobs": args.jobs,
+            "backend": args.backend,
+            "progress": _progress(args),
+        }
+        if args.mode == "disaggregated":
+            from llmsched.disagg import DisaggregatedCluster
+
+            if args.kind:
+                raise ValueError(
+                    "--kind names fleet engines; --mode disaggregated sizes prompt and token pools"
+                )
+            tops = args.max if len(args.max) == 2 else args.max * 2
+            if len(tops) != 2:
+                raise ValueError("--mode disaggregated takes --max P or --max P,T")
+            cluster = DisaggregatedCluster(
+                1,
+                1,
+                cost,
+                cost,
+                args.clients,
+                args.kv_bytes_per_token,
+                args.kv_bandwidth,
+                args.layers,
+                not args.no_kv_overlap,
+                args.mixed_pool,
+            )
+            result = provision_disaggregated(
+                workload,
+                cluster,
+                tops[0],
+                tops[1],
+                prompt_price=args.prompt_price,
+                token_price=args.token_price,
+                **common,
+            )
+        else:
+            from llmsched.fleet import Engine
+
+            kinds = [
+                Engine(
+                    _scaled_cost(cost, speed),
+                    clients,
+                    price,
+                    args.request_policy,
+                    args.iteration_policy,
+                    name,
+                )
+                for name, clients, price, speed in (args.kind or [("engine", args.clients, 1.0, 1.0)])
+            ]
+            tops = args.max if len(args.max) != 1 else args.max * len(kinds)
+            result = provision(
+                workload, kinds, tops, router=args.router, backoff=_backoff(args), seed=args.seed, **common
+            )
+    frame = result.frame()
+    if args.json:
+        _print_json(
+            {
+                "workload": workload.name,
+                "counts": result.counts,
+                "feasible": result.feasible,
+                "tokens_per_cost": result.tokens_per_cost,
+                "tokens_per_s": result.tokens_per_s,
+                "price_per_hour": result.price_per_hour,
+                "ttft_p99_s": result.ttft_p99_s,
+                "tbt_p99_s": result.tbt_p99_s,
+                "evaluations": result.evaluations,
+                "grid": result.grid,
+                "method": result.method,
+                "message": result.message,
+                "rows": frame.to_dict(orient="records"),
+            }
+        )
+    else:
+        print(
+            f"{workload.name}: {len(workload)} requests; targets p99 TTFT {args.slo_ttft} s, "
+            f"p99 TBT {args.slo_tbt} s"
+        )
+        if result.feasible:
+            chosen = ", ".join(f"{count} x {name}" for name, count in (result.counts or {}).items())
+            print(f"  chosen          {chosen}")
+            print(f"  price_per_hour  {result.price_per_hour:.6g}")
+            print(f"  tokens_per_cost {result.tokens_per_cost:.6g}")
+            print(f"  ttft_p99_s      {result.ttft_p99_s:.4f}")
+            print(f"  tbt_p99_s       {result.tbt_p99_s:.4f}")
+        else:
+            print(f"  {result.message}")
+        print(f"  evaluations     {result.evaluations} of {result.grid} ({result.method})")
+        print()
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0 if result.feasible else 1
+
+
+def _enter_backend(args: argparse.Namespace, stack: Any) -> None:
+    """Start or join what ``--backend`` names for joblib: a Dask cluster (the one at
+    ``--dask-address``, else a local one of ``--jobs`` workers) or a Ray runtime (the one
+    at ``--ray-address``, else a local one); loky needs nothing."""
+    if getattr(args, "dask_address", None) is not None and args.backend != "dask":
+        raise ValueError("--dask-address needs --backend dask")
+    if getattr(args, "ray_address", None) is not None and args.backend != "ray":
+        raise ValueError("--ray-address needs --backend ray")
+    if args.backend == "dask":
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ValueError(
+                "--backend dask needs dask's distributed scheduler: pip install 'llmsched[dask]'"
+            ) from None
+        if args.dask_address is not None:
+            stack.enter_context(Client(args.dask_address))
+        else:
+            cluster = LocalCluster(
+                n_workers=_dask_workers(args.jobs),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            )
+            stack.enter_context(cluster)
+            stack.enter_context(Client(cluster))
+    elif args.backend == "ray":
+        try:
+            import ray
+            from ray.util.joblib import register_ray
+        except ImportError:
+            raise ValueError("--backend ray needs Ray: pip install 'llmsched[ray]'") from None
+        address = getattr(args, "ray_address", None)
+        if address is not None:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=_dask_workers(args.jobs), include_dashboard=False, log_to_driver=False)
+        stack.callback(ray.shutdown)
+        register_ray()
+
+
+def _add_backend_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--jobs",
+        type=_jobs_arg,
+        default=-1,
+        help="joblib workers, or local Dask or Ray workers (default: -1, every core)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["loky", "dask", "ray"],
+        default="loky",
+        help=f"where {what} run: local processes, a Dask cluster or a Ray runtime (default: loky)",
+    )
+    parser.add_argument(
+        "--dask-address",
+        metavar="ADDR",
+        help="scheduler of a running Dask cluster (default: start a local one of --jobs workers)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="a running Ray cluster to join (default: start a local one of --jobs workers)",
+    )
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     import contextlib
     import math
@@ -792,8 +1087,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from llmsched.workloads import prepare
 
     _check_plot_file(args.plot)
-    if args.dask_address is not None and args.backend != "dask":
-        raise ValueError("--dask-address needs --backend dask")
     policies = [parse_policy(spec) for spec in (args.policy or ["fcfs/prefill-first"])]
     for request, _ in policies:
         _check_predictor(args.predictor, request)
@@ -811,24 +1104,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     workload = _with_predictor(workload, args.predictor, args.seed)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        if args.backend == "dask":
-            try:
-                from distributed import Client, LocalCluster
-            except ImportError:
-                raise ValueError(
-                    "--backend dask needs dask's distributed scheduler: pip install 'llmsched[dask]'"
-                ) from None
-            if args.dask_address is not None:
-                stack.enter_context(Client(args.dask_address))
-            else:
-                cluster = LocalCluster(
-                    n_workers=_dask_workers(args.jobs),
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                )
-                stack.enter_context(cluster)
-                stack.enter_context(Client(cluster))
+        _enter_backend(args, stack)
         frame = sweep(
             workload,
             cost,
@@ -1035,6 +1311,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"llmsched: error: {message}\n")
 
 
+# The fleet's routers (llmsched.fleets.ROUTERS, named here so that the parser loads no solver).
+ROUTER_NAMES = ("round-robin", "random", "jsq", "power-of-two", "least-work", "qcmax", "mico")
 # Clients beyond this are refused: no workload the command builds has that many requests, and
 # per-client state in the study's solvers grows with the count.
 MAX_CLIENTS = 1_000_000
@@ -1341,6 +1619,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_progress_flag(study)
     study.set_defaults(func=_cmd_study)
 
+    _add_fleet_parsers(sub, seed, requests, clients)
     _add_sweep_parser(sub, seed, requests, clients)
 
     exe = sub.add_parser(
@@ -1473,6 +1752,199 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_fleet_parsers(
+    sub: Any, seed: Callable[[str], int], requests: Callable[[str], int], clients: Callable[[str], int]
+) -> None:
+    """The ``fleet`` and ``provision`` commands."""
+    from llmsched._checks import MAX_REQUESTS
+    from llmsched.config import RunConfig
+
+    defaults = RunConfig()
+
+    def fleet_inputs(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--workload", default="gsm8k", help=f"{WORKLOAD_HELP} (default: gsm8k)")
+        parser.add_argument(
+            "--seed",
+            type=seed,
+            default=0,
+            help="seed of generated workloads, arrivals and draws (default: 0)",
+        )
+        parser.add_argument(
+            "--requests", type=requests, default=1000, help="requests of generated workloads (default: 1000)"
+        )
+        parser.add_argument(
+            "--arrival-rate",
+            type=_float_arg(0.0, float("inf"), low_open=True, high_open=True),
+            metavar="R",
+            help="replace the workload's arrivals by Poisson arrivals at R requests/s (default: its own)",
+        )
+        _add_clip_flags(parser)
+        parser.add_argument(
+            "--predictor",
+            metavar="NAME",
+            help="attach cross-fitted predictions (least-work, qcmax and mico route by them) (default: none)",
+        )
+        parser.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: paper)")
+        parser.add_argument(
+            "--clients", type=clients, default=200, help="clients of each engine (default: 200)"
+        )
+        parser.add_argument(
+            "--request-policy", default="fcfs", help="each engine's request policy (default: fcfs)"
+        )
+        parser.add_argument(
+            "--iteration-policy",
+            default="prefill-first",
+            help="each engine's iteration policy (default: prefill-first)",
+        )
+        parser.add_argument(
+            "--router",
+            choices=ROUTER_NAMES,
+            default="round-robin" if parser.prog.endswith("fleet") else "jsq",
+            help="how arrivals are sent to engines (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--backoff",
+            action="store_true",
+            help="let an engine that runs dry pull waiting requests (default: off)",
+        )
+        parser.add_argument(
+            "--backoff-delay",
+            type=_float_arg(0.0, float("inf")),
+            metavar="S",
+            help="seconds a pulled request travels (default: 0.02)",
+        )
+        parser.add_argument(
+            "--backoff-threshold",
+            type=_int_arg(1, MAX_REQUESTS),
+            metavar="K",
+            help="pull only from an engine with at least K waiting (default: 1)",
+        )
+
+    positive_target = _float_arg(0.0, float("inf"), low_open=True)
+    fl = sub.add_parser(
+        "fleet",
+        help="several engines behind a router (Mico's multi-cloud; JSQ, power of two, least work, backoff)",
+        description="Simulate the workload on a fleet of competition engines behind a router; print the "
+        "fleet's serving figures and one row per engine.",
+    )
+    fleet_inputs(fl)
+    fl.add_argument("--engines", type=_int_arg(1, 100_000), default=1, help="engines alike (default: 1)")
+    fl.add_argument(
+        "--engine",
+        action="append",
+        type=_kind_arg,
+        metavar="NAME:CLIENTS[:PRICE[:SPEED]]",
+        help="an engine of its own clients, price an hour and speed (times the cost model's); repeat "
+        "for several, each --engines times (default: --engines engines of --clients)",
+    )
+    fl.add_argument(
+        "--sizes",
+        choices=["predicted", "oracle"],
+        default="predicted",
+        help="what least-work, qcmax and mico weigh requests by (default: predicted)",
+    )
+    fl.add_argument(
+        "--slo-ttft", type=positive_target, metavar="S", help="TTFT target for goodput (default: none)"
+    )
+    fl.add_argument("--slo-tbt", type=positive_target, metavar="S", help="mean TBT target (default: none)")
+    fl.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
+    fl.set_defaults(func=_cmd_fleet)
+
+    pv = sub.add_parser(
+        "provision",
+        help="the engines a load needs: most tokens per cost within p99 TTFT and TBT targets",
+        description="Search the number of engines of each kind (or of prompt and token machines) that "
+        "serves the workload at the most output tokens per unit of cost with p99 TTFT and p99 time "
+        "between tokens within the targets: ExeGPT's monotone branch-and-bound, or every configuration.",
+    )
+    fleet_inputs(pv)
+    pv.add_argument(
+        "--mode",
+        choices=["fleet", "disaggregated"],
+        default="fleet",
+        help="fleet: engines of each --kind; disaggregated: prompt and token machines (default: fleet)",
+    )
+    pv.add_argument(
+        "--kind",
+        action="append",
+        type=_kind_arg,
+        metavar="NAME:CLIENTS[:PRICE[:SPEED]]",
+        help="an engine kind; repeat for several (default: one kind of --clients at price 1)",
+    )
+    pv.add_argument(
+        "--max",
+        type=_ints_arg(1, 100_000),
+        default=[8],
+        metavar="N[,N...]",
+        help="most engines of each kind (one for all, or one per kind; prompt,token machines) (default: 8)",
+    )
+    pv.add_argument(
+        "--slo-ttft", type=positive_target, metavar="S", help="p99 TTFT target in seconds (default: none)"
+    )
+    pv.add_argument(
+        "--slo-tbt",
+        type=positive_target,
+        metavar="S",
+        help="p99 time-between-tokens target in seconds (default: none)",
+    )
+    pv.add_argument(
+        "--method",
+        choices=["bnb", "exhaustive"],
+        default="bnb",
+        help="bnb: ExeGPT's monotone branch-and-bound; exhaustive: every configuration (default: bnb)",
+    )
+    pv.add_argument(
+        "--eps-latency",
+        type=_float_arg(0.0, 1.0, high_open=True),
+        default=0.1,
+        help="the branch-and-bound's latency tolerance for non-monotone steps (default: %(default)s)",
+    )
+    pv.add_argument(
+        "--prompt-price",
+        type=_float_arg(0.0, float("inf")),
+        default=1.0,
+        help="disaggregated: a prompt machine an hour (default: 1)",
+    )
+    pv.add_argument(
+        "--token-price",
+        type=_float_arg(0.0, float("inf")),
+        default=1.0,
+        help="disaggregated: a token machine an hour (default: 1)",
+    )
+    pv.add_argument(
+        "--kv-bandwidth",
+        type=positive_target,
+        default=defaults.kv_bandwidth,
+        help="disaggregated: GB/s of the KV link (default: %(default)s)",
+    )
+    pv.add_argument(
+        "--kv-bytes-per-token",
+        type=positive_target,
+        default=defaults.kv_bytes_per_token,
+        help="disaggregated: KV bytes per prompt token (default: %(default)s)",
+    )
+    pv.add_argument(
+        "--layers",
+        type=_int_arg(1, 100_000),
+        default=defaults.layers,
+        help="disaggregated: layers (default: %(default)s)",
+    )
+    pv.add_argument(
+        "--no-kv-overlap",
+        action="store_true",
+        help="disaggregated: send keys and values after the stage (default: overlapped)",
+    )
+    pv.add_argument(
+        "--mixed-pool", action="store_true", help="disaggregated: let the pools lend machines (default: off)"
+    )
+    _add_backend_flags(pv, "exhaustive evaluations")
+    pv.add_argument(
+        "--json", action="store_true", help="print one JSON object with every evaluation (default: text)"
+    )
+    _add_progress_flag(pv)
+    pv.set_defaults(func=_cmd_provision)
+
+
 def _add_sweep_parser(
     sub: Any, seed: Callable[[str], int], requests: Callable[[str], int], clients: Callable[[str], int]
 ) -> None:
@@ -1536,20 +2008,7 @@ def _add_sweep_parser(
         metavar="S",
         help="target for each request's mean time between tokens, seconds (default: none)",
     )
-    sw.add_argument(
-        "--jobs",
-        type=_jobs_arg,
-        default=-1,
-        help="joblib workers, or local Dask workers (default: -1, every core)",
-    )
-    sw.add_argument(
-        "--backend", choices=["loky", "dask"], default="loky", help="where cases run (default: loky)"
-    )
-    sw.add_argument(
-        "--dask-address",
-        metavar="ADDR",
-        help="scheduler of a running Dask cluster (default: start a local one of --jobs workers)",
-    )
+    _add_backend_flags(sw, "cases")
     sw.add_argument(
         "--metric",
         choices=PLOT_METRICS,

@@ -97,7 +97,7 @@ def run_study(
         from llmsched.online import make_predictor
 
         make_predictor(predictor)
-    from llmsched.sweep import progress_parallel
+    from llmsched._progress import progress_parallel
 
     jobs = (delayed(run_case)(case, requests, clients, predictor) for case in range(cases))
     # A plain list back (not a generator, which Ray's joblib backend cannot give), with the

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llmsched._checks import flag, instance, positive_int, real, real_array, text
+from llmsched._progress import progress_parallel
 from llmsched.cost import CostModel
 from llmsched.workload import Workload
 
@@ -202,25 +203,6 @@ def run_case(
         "offered_rps": offered_rps(scaled.arrival),
         **{name: summary[name] for name in SUMMARY_COLUMNS},
     }
-
-
-def progress_parallel(n_jobs: int, bar: Any) -> Any:
-    """A ``joblib.Parallel`` that moves ``bar`` (a tqdm bar, or None) as cases finish.
-
-    joblib calls ``print_progress`` in this process after every finished batch, whatever the
-    backend, and the call still returns a plain list (not every backend, Ray's among them,
-    can hand results back as a generator).
-    """
-    from joblib import Parallel
-
-    if bar is None:
-        return Parallel(n_jobs=n_jobs)
-
-    class _Progress(Parallel):
-        def print_progress(self) -> None:
-            bar.update(self.n_completed_tasks - bar.n)
-
-    return _Progress(n_jobs=n_jobs)
 
 
 def sweep(
