@@ -154,6 +154,9 @@ def simulate_fleet(
         static = draw.integers(0, m, size=n).tolist()
     elif router == "round-robin":
         static = [i % m for i in range(n)]
+    elif router == "power-of-two":
+        first = draw.integers(0, m, size=n).tolist()
+        second = draw.integers(0, max(m - 1, 1), size=n).tolist() if m > 1 else first
 
     # Every engine's policies and loop, primed: each stops at once, idle, waiting for work.
     streams: list[EngineStream] = []
@@ -305,7 +308,8 @@ def simulate_fleet(
             elif jsq:
                 k = int(np.argmin(held / clients))
             elif two:
-                a, b = draw.choice(m, size=2, replace=False).tolist() if m > 1 else (0, 0)
+                a, b = first[request], second[request]
+                b += b >= a  # two distinct engines, each pair as likely
                 ka, kb = held[a] / clients[a], held[b] / clients[b]
                 k = a if (ka, a) <= (kb, b) else b
             else:
