@@ -53,11 +53,13 @@ def _load(case: int, rng: np.random.Generator, longer: bool) -> Workload:
     )
 
 
-def _pair(jobs: int, run: Any) -> tuple[ProvisionResult, ProvisionResult, float, float]:
+def _pair(
+    jobs: int, search: Any, *args: Any, **kwargs: Any
+) -> tuple[ProvisionResult, ProvisionResult, float, float]:
     start = time.perf_counter()
-    found = run("bnb", 1)
+    found = search(*args, method="bnb", **kwargs)
     mid = time.perf_counter()
-    every = run("exhaustive", jobs)
+    every = search(*args, method="exhaustive", n_jobs=jobs, **kwargs)
     return found, every, mid - start, time.perf_counter() - mid
 
 
@@ -91,13 +93,15 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     print(
-        f"{'grid':<15}{'case':>4}  {'load':<18}{'targets (s)':<14}{'chosen':<24}{'same':<6}{'evals':>10}  time (bnb / all)"
+        f"{'grid':<15}{'case':>4}  {'load':<18}{'targets (s)':<14}{'chosen':<24}{'same':<6}"
+        f"{'evals':>10}  time (bnb / all)"
     )
 
     def show(row: dict[str, Any]) -> None:
         chosen = ", ".join(f"{k}={v}" for k, v in (row["bnb"] or {}).items()) or "none"
         print(
-            f"{row['grid']:<15}{row['case']:>4}  {row['load']:<18}{row['slo_ttft_s']:.2f}/{row['slo_tbt_s']:.3f}    "
+            f"{row['grid']:<15}{row['case']:>4}  {row['load']:<18}"
+            f"{row['slo_ttft_s']:.2f}/{row['slo_tbt_s']:.3f}    "
             f"{chosen:<24}{row['same_optimum']!s:<6}{row['evaluations']:>4}/{row['grid_size']} "
             f"({row['share']:.0%})  {row['bnb_s']:.1f} / {row['exhaustive_s']:.1f} s"
         )
@@ -110,12 +114,7 @@ def main() -> int:
             for k in range(2)
         ]
         slo = (float(rng.uniform(0.5, 3.0)), float(rng.uniform(0.08, 0.15)))
-        pair = _pair(
-            args.jobs,
-            lambda method, jobs: provision(
-                workload, kinds, TOP, slo_ttft=slo[0], slo_tbt=slo[1], method=method, n_jobs=jobs
-            ),
-        )
+        pair = _pair(args.jobs, provision, workload, kinds, TOP, slo_ttft=slo[0], slo_tbt=slo[1])
         rows.append(_row("fleet", case, workload, slo, pair))
         show(rows[-1])
     for case in range(10):
@@ -134,17 +133,14 @@ def main() -> int:
         token_price = float(rng.uniform(0.5, 1.0))
         pair = _pair(
             args.jobs,
-            lambda method, jobs: provision_disaggregated(
-                workload,
-                cluster,
-                TOP,
-                TOP,
-                token_price=token_price,
-                slo_ttft=slo[0],
-                slo_tbt=slo[1],
-                method=method,
-                n_jobs=jobs,
-            ),
+            provision_disaggregated,
+            workload,
+            cluster,
+            TOP,
+            TOP,
+            token_price=token_price,
+            slo_ttft=slo[0],
+            slo_tbt=slo[1],
         )
         rows.append(_row("splitwise", case, workload, slo, pair))
         show(rows[-1])
@@ -154,7 +150,8 @@ def main() -> int:
     shares = [r["share"] for r in checked]
     print(
         f"\n{same} of {len(checked)} grids: the branch-and-bound's optimum equals the exhaustive search's; "
-        f"{quarter} of {len(checked)} within a quarter of the evaluations (share {min(shares):.0%}-{max(shares):.0%}, "
+        f"{quarter} of {len(checked)} within a quarter of the evaluations "
+        f"(share {min(shares):.0%}-{max(shares):.0%}, "
         f"mean {np.mean(shares):.0%})"
     )
     print("\nheterogeneous speeds (information: not monotone):")
@@ -166,12 +163,7 @@ def main() -> int:
             Engine(HALF_SPEED, int(rng.choice([32, 64])), price=float(rng.uniform(0.3, 0.5)), name="slow"),
         ]
         slo = (float(rng.uniform(0.5, 3.0)), float(rng.uniform(0.1, 0.2)))
-        pair = _pair(
-            args.jobs,
-            lambda method, jobs: provision(
-                workload, kinds, TOP, slo_ttft=slo[0], slo_tbt=slo[1], method=method, n_jobs=jobs
-            ),
-        )
+        pair = _pair(args.jobs, provision, workload, kinds, TOP, slo_ttft=slo[0], slo_tbt=slo[1])
         rows.append(_row("two speeds", case, workload, slo, pair))
         show(rows[-1])
     if args.json:

@@ -52,7 +52,7 @@ class Engine:
     price
         What it costs an hour, in any currency (the fleet's figures per cost use it).
     request_policy, iteration_policy
-        Registered policy names (:func:`llmsched.online.request_policies`); each engine
+        Registered policy names (:func:`llmsched.online.request_policy_names`); each engine
         gets policies of its own. A fleet needs a request policy that is ``open_ended``
         (fcfs, batch-wise, shortest-first, longest-first): the others plan over the whole
         workload up front.

@@ -156,7 +156,7 @@ def simulate_fleet(
         static = [i % m for i in range(n)]
     elif router == "power-of-two":
         first = draw.integers(0, m, size=n).tolist()
-        second = draw.integers(0, max(m - 1, 1), size=n).tolist() if m > 1 else first
+        second = draw.integers(0, max(m - 1, 1), size=n).tolist()
 
     # Every engine's policies and loop, primed: each stops at once, idle, waiting for work.
     streams: list[EngineStream] = []
@@ -310,8 +310,8 @@ def simulate_fleet(
             elif two:
                 a, b = first[request], second[request]
                 b += b >= a  # two distinct engines, each pair as likely
-                ka, kb = held[a] / clients[a], held[b] / clients[b]
-                k = a if (ka, a) <= (kb, b) else b
+                ka, kb = held[a] / clients[a], held[b % m] / clients[b % m]
+                k = a if m == 1 or (ka, a) <= (kb, b) else b
             else:
                 assert least
                 k = int(np.argmin(work + prompt[request] * rates[:, 0] + weight[request] * rates[:, 1]))

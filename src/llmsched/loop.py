@@ -568,7 +568,7 @@ class EngineStream(_Requests):
     arrival's time; otherwise the fleet wakes it at the time it yielded.
 
     ``withdrawn`` holds requests the fleet took back from the engine's request policy
-    (:meth:`~llmsched.policies.RequestPolicy.withdraw`, for backoff); the loop forgets
+    (through the policy's optional ``withdraw``, for backoff); the loop forgets
     them at its next step. ``closed`` tells an idle engine that nothing more will come.
     """
 
