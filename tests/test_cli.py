@@ -139,6 +139,9 @@ def test_fleet_json_and_text(capsys) -> None:
     assert (
         "router round-robin" in text and "big" in text and "slow" in text and "valid           True" in text
     )
+    assert main([*base, "--engine-mode", "fusion", "--token-budget", "256", "--json"]) == 0
+    fused = json.loads(capsys.readouterr().out)
+    assert fused["valid"] and fused["summary"]["requests"] == 1319
 
 
 def test_provision_text_json_and_dask(capsys) -> None:

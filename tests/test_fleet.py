@@ -37,6 +37,8 @@ def test_structure() -> None:
     assert _rules(dataclasses.replace(fleet, request_engine=far)) == {"structure"}
     other = dataclasses.replace(fleet, engines=(fleet.engines[0], Engine(PAPER, 3)))
     assert _rules(other) == {"structure"}
+    fused = dataclasses.replace(fleet.engines[1], mode="fusion")
+    assert _rules(dataclasses.replace(fleet, engines=(fleet.engines[0], fused))) == {"structure"}
     with pytest.raises(ValueError, match="structure"):
         validate_fleet(fleet, skip="structure")
     with pytest.raises(TypeError, match="FleetSchedule"):

@@ -7,7 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmsched import LinearCostModel, Workload, simulate, validate
+from llmsched import (
+    ContextCostModel,
+    LevelCostModel,
+    LinearCostModel,
+    Workload,
+    simulate,
+    simulate_fusion,
+    validate,
+)
 from llmsched.fleet import Backoff, Engine, validate_fleet
 from llmsched.fleets import ROUTERS, simulate_fleet
 from tests.strategies import predicted_instances
@@ -19,8 +27,8 @@ POLICIES = ["fcfs", "batch-wise", "shortest-first", "longest-first"]
 
 @st.composite
 def fleets(draw: st.DrawFn) -> tuple[Workload, list[Engine]]:
-    """A workload with predictions and 1-4 engines of their own clients, speeds and policies,
-    every one able to hold every prompt."""
+    """A workload with predictions and 1-4 engines of their own clients, speeds, policies and
+    modes (fused where the cost model prices chunks), every one able to hold every prompt."""
     workload, cost, clients = draw(predicted_instances())
     engines = []
     for _ in range(draw(st.integers(1, 4))):
@@ -36,6 +44,7 @@ def fleets(draw: st.DrawFn) -> tuple[Workload, list[Engine]]:
             if isinstance(cost, LinearCostModel)
             else cost
         )
+        fused = isinstance(engine_cost, (LinearCostModel, ContextCostModel)) and draw(st.booleans())
         engines.append(
             Engine(
                 engine_cost,
@@ -43,6 +52,8 @@ def fleets(draw: st.DrawFn) -> tuple[Workload, list[Engine]]:
                 price=speed,
                 request_policy=draw(st.sampled_from(POLICIES)),
                 iteration_policy=draw(st.sampled_from(["prefill-first", "lagrangian", "threshold"])),
+                mode="fusion" if fused else "competition",
+                token_budget=draw(st.integers(2, 400)),
             )
         )
     return workload, engines
@@ -80,11 +91,21 @@ def test_closed_batch_routers(case, router, backoff) -> None:
 @settings(max_examples=40, deadline=None)
 @given(fleets(), st.sampled_from(["round-robin", "random"]), st.integers(0, 5))
 def test_an_engine_runs_what_simulate_gives_for_its_requests(case, router, seed) -> None:
-    """Without backoff each engine's schedule is simulate's on the requests it received."""
+    """Without backoff each engine's schedule is simulate's (or simulate_fusion's) on the
+    requests it received."""
     workload, engines = case
     fleet = simulate_fleet(workload, engines, router, seed=seed)
     for engine, schedule in zip(engines, fleet.schedules, strict=True):
         if not len(schedule.workload):
+            continue
+        if engine.mode == "fusion":
+            fused = simulate_fusion(
+                schedule.workload, engine.cost, engine.clients, engine.request_policy, engine.token_budget
+            )
+            np.testing.assert_array_equal(fused.chunk_request, schedule.chunk_request)
+            np.testing.assert_array_equal(fused.run_iterations, schedule.run_iterations)
+            np.testing.assert_allclose(fused.run_start, schedule.run_start, rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(fused.request_client, schedule.request_client)
             continue
         alone = simulate(
             schedule.workload, engine.cost, engine.clients, engine.request_policy, engine.iteration_policy
@@ -232,6 +253,29 @@ def test_every_engine_schedule_validates_on_its_own() -> None:
     fleet = simulate_fleet(workload, engines, "least-work", Backoff(0.01))
     for schedule in fleet.schedules:
         assert validate(schedule) == []
+
+
+def test_a_fleet_of_both_modes() -> None:
+    rng = np.random.default_rng(5)
+    n = 300
+    workload = Workload(
+        rng.integers(1, 400, n),
+        rng.integers(1, 200, n),
+        rng.integers(1, 200, n),
+        np.sort(rng.uniform(0, 30, n)),
+    )
+    engines = [Engine(PAPER, 16, mode="fusion", token_budget=256), Engine(PAPER, 16)]
+    fleet = simulate_fleet(workload, engines, "jsq", Backoff(0.01))
+    assert validate_fleet(fleet) == []
+    assert (
+        type(fleet.schedules[0]).__name__ == "FusedSchedule"
+        and type(fleet.schedules[1]).__name__ == "Schedule"
+    )
+    assert fleet.engine_frame()["requests"].sum() == n
+    with pytest.raises(TypeError, match="fusion prices a chunk"):
+        Engine(LevelCostModel([(100, 0.1)], 0.01), 2, mode="fusion")
+    with pytest.raises(ValueError, match="mode"):
+        Engine(PAPER, 2, mode="disaggregated")
 
 
 def test_the_command_line_knows_every_router() -> None:

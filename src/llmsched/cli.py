@@ -867,13 +867,24 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
         raise ValueError(
             "give --engines N (N alike) or --engine NAME:CLIENTS:PRICE:SPEED (repeated), not both"
         )
+    mode = {"mode": args.engine_mode, "token_budget": args.token_budget}
     engines = [
-        Engine(_scaled_cost(cost, speed), clients, price, args.request_policy, args.iteration_policy, name)
+        Engine(
+            _scaled_cost(cost, speed),
+            clients,
+            price,
+            args.request_policy,
+            args.iteration_policy,
+            name,
+            **mode,
+        )
         for name, clients, price, speed in kinds
         for _ in range(args.engines)
     ]
     if not args.engine:
-        engines = [Engine(cost, args.clients, 1.0, args.request_policy, args.iteration_policy)] * args.engines
+        engines = [
+            Engine(cost, args.clients, 1.0, args.request_policy, args.iteration_policy, **mode)
+        ] * args.engines
     fleet = simulate_fleet(workload, engines, args.router, _backoff(args), seed=args.seed, sizes=args.sizes)
     violations = validate_fleet(fleet)
     summary = fleet.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt)
@@ -966,6 +977,8 @@ def _cmd_provision(args: argparse.Namespace) -> int:
                     args.request_policy,
                     args.iteration_policy,
                     name,
+                    mode=args.engine_mode,
+                    token_budget=args.token_budget,
                 )
                 for name, clients, price, speed in (args.kind or [("engine", args.clients, 1.0, 1.0)])
             ]
@@ -1803,6 +1816,18 @@ def _add_fleet_parsers(
             help="how arrivals are sent to engines (default: %(default)s)",
         )
         parser.add_argument(
+            "--engine-mode",
+            choices=["competition", "fusion"],
+            default="competition",
+            help="every engine's mode: competition, or fusion (chunked prefill) (default: competition)",
+        )
+        parser.add_argument(
+            "--token-budget",
+            type=_int_arg(2, 1_000_000),
+            default=512,
+            help="fusion: tokens per iteration (default: %(default)s)",
+        )
+        parser.add_argument(
             "--backoff",
             action="store_true",
             help="let an engine that runs dry pull waiting requests (default: off)",
@@ -1824,8 +1849,8 @@ def _add_fleet_parsers(
     fl = sub.add_parser(
         "fleet",
         help="several engines behind a router (Mico's multi-cloud; JSQ, power of two, least work, backoff)",
-        description="Simulate the workload on a fleet of competition engines behind a router; print the "
-        "fleet's serving figures and one row per engine.",
+        description="Simulate the workload on a fleet of engines (competition or fusion) behind a "
+        "router; print the fleet's serving figures and one row per engine.",
     )
     fleet_inputs(fl)
     fl.add_argument("--engines", type=_int_arg(1, 100_000), default=1, help="engines alike (default: 1)")

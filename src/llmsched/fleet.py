@@ -1,12 +1,13 @@
 """Fleets of engines: what a fleet is, what it ran, and the rules a fleet's run keeps.
 
-A fleet is several competition engines (:class:`Engine`), each with its own cost model,
-clients, policies and price per hour. A router sends each arriving request to one engine;
+A fleet is several engines (:class:`Engine`), each with its own cost model, clients,
+policies, price per hour and mode (competition or fusion). A router sends each arriving request to one engine;
 with backoff (:class:`Backoff`) an engine that runs dry pulls waiting requests from the
 most loaded one, and a pulled request reaches it ``delay`` seconds later. The event loop
 that runs a fleet is :mod:`llmsched.fleets`; here are the data and the validator.
 
-A :class:`FleetSchedule` keeps every engine's :class:`~llmsched.schedule.Schedule` (whose
+A :class:`FleetSchedule` keeps every engine's :class:`~llmsched.schedule.Schedule` or
+:class:`~llmsched.fused.FusedSchedule` (whose
 workload holds the requests that engine ran, each arriving when it *reached* the engine)
 and, per request of the fleet's workload, its engine, its index there, when it reached
 it, and the engine it was pulled from (-1 when none). Latencies count from the request's
@@ -23,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmsched._checks import positive_int, real
+from llmsched._checks import choice, positive_int, real
 from llmsched.cost import CostModel
+from llmsched.fused import FusedSchedule, check_fused_instance, validate_fused
 from llmsched.instance import check_instance
 from llmsched.schedule import RequestTimes, Schedule, _percentiles, _read_only, _slo, latency_figures
 from llmsched.validate import Violation, _Report, skipped_rules, validate
@@ -33,15 +35,17 @@ from llmsched.workload import Workload
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FLEET_RULES", "Backoff", "Engine", "FleetSchedule", "validate_fleet"]
+__all__ = ["ENGINE_MODES", "FLEET_RULES", "Backoff", "Engine", "FleetSchedule", "validate_fleet"]
 
+#: The engine modes a fleet runs.
+ENGINE_MODES = ("competition", "fusion")
 #: The rules :func:`validate_fleet` checks, in the order it reports them.
 FLEET_RULES = ("structure", "routing", "reached", "engine")
 
 
 @dataclass(frozen=True)
 class Engine:
-    """One engine of a fleet: a competition engine with its own cost model and clients.
+    """One engine of a fleet: its cost model, clients, price, policies and mode.
 
     Parameters
     ----------
@@ -58,6 +62,13 @@ class Engine:
         workload up front.
     name
         A label for tables; ``engine K`` when empty.
+    mode
+        ``competition`` (a prefill stage pauses decoding; the iteration policy decides when)
+        or ``fusion`` (chunked prefill, :mod:`llmsched.fusion`: every iteration carries the
+        decoding requests and prompt chunks up to ``token_budget`` tokens; no iteration
+        policy).
+    token_budget
+        A fused engine's tokens per iteration.
     """
 
     cost: CostModel
@@ -66,6 +77,8 @@ class Engine:
     request_policy: str = "fcfs"
     iteration_policy: str = "prefill-first"
     name: str = ""
+    mode: str = "competition"
+    token_budget: int = 512
 
     def __post_init__(self) -> None:
         if not isinstance(self.cost, CostModel):
@@ -78,8 +91,13 @@ class Engine:
         for what in ("request_policy", "iteration_policy", "name"):
             if not isinstance(getattr(self, what), str):
                 raise TypeError(f"an engine's {what} must be a str, got {getattr(self, what)!r}")
+        object.__setattr__(self, "mode", choice("mode", self.mode, ENGINE_MODES))
         # Its times for one token and one client must be finite (what check_instance asks).
-        check_instance(Workload([1], [1]), self.cost, self.clients)
+        if self.mode == "fusion":
+            budget = check_fused_instance(Workload([1], [1]), self.cost, self.clients, self.token_budget)
+            object.__setattr__(self, "token_budget", budget)
+        else:
+            check_instance(Workload([1], [1]), self.cost, self.clients)
 
     @cached_property
     def tokens_per_s(self) -> float:
@@ -143,7 +161,7 @@ class FleetSchedule(RequestTimes):
 
     workload: Workload
     engines: tuple[Engine, ...]
-    schedules: tuple[Schedule, ...]
+    schedules: tuple[Schedule | FusedSchedule, ...]
     request_engine: np.ndarray
     request_index: np.ndarray
     request_reached: np.ndarray
@@ -333,8 +351,9 @@ def validate_fleet(
     * ``reached``: a request reaches its engine no earlier than it arrives at the fleet (a
       pulled one no earlier than the backoff delay after that), and its engine's workload
       says it arrived then;
-    * ``engine``: each engine's schedule keeps the system model (:func:`llmsched.validate`,
-      with ``rtol`` and ``atol``); the message names the engine and the engine's rule.
+    * ``engine``: each engine's schedule keeps its mode's rules (:func:`llmsched.validate`,
+      or :func:`llmsched.validate_fused` for a fused engine, with ``rtol`` and ``atol``); the
+      message names the engine and the engine's rule.
     """
     skip_set = skipped_rules(skip, FLEET_RULES)
     if not isinstance(fleet, FleetSchedule):
@@ -355,8 +374,9 @@ def validate_fleet(
                 f"request {int(np.flatnonzero(bad_engine)[0])} names an engine outside 0..{m - 1}"
             )
         for k, (spec, s) in enumerate(zip(fleet.engines, fleet.schedules, strict=True)):
-            if not isinstance(s, Schedule):
-                problems.append(f"engine {k}'s schedule is a {type(s).__name__}, not a Schedule")
+            kind = FusedSchedule if spec.mode == "fusion" else Schedule
+            if not isinstance(s, kind):
+                problems.append(f"engine {k}'s schedule is a {type(s).__name__}, not a {kind.__name__}")
             elif s.cost is not spec.cost or s.clients != spec.clients:
                 problems.append(f"engine {k}'s schedule is not on its cost model and {spec.clients} clients")
     if problems:
@@ -418,6 +438,7 @@ def validate_fleet(
         for k, s in enumerate(fleet.schedules):
             if len(s.workload) == 0:
                 continue
-            for v in validate(s, rtol=rtol, atol=atol):
+            check = validate_fused if isinstance(s, FusedSchedule) else validate
+            for v in check(s, rtol=rtol, atol=atol):  # type: ignore[arg-type]
                 report.items.append(Violation("engine", f"engine {k}: [{v.rule}] {v.message}"))
     return report.items

@@ -1,7 +1,8 @@
 """Run a fleet of engines: routers, backoff, and every engine's decision loop in one clock.
 
-Each engine runs the one decision loop (:func:`llmsched.loop.open_engine`) on its cost
-model's clock, as a generator that stops whenever it needs to know the arrivals up to a
+Each engine runs its mode's loop (the one decision loop, :func:`llmsched.loop.open_engine`,
+or the fused loop, :func:`llmsched.fusion.open_fused_engine`) on its cost model's clock, as a
+generator that stops whenever it needs to know the arrivals up to a
 time. The fleet keeps one heap of those times and hands out the arrivals in time order,
 so every engine sees exactly the requests routed to it and when: an engine's schedule is
 the one :func:`llmsched.simulate` gives for the requests it received (a test checks it).
@@ -41,6 +42,7 @@ import numpy as np
 
 from llmsched._checks import choice, rng
 from llmsched.fleet import Backoff, Engine, FleetSchedule
+from llmsched.fusion import fused_stream_schedule, open_fused_engine
 from llmsched.loop import EngineStream, admits, open_engine, stream_schedule
 from llmsched.online.offline import check_sizes, decode_sizes
 from llmsched.online.registry import make_iteration_policy, make_request_policy
@@ -155,8 +157,11 @@ def simulate_fleet(
     elif router == "round-robin":
         static = [i % m for i in range(n)]
     elif router == "power-of-two":
-        first = draw.integers(0, m, size=n).tolist()
-        second = draw.integers(0, max(m - 1, 1), size=n).tolist()
+        # One row of draws per request, in order: what request i draws does not depend on
+        # how many requests come after it.
+        pairs = draw.random((n, 2))
+        first = np.minimum((pairs[:, 0] * m).astype(np.int64), m - 1).tolist()
+        second = np.minimum((pairs[:, 1] * max(m - 1, 1)).astype(np.int64), max(m - 2, 0)).tolist()
 
     # Every engine's policies and loop, primed: each stops at once, idle, waiting for work.
     streams: list[EngineStream] = []
@@ -176,15 +181,26 @@ def simulate_fleet(
                 "which backoff needs: use fcfs, batch-wise, shortest-first or longest-first"
             )
         stream = EngineStream()
-        loop = open_engine(
-            engine.cost,
-            engine.clients,
-            requests,
-            make_iteration_policy(engine.iteration_policy),
-            stream,
-            predicted is not None,
-            workload.name,
-        )
+        if engine.mode == "fusion":
+            loop = open_fused_engine(
+                engine.cost,
+                engine.clients,
+                requests,
+                engine.token_budget,
+                stream,
+                predicted is not None,
+                workload.name,
+            )
+        else:
+            loop = open_engine(
+                engine.cost,
+                engine.clients,
+                requests,
+                make_iteration_policy(engine.iteration_policy),
+                stream,
+                predicted is not None,
+                workload.name,
+            )
         next(loop)
         streams.append(stream)
         loops.append(loop)
@@ -327,7 +343,7 @@ def simulate_fleet(
         if results[k] is None:  # pragma: no cover - the loop must end once closed and idle
             raise RuntimeError(f"engine {k} did not end once every request was routed")
 
-    schedules = []
+    schedules: list[Any] = []
     request_engine = np.empty(n, dtype=np.int64)
     request_index = np.empty(n, dtype=np.int64)
     for k, engine in enumerate(engines):
@@ -343,7 +359,14 @@ def simulate_fleet(
             [s.arrival[i] for i in kept],
             name=f"{workload.name} on {engine.label(k)}",
         )
-        schedules.append(stream_schedule(local, engine.cost, engine.clients, s, kept, results[k]))
+        if engine.mode == "fusion":
+            schedules.append(
+                fused_stream_schedule(
+                    local, engine.cost, engine.clients, engine.token_budget, s, kept, results[k]
+                )
+            )
+        else:
+            schedules.append(stream_schedule(local, engine.cost, engine.clients, s, kept, results[k]))
         request_engine[mine] = k
         request_index[mine] = np.arange(len(mine))
     info = {

@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from llmsched.cost import CostModel, context_rate
 from llmsched.fused import FusedSchedule, check_fused_instance, fused_iteration_time
-from llmsched.loop import CostClock, _has_methods, _name, admits
+from llmsched.loop import CostClock, EngineStream, _has_methods, _name, _Requests, admits
 from llmsched.policies import KnownRequests, RequestPolicy, oracle_lengths, planned_ahead
 from llmsched.workload import Workload
 
-__all__ = ["DEFAULT_TOKEN_BUDGET", "simulate_fusion_policies"]
+__all__ = ["DEFAULT_TOKEN_BUDGET", "fused_stream_schedule", "open_fused_engine", "simulate_fusion_policies"]
 
 #: Sarathi-Serve's and vLLM's usual chunk budget (tokens per iteration).
 DEFAULT_TOKEN_BUDGET = 512
@@ -73,32 +75,136 @@ def simulate_fusion_policies(
         )
     if not isinstance(clairvoyant, (bool, np.bool_)):
         raise TypeError(f"clairvoyant must be True or False, got {clairvoyant!r}")
-    clairvoyant = bool(clairvoyant)
-    policy, name = request_policy, type(request_policy).__name__
-    clients = int(clients)
     n = len(workload)
-    prompt = workload.prompt_tokens.tolist()
-    output = workload.output_tokens.tolist()
-    arrival = workload.arrival.tolist()
-    order = np.argsort(workload.arrival, kind="stable").tolist()
-    due_in_order = [arrival[i] for i in order]
+    predicted = workload.predicted_output
+    lists = _Requests(
+        workload.prompt_tokens.tolist(),
+        workload.output_tokens.tolist(),
+        workload.arrival.tolist(),
+        predicted.tolist() if predicted is not None else [0] * n,
+        np.argsort(workload.arrival, kind="stable").tolist(),
+    )
+    body = _fused_decisions(
+        lists,
+        n,
+        predicted is not None,
+        workload.name,
+        cost,
+        int(clients),
+        request_policy,
+        budget,
+        bool(clairvoyant),
+        None,
+    )
+    try:
+        next(body)
+    except StopIteration as done:
+        result = done.value
+    else:  # pragma: no cover - a closed run never yields
+        raise RuntimeError("the fused loop yielded in a closed run")
+    return _fused_schedule(workload, cost, int(clients), budget, lists, range(n), result)
+
+
+def open_fused_engine(
+    cost: CostModel,
+    clients: int,
+    request_policy: RequestPolicy,
+    token_budget: int,
+    stream: EngineStream,
+    predictions: bool,
+    name: str = "stream",
+) -> Any:
+    """The fused loop of one engine whose requests arrive through ``stream``, as a generator
+    driven as :func:`llmsched.loop.open_engine`'s is; its result goes to
+    :func:`fused_stream_schedule`."""
+    budget = check_fused_instance(Workload([1], [1]), cost, clients, token_budget)
+    return _fused_decisions(
+        stream, sys.maxsize, predictions, name, cost, int(clients), request_policy, budget, False, stream
+    )
+
+
+def fused_stream_schedule(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    token_budget: int,
+    stream: EngineStream,
+    kept: Sequence[int],
+    result: Any,
+) -> FusedSchedule:
+    """The schedule of an engine run by :func:`open_fused_engine`: ``workload`` holds the
+    requests it kept, whose indices in the stream are ``kept``, in order."""
+    return _fused_schedule(workload, cost, clients, token_budget, stream, kept, result)
+
+
+def _fused_schedule(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    budget: int,
+    lists: _Requests,
+    kept: Sequence[int],
+    result: Any,
+) -> FusedSchedule:
+    runs, chunk_request, chunk_run, chunk_tokens, makespan, info = result
+    position = {old: new for new, old in enumerate(kept)}
+    start = np.asarray([lists.decode_start[i] for i in kept], dtype=np.int64)
+    return FusedSchedule(
+        workload,
+        cost,
+        clients,
+        budget,
+        np.asarray(runs["start"], dtype=np.float64),
+        np.asarray(runs["iterations"], dtype=np.int64),
+        np.asarray(runs["first"], dtype=np.float64),
+        np.asarray(runs["step"], dtype=np.float64),
+        np.asarray(runs["decoding"], dtype=np.int64),
+        np.asarray(runs["context"], dtype=np.int64),
+        np.asarray(runs["tokens"], dtype=np.int64),
+        np.asarray(runs["squares"], dtype=np.int64),
+        np.asarray([position[r] for r in chunk_request], dtype=np.int64),
+        np.asarray(chunk_run, dtype=np.int64),
+        np.asarray(chunk_tokens, dtype=np.int64),
+        np.asarray([lists.client_of[i] for i in kept], dtype=np.int64),
+        start,
+        np.where(start >= 0, start + workload.output_tokens, -1),
+        makespan,
+        info,
+    )
+
+
+def _fused_decisions(
+    lists: _Requests,
+    n: int,
+    predictions: bool,
+    name_of_workload: str,
+    cost: CostModel,
+    clients: int,
+    policy: RequestPolicy,
+    budget: int,
+    clairvoyant: bool,
+    stream: EngineStream | None,
+) -> Any:
+    """The fused loop's body, a generator that yields only with a ``stream`` (see
+    :class:`~llmsched.loop.EngineStream`); closed, ``n`` is the number of requests."""
+    name = type(policy).__name__
+    prompt, output, arrival, planned = lists.prompt, lists.output, lists.arrival, lists.planned
+    order, due_in_order, waiting = lists.order, lists.due, lists.state  # state 1: arrived, not taken
+    client_of, decode_start = lists.client_of, lists.decode_start
+    size = len(prompt)
     capacity = int(cost.prefill_capacity)
     lengths = clairvoyant or oracle_lengths(policy)
-    predicted = workload.predicted_output
-    planned = predicted.tolist() if predicted is not None else [0] * n
-    known = KnownRequests(n, predicted is not None, lengths, clairvoyant, workload.name)
+    known = KnownRequests(size, predictions, lengths, clairvoyant, name_of_workload)
     if clairvoyant:
         for request in order:
             known.reveal(request, prompt[request], planned[request], output[request], arrival[request])
     policy.start(known, clients)
     clock = CostClock()
-    clock.start(workload, cost, clients)
+    clock.open(cost, clients if stream is not None else min(clients, size), prompt)
+    if stream is not None:
+        stream.knowns = (known,)
     per_context = context_rate(cost)
 
-    client_of = [-1] * n
-    decode_start = [-1] * n
-    decode_end = [-1] * n
-    waiting = bytearray(n)  # 1: arrived and not taken
     running: dict[int, int] = {}  # client -> request decoding on it
     holding: set[int] = set()  # clients holding a request (prompt under way or decoding)
     heap: list[tuple[int, int, int]] = []  # (decode end, client, request)
@@ -113,7 +219,8 @@ def simulate_fusion_policies(
     chunk_tokens: list[int] = []
     g = 0
     free = clients
-    next_arrival = finished = 0
+    known_n = size
+    next_arrival = finished = started = 0
     now = 0.0
 
     def add_run(start: float, count: int, first: float, step: float, decoding: int, context: int) -> None:
@@ -126,10 +233,21 @@ def simulate_fusion_policies(
         runs["tokens"].append(0)
         runs["squares"].append(0)
 
+    def sync() -> None:
+        assert stream is not None
+        stream.started, stream.finished, stream.free = started, finished, free
+
     while finished < n:
-        if next_arrival < n and admits(now, due_in_order[next_arrival]):
+        if stream is not None:
+            known_n = len(due_in_order)
+            if stream.withdrawn:
+                for request in stream.withdrawn:
+                    waiting[request] = 0  # it left
+                    started += 1
+                stream.withdrawn.clear()
+        if next_arrival < known_n and admits(now, due_in_order[next_arrival]):
             horizon = now + 8 * math.ulp(now)
-            while next_arrival < n and due_in_order[next_arrival] <= horizon:
+            while next_arrival < known_n and due_in_order[next_arrival] <= horizon:
                 request = order[next_arrival]
                 waiting[request] = 1
                 if not clairvoyant:
@@ -161,7 +279,7 @@ def simulate_fusion_policies(
                             f"request policy {name}.take({capacity}) returned {pair!r}; expected (request, "
                             "client) pairs of ints"
                         ) from None
-                    if not (0 <= request < n and waiting[request] and 0 <= client < clients) or (
+                    if not (0 <= request < known_n and waiting[request] == 1 and 0 <= client < clients) or (
                         client in holding
                     ):
                         raise ValueError(
@@ -181,20 +299,41 @@ def simulate_fusion_policies(
                         f"prompt tokens, more than the capacity of {capacity}"
                     )
                 free -= len(pairs)
+                started += len(pairs)
         context = context_offset + active * g
         if not prefilling or room <= 0:
             if not active:
-                if next_arrival >= n:
+                if next_arrival >= known_n and stream is not None and not stream.closed:
+                    sync()
+                    stream.cuttable = True
+                    yield math.inf  # until the fleet routes a request here, or closes the stream
+                    stream.cuttable = False
+                    continue
+                if next_arrival >= known_n:
+                    if stream is not None and started == known_n:
+                        break  # closed, and every request it got has finished or left
                     raise ValueError(
                         f"request policy {name}.ready() returned 0 with {free} free client(s), nothing "
-                        f"running and every request arrived, yet {n - finished} request(s) never finished"
+                        f"running and every request arrived, yet {known_n - finished} request(s) never "
+                        "finished"
                     )
                 now = clock.wait_until(due_in_order[next_arrival])
                 continue
             # Pure decoding until the next finish, or the first iteration end after an
             # arrival a free client could take.
             step = heap[0][0] - g
-            due = due_in_order[next_arrival] if free and next_arrival < n else math.inf
+            cut = False
+            if stream is not None:
+                sync()
+                if free:
+                    stream.cuttable = True
+                    yield clock.run_end(active, step, context)
+                    stream.cuttable = False
+                    known_n = len(due_in_order)
+                    cut = next_arrival < known_n
+                else:
+                    cut = True  # nothing cuts it: it runs to its end, past the time the fleet is at
+            due = due_in_order[next_arrival] if free and next_arrival < known_n else math.inf
             ran = 0
             for start, count, first, growth in clock.decode(running, step, due, context):
                 add_run(start, count, first, growth, active, context + active * ran)
@@ -235,10 +374,10 @@ def simulate_fusion_policies(
             for request in done:  # decode from the next iteration on
                 prefilling.popleft()
                 decode_start[request] = g
-                decode_end[request] = g + output[request]
                 running[client_of[request]] = request
                 context_offset += prompt[request] - g
                 heapq.heappush(heap, (g + output[request], client_of[request], request))
+            cut = stream is not None  # arrivals during the iteration are routed before the next
         while heap and heap[0][0] == g:
             _, client, request = heapq.heappop(heap)
             del running[client]
@@ -248,7 +387,15 @@ def simulate_fusion_policies(
             policy.release(client)
             free += 1
             finished += 1
+            if stream is not None:
+                stream.finished_planned += planned[request]
+                stream.finished_prompt += prompt[request]
+        if cut and stream is not None:
+            sync()
+            yield now
 
+    if stream is not None:
+        sync()
     starts = runs["start"]
     makespan = now if starts else 0.0
     info = {
@@ -258,25 +405,4 @@ def simulate_fusion_policies(
         "clairvoyant": clairvoyant or planned_ahead(policy),
         "oracle_lengths": lengths,
     }
-    return FusedSchedule(
-        workload,
-        cost,
-        clients,
-        budget,
-        np.asarray(starts, dtype=np.float64),
-        np.asarray(runs["iterations"], dtype=np.int64),
-        np.asarray(runs["first"], dtype=np.float64),
-        np.asarray(runs["step"], dtype=np.float64),
-        np.asarray(runs["decoding"], dtype=np.int64),
-        np.asarray(runs["context"], dtype=np.int64),
-        np.asarray(runs["tokens"], dtype=np.int64),
-        np.asarray(runs["squares"], dtype=np.int64),
-        np.asarray(chunk_request, dtype=np.int64),
-        np.asarray(chunk_run, dtype=np.int64),
-        np.asarray(chunk_tokens, dtype=np.int64),
-        np.asarray(client_of, dtype=np.int64),
-        np.asarray(decode_start, dtype=np.int64),
-        np.asarray(decode_end, dtype=np.int64),
-        makespan,
-        info,
-    )
+    return runs, chunk_request, chunk_run, chunk_tokens, makespan, info
