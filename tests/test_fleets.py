@@ -240,15 +240,19 @@ def test_bad_input_is_refused_before_work() -> None:
         simulate_fleet([1, 2], engines)  # type: ignore[arg-type]
 
 
-def test_every_engine_schedule_validates_on_its_own() -> None:
-    rng = np.random.default_rng(3)
-    n = 300
-    workload = Workload(
+def _stream(n: int, seed: int) -> Workload:
+    """``n`` requests with predictions over 30 seconds."""
+    rng = np.random.default_rng(seed)
+    return Workload(
         rng.integers(1, 400, n),
         rng.integers(1, 200, n),
         rng.integers(1, 200, n),
         np.sort(rng.uniform(0, 30, n)),
     )
+
+
+def test_every_engine_schedule_validates_on_its_own() -> None:
+    workload = _stream(300, 3)
     engines = [Engine(PAPER, 16), Engine(PAPER, 8, request_policy="batch-wise"), Engine(PAPER, 4)]
     fleet = simulate_fleet(workload, engines, "least-work", Backoff(0.01))
     for schedule in fleet.schedules:
@@ -256,14 +260,8 @@ def test_every_engine_schedule_validates_on_its_own() -> None:
 
 
 def test_a_fleet_of_both_modes() -> None:
-    rng = np.random.default_rng(5)
     n = 300
-    workload = Workload(
-        rng.integers(1, 400, n),
-        rng.integers(1, 200, n),
-        rng.integers(1, 200, n),
-        np.sort(rng.uniform(0, 30, n)),
-    )
+    workload = _stream(n, 5)
     engines = [Engine(PAPER, 16, mode="fusion", token_budget=256), Engine(PAPER, 16)]
     fleet = simulate_fleet(workload, engines, "jsq", Backoff(0.01))
     assert validate_fleet(fleet) == []

@@ -826,7 +826,7 @@ def _kind_arg(text: str) -> tuple[str, int, float, float]:
     return parts[0], clients, price, speed
 
 
-def _fleet_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
+def _load_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
     """The workload (prepared, with predictions when asked) and the cost model."""
     from llmsched.workloads import prepare
 
@@ -861,7 +861,7 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     from llmsched.fleet import Engine, validate_fleet
     from llmsched.fleets import simulate_fleet
 
-    workload, cost = _fleet_inputs(args)
+    workload, cost = _load_inputs(args)
     kinds = args.engine or [("engine", args.clients, 1.0, 1.0)]
     if args.engine and args.engines != 1:
         raise ValueError(
@@ -923,7 +923,7 @@ def _cmd_provision(args: argparse.Namespace) -> int:
 
     from llmsched.provision import provision, provision_disaggregated
 
-    workload, cost = _fleet_inputs(args)
+    workload, cost = _load_inputs(args)
     with contextlib.ExitStack() as stack:
         _enter_backend(args, stack)
         common = {
@@ -1097,24 +1097,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     import time
 
     from llmsched.sweep import parse_policy, plot_sweep, sweep
-    from llmsched.workloads import prepare
 
     _check_plot_file(args.plot)
     policies = [parse_policy(spec) for spec in (args.policy or ["fcfs/prefill-first"])]
     for request, _ in policies:
         _check_predictor(args.predictor, request)
-    cost = parse_cost(args.cost)
-    workload = parse_workload(args.workload, args.seed, args.requests)
-    arrivals = None if args.arrival_rate is None else f"poisson:{args.arrival_rate!r}"
-    workload = prepare(
-        workload,
-        max_prompt=args.max_prompt,
-        max_output=args.max_output,
-        arrivals=arrivals,
-        replace_arrivals=arrivals is not None,
-        seed=args.seed,
-    )
-    workload = _with_predictor(workload, args.predictor, args.seed)
+    workload, cost = _load_inputs(args)
     start = time.perf_counter()
     with contextlib.ExitStack() as stack:
         _enter_backend(args, stack)
@@ -1765,6 +1753,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_load_flags(
+    parser: argparse.ArgumentParser,
+    seed: Callable[[str], int],
+    requests: Callable[[str], int],
+    predictions: str,
+) -> None:
+    """The flags of a command that runs a load: workload, seed, requests, arrival rate, clipping,
+    predictor and cost model (read back by :func:`_load_inputs`)."""
+    parser.add_argument("--workload", default="gsm8k", help=f"{WORKLOAD_HELP} (default: gsm8k)")
+    parser.add_argument(
+        "--seed", type=seed, default=0, help="seed of generated workloads, arrivals and draws (default: 0)"
+    )
+    parser.add_argument(
+        "--requests", type=requests, default=1000, help="requests of generated workloads (default: 1000)"
+    )
+    parser.add_argument(
+        "--arrival-rate",
+        type=_float_arg(0.0, float("inf"), low_open=True, high_open=True),
+        metavar="R",
+        help="replace the workload's arrivals by Poisson arrivals at R requests/s "
+        "(default: the workload's own; one without any, such as gsm8k, needs this for a stream)",
+    )
+    _add_clip_flags(parser)
+    parser.add_argument(
+        "--predictor", metavar="NAME", help=f"attach cross-fitted predictions {predictions} (default: none)"
+    )
+    parser.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: paper)")
+
+
 def _add_fleet_parsers(
     sub: Any, seed: Callable[[str], int], requests: Callable[[str], int], clients: Callable[[str], int]
 ) -> None:
@@ -1775,29 +1792,7 @@ def _add_fleet_parsers(
     defaults = RunConfig()
 
     def fleet_inputs(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--workload", default="gsm8k", help=f"{WORKLOAD_HELP} (default: gsm8k)")
-        parser.add_argument(
-            "--seed",
-            type=seed,
-            default=0,
-            help="seed of generated workloads, arrivals and draws (default: 0)",
-        )
-        parser.add_argument(
-            "--requests", type=requests, default=1000, help="requests of generated workloads (default: 1000)"
-        )
-        parser.add_argument(
-            "--arrival-rate",
-            type=_float_arg(0.0, float("inf"), low_open=True, high_open=True),
-            metavar="R",
-            help="replace the workload's arrivals by Poisson arrivals at R requests/s (default: its own)",
-        )
-        _add_clip_flags(parser)
-        parser.add_argument(
-            "--predictor",
-            metavar="NAME",
-            help="attach cross-fitted predictions (least-work, qcmax and mico route by them) (default: none)",
-        )
-        parser.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: paper)")
+        _add_load_flags(parser, seed, requests, "(least-work, qcmax and mico route by them)")
         parser.add_argument(
             "--clients", type=clients, default=200, help="clients of each engine (default: 200)"
         )
@@ -1981,31 +1976,7 @@ def _add_sweep_parser(
         description="Run each policy pair at each arrival-rate multiplier (arrivals divided by it) "
         "and report serving metrics per (rate, policy).",
     )
-    sw.add_argument("--workload", default="gsm8k", help=f"{WORKLOAD_HELP} (default: gsm8k)")
-    sw.add_argument(
-        "--seed", type=seed, default=0, help="seed of generated workloads and arrivals (default: 0)"
-    )
-    sw.add_argument(
-        "--requests",
-        type=requests,
-        default=1000,
-        help="requests of generated ExeGPT workloads (default: 1000)",
-    )
-    sw.add_argument(
-        "--arrival-rate",
-        type=_float_arg(0.0, float("inf"), low_open=True, high_open=True),
-        metavar="R",
-        help="replace the workload's arrivals by Poisson arrivals at R requests/s before scaling "
-        "(default: the workload's own; one without any, such as gsm8k, needs this)",
-    )
-    _add_clip_flags(sw)
-    sw.add_argument(
-        "--predictor",
-        metavar="NAME",
-        help="attach cross-fitted predictions (oracle, or a predictor name), as simulate does "
-        "(default: none)",
-    )
-    sw.add_argument("--cost", default="paper", help=f"{COST_HELP} (default: paper)")
+    _add_load_flags(sw, seed, requests, "(oracle, or a predictor name), as simulate does")
     sw.add_argument("--clients", type=clients, default=200, help="number of clients (default: 200)")
     sw.add_argument(
         "--policy",

@@ -28,7 +28,15 @@ from llmsched._checks import choice, positive_int, real
 from llmsched.cost import CostModel
 from llmsched.fused import FusedSchedule, check_fused_instance, validate_fused
 from llmsched.instance import check_instance
-from llmsched.schedule import RequestTimes, Schedule, _percentiles, _read_only, _slo, latency_figures
+from llmsched.schedule import (
+    RequestTimes,
+    Schedule,
+    _percentiles,
+    _read_only,
+    _slo,
+    goodput_figures,
+    latency_figures,
+)
 from llmsched.validate import Violation, _Report, skipped_rules, validate
 from llmsched.workload import Workload
 
@@ -281,12 +289,7 @@ class FleetSchedule(RequestTimes):
             "pulled": self.pulled,
         }
         out.update(latency_figures(self.ttft, self.latency, *self.tbt_distribution()))
-        good = int(np.count_nonzero(meets))
-        out["requests_per_s"] = n / span if span > 0 else 0.0
-        out["goodput_rps"] = good / span if span > 0 else 0.0
-        out["slo_attainment"] = good / n if n else 0.0
-        out["slo_ttft_s"] = None if slo_ttft is None else _slo("slo_ttft", slo_ttft)
-        out["slo_tbt_s"] = None if slo_tbt is None else _slo("slo_tbt", slo_tbt)
+        out.update(goodput_figures(meets, span, slo_ttft, slo_tbt))
         return out
 
     def engine_frame(self) -> pd.DataFrame:

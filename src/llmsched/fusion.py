@@ -76,18 +76,11 @@ def simulate_fusion_policies(
     if not isinstance(clairvoyant, (bool, np.bool_)):
         raise TypeError(f"clairvoyant must be True or False, got {clairvoyant!r}")
     n = len(workload)
-    predicted = workload.predicted_output
-    lists = _Requests(
-        workload.prompt_tokens.tolist(),
-        workload.output_tokens.tolist(),
-        workload.arrival.tolist(),
-        predicted.tolist() if predicted is not None else [0] * n,
-        np.argsort(workload.arrival, kind="stable").tolist(),
-    )
+    lists = _Requests.of(workload)
     body = _fused_decisions(
         lists,
         n,
-        predicted is not None,
+        workload.predicted_output is not None,
         workload.name,
         cost,
         int(clients),

@@ -555,6 +555,18 @@ class _Requests:
         self.prefill_stage = [-1] * n
         self.decode_start = [-1] * n
 
+    @classmethod
+    def of(cls, workload: Workload) -> _Requests:
+        """The lists of a closed run of ``workload`` (every request known, in arrival order)."""
+        predicted = workload.predicted_output
+        return cls(
+            workload.prompt_tokens.tolist(),
+            workload.output_tokens.tolist(),
+            workload.arrival.tolist(),
+            predicted.tolist() if predicted is not None else [0] * len(workload),
+            np.argsort(workload.arrival, kind="stable").tolist(),
+        )
+
 
 class EngineStream(_Requests):
     """One engine's requests as a fleet routes them to it, for :func:`open_engine`.
@@ -707,20 +719,13 @@ def run_loop(
     _check_objects(request_policy, iteration_policy, executor)
     clients = int(clients)
     n = len(workload)
-    predicted = workload.predicted_output
-    lists = _Requests(
-        workload.prompt_tokens.tolist(),
-        workload.output_tokens.tolist(),
-        workload.arrival.tolist(),
-        predicted.tolist() if predicted is not None else [0] * n,
-        np.argsort(workload.arrival, kind="stable").tolist(),
-    )
+    lists = _Requests.of(workload)
     if not isinstance(clairvoyant, (bool, np.bool_)):
         raise TypeError(f"clairvoyant must be True or False, got {clairvoyant!r}")
     body = _decisions(
         lists,
         n,
-        predicted is not None,
+        workload.predicted_output is not None,
         workload.name,
         cost,
         clients,

@@ -117,6 +117,23 @@ def latency_figures(
     return out
 
 
+def goodput_figures(
+    meets: np.ndarray, span: float, slo_ttft: float | None, slo_tbt: float | None
+) -> dict[str, Any]:
+    """``requests_per_s``, ``goodput_rps`` (requests meeting the targets per second of
+    ``span``), ``slo_attainment`` (their share) and the targets ``slo_ttft_s``, ``slo_tbt_s``
+    (None when not given), for a summary whose requests meet the targets as ``meets`` says."""
+    n = int(meets.size)
+    good = int(np.count_nonzero(meets))
+    return {
+        "requests_per_s": n / span if span > 0 else 0.0,
+        "goodput_rps": good / span if span > 0 else 0.0,
+        "slo_attainment": good / n if n else 0.0,
+        "slo_ttft_s": None if slo_ttft is None else _slo("slo_ttft", slo_ttft),
+        "slo_tbt_s": None if slo_tbt is None else _slo("slo_tbt", slo_tbt),
+    }
+
+
 def _slo(name: str, value: Any) -> float | None:
     """A latency target in seconds: None (every request meets it), or a number > 0 (inf allowed)."""
     if value is None:
@@ -770,12 +787,7 @@ class Schedule(RequestTimes):
         out["normalized_latency_p50_s"] = p50
         out["normalized_latency_p90_s"] = p90
         out["normalized_latency_p99_s"] = p99
-        good = int(np.count_nonzero(meets))
-        out["requests_per_s"] = n / span if span > 0 else 0.0
-        out["goodput_rps"] = good / span if span > 0 else 0.0
-        out["slo_attainment"] = good / n if n else 0.0
-        out["slo_ttft_s"] = None if slo_ttft is None else _slo("slo_ttft", slo_ttft)
-        out["slo_tbt_s"] = None if slo_tbt is None else _slo("slo_tbt", slo_tbt)
+        out.update(goodput_figures(meets, span, slo_ttft, slo_tbt))
         return out
 
     # ------------------------------------------------------------ dataframes
