@@ -148,7 +148,8 @@ def test_mico_outside_table1_and_bad_input() -> None:
     report = reproduce_mico(engines=4, batches=[3], queries=[200], seeds=1, seed=5)
     (row,) = report["rows"]
     assert row["paper_ratio"] is None and row["queries"] == 200 and report["seeds"] == [5]
-    assert "paper_ratio" in format_mico(report)
+    text = format_mico(report)
+    assert "paper_ratio" in text and " - " in text.splitlines()[-1] and "None" not in text
     with pytest.raises(ValueError, match="engines"):
         reproduce_mico(engines=[])
     with pytest.raises(ValueError, match="batches"):

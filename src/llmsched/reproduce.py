@@ -467,11 +467,13 @@ def format_mico(report: dict[str, Any]) -> str:
         f"(round robin, batch-wise), averaged over query sets {report['seeds']}; {report['cost']}; "
         f"{report['invalid']} invalid fleets"
     )
+    frame["paper_ratio"] = frame["paper_ratio"].astype(float)  # None outside Table 1: NaN, shown "-"
     table = frame.to_string(
         index=False,
+        na_rep="-",
         formatters={
             "ratio": "{:.2f}".format,
-            "paper_ratio": lambda v: "-" if v is None or pd.isna(v) else f"{v:.2f}",
+            "paper_ratio": lambda v: "-" if pd.isna(v) else f"{v:.2f}",
             "q_ratio": "{:.2f}".format,
             "i_ratio": "{:.2f}".format,
             "pulled": "{:.1f}".format,
