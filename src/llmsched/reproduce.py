@@ -471,7 +471,7 @@ def format_mico(report: dict[str, Any]) -> str:
     table = frame.to_string(
         index=False,
         na_rep="-",
-        formatters={
+        formatters={  # type: ignore[arg-type]
             "ratio": "{:.2f}".format,
             "paper_ratio": lambda v: "-" if pd.isna(v) else f"{v:.2f}",
             "q_ratio": "{:.2f}".format,
