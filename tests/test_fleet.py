@@ -103,3 +103,13 @@ def test_engine_speeds() -> None:
     assert prefill == pytest.approx(0.00013) and decode == pytest.approx(0.071 / 200)
     levels = Engine(LevelCostModel([(100, 0.1), (200, 0.15)], 0.01), 4)
     assert levels.tokens_per_s > 0 and all(math.isfinite(x) for x in levels.seconds_per_token)
+
+
+def test_pulled_from_below_minus_one_and_an_equal_cost_model() -> None:
+    fleet = _fleet()
+    pulled = fleet.request_pulled_from.copy()
+    pulled[1] = -2
+    assert _rules(dataclasses.replace(fleet, request_pulled_from=pulled)) == {"reached"}
+    # An equal cost model built anew is the engine's cost model still.
+    same = dataclasses.replace(fleet.engines[0], cost=LinearCostModel.paper())
+    assert validate_fleet(dataclasses.replace(fleet, engines=(same, fleet.engines[1]))) == []

@@ -280,3 +280,35 @@ def test_the_command_line_knows_every_router() -> None:
     from llmsched.cli import ROUTER_NAMES
 
     assert tuple(ROUTER_NAMES) == ROUTERS
+
+
+@pytest.mark.parametrize("mode", ["competition", "fusion"])
+def test_routers_see_only_finishes_that_happened(mode) -> None:
+    """At t = 1 engine 0 (one client) decodes a request of 2,000 tokens and engine 1 (two
+    clients) another: JSQ counts 1 held per client against 0.5 and sends the third to engine 1,
+    and least-work weighs 2,000 predicted tokens against 1,000. Neither may count a finish
+    that comes only at the end of a run still under way."""
+    wl = Workload([10, 10, 10], [2000, 2000, 5], arrival=[0.0, 0.0, 1.0])
+    fleet = simulate_fleet(wl, [Engine(PAPER, 1, mode=mode), Engine(PAPER, 2, mode=mode)], "jsq")
+    assert fleet.request_engine.tolist() == [0, 1, 1] and fleet.ttft[2] < 1.0
+    wl = Workload([10, 10, 10], [2000, 1000, 5], predicted_output=[2000, 1000, 5], arrival=[0.0, 0.0, 1.0])
+    fleet = simulate_fleet(wl, [Engine(PAPER, 1, mode=mode), Engine(PAPER, 1, mode=mode)], "least-work")
+    assert fleet.request_engine.tolist() == [0, 1, 1]
+
+
+def test_round_robin_deals_in_order_of_arrival() -> None:
+    wl = Workload([10] * 4, [5] * 4, arrival=[0.0, 2.0, 1.0, 3.0])
+    fleet = simulate_fleet(wl, [Engine(PAPER, 1), Engine(PAPER, 1)], "round-robin")
+    assert fleet.request_engine.tolist() == [0, 0, 1, 1]
+
+
+def test_idle_clients_cost_nothing_and_names_are_checked() -> None:
+    # Ten million clients and three requests: nothing is sized by the clients.
+    fleet = simulate_fleet(
+        Workload([10, 20, 30], [3, 1, 4]), [Engine(PAPER, 10**7), Engine(PAPER, 10**7)], "jsq"
+    )
+    assert validate_fleet(fleet) == []
+    with pytest.raises(ValueError, match="iteration"):
+        simulate_fleet(
+            Workload([10], [3]), [Engine(PAPER, 2, iteration_policy="psychic", mode="fusion")], "jsq"
+        )

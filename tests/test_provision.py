@@ -85,6 +85,7 @@ def test_bad_input_is_refused() -> None:
         provision(workload, [kind], 3)
     with pytest.raises(ValueError, match="distinct names"):
         provision(workload, [Engine(PAPER, 8, name="x"), Engine(PAPER, 4, name="x")], 3, slo_ttft=1.0)
+    assert provision(workload, [kind], np.int64(2), slo_ttft=5.0).grid == 3
     with pytest.raises(ValueError, match="one count per kind"):
         provision(workload, [kind], [3, 4], slo_ttft=1.0)
     with pytest.raises(ValueError, match="method"):

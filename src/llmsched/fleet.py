@@ -380,7 +380,7 @@ def validate_fleet(
             kind = FusedSchedule if spec.mode == "fusion" else Schedule
             if not isinstance(s, kind):
                 problems.append(f"engine {k}'s schedule is a {type(s).__name__}, not a {kind.__name__}")
-            elif s.cost is not spec.cost or s.clients != spec.clients:
+            elif (s.cost is not spec.cost and s.cost != spec.cost) or s.clients != spec.clients:
                 problems.append(f"engine {k}'s schedule is not on its cost model and {spec.clients} clients")
     if problems:
         return [Violation("structure", p) for p in problems]
@@ -427,7 +427,7 @@ def validate_fleet(
         early,
         lambda i: f"request {i} reached engine {engine[i]} at {reached[i]:.9g} s, before {earliest[i]:.9g} s",
     )
-    bad_pull = np.flatnonzero((pulled >= m) | (pulled == engine))
+    bad_pull = np.flatnonzero((pulled < -1) | (pulled >= m) | (pulled == engine))
     report.add(
         "reached", bad_pull, lambda i: f"request {i} was pulled from engine {pulled[i]} to engine {engine[i]}"
     )

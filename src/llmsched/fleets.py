@@ -10,7 +10,7 @@ Arrivals at an instant are routed before any engine moves past that instant.
 
 Routers (:data:`ROUTERS`), all non-anticipative unless they say otherwise:
 
-* ``round-robin``: requests in arrival order, to engines 0, 1, ..., N-1, 0, ...;
+* ``round-robin``: requests in arrival order (ties by index), to engines 0, 1, ..., N-1, 0, ...;
 * ``random``: a uniformly drawn engine (seeded);
 * ``jsq``: join the shortest queue, the fewest requests held (waiting or decoding) per
   client; ties to the lowest index;
@@ -145,6 +145,7 @@ def simulate_fleet(
     if router in _PREDICTING:
         weight = decode_sizes(workload, sizes).tolist()  # ValueError without predictions
     static: list[int] | None = None
+    order = np.argsort(workload.arrival, kind="stable").tolist()
     if router in _CLOSED_BATCH:
         if float(workload.arrival.max()) != float(workload.arrival.min()):
             raise ValueError(
@@ -152,13 +153,16 @@ def simulate_fleet(
                 "these requests arrive over time: use least-work, jsq, power-of-two, random or round-robin"
             )
         static = _static_assignment(router, np.asarray(weight), engines, time_limit).tolist()
-    elif router == "random":
-        static = draw.integers(0, m, size=n).tolist()
-    elif router == "round-robin":
-        static = [i % m for i in range(n)]
+    elif router in ("random", "round-robin"):
+        # Dealt in order of arrival (ties by index): what a request gets does not depend on
+        # the requests that come after it.
+        dealt = draw.integers(0, m, size=n) if router == "random" else np.arange(n) % m
+        static = [0] * n
+        for place, request in enumerate(order):
+            static[request] = int(dealt[place])
     elif router == "power-of-two":
-        # One row of draws per request, in order: what request i draws does not depend on
-        # how many requests come after it.
+        # One row of draws per request, in order of arrival: what a request draws does not
+        # depend on how many requests come after it.
         pairs = draw.random((n, 2))
         first = np.minimum((pairs[:, 0] * m).astype(np.int64), m - 1).tolist()
         second = np.minimum((pairs[:, 1] * max(m - 1, 1)).astype(np.int64), max(m - 2, 0)).tolist()
@@ -182,6 +186,7 @@ def simulate_fleet(
             )
         stream = EngineStream()
         if engine.mode == "fusion":
+            make_iteration_policy(engine.iteration_policy)  # a name it does not know is refused here too
             loop = open_fused_engine(
                 engine.cost,
                 engine.clients,
@@ -190,6 +195,7 @@ def simulate_fleet(
                 stream,
                 predicted is not None,
                 workload.name,
+                n,
             )
         else:
             loop = open_engine(
@@ -200,6 +206,7 @@ def simulate_fleet(
                 stream,
                 predicted is not None,
                 workload.name,
+                n,
             )
         next(loop)
         streams.append(stream)
@@ -299,7 +306,6 @@ def simulate_fleet(
         if backoff is not None and s.cuttable and s.free and not queued[k] and not incoming[k]:
             pull(k, now)
 
-    order = np.argsort(workload.arrival, kind="stable").tolist()
     next_arrival = 0
     jsq, two, least = router == "jsq", router == "power-of-two", router == "least-work"
     while True:
@@ -324,7 +330,7 @@ def simulate_fleet(
             elif jsq:
                 k = int(np.argmin(held / clients))
             elif two:
-                a, b = first[request], second[request]
+                a, b = first[next_arrival - 1], second[next_arrival - 1]
                 b += b >= a  # two distinct engines, each pair as likely
                 ka, kb = held[a] / clients[a], held[b % m] / clients[b % m]
                 k = a if m == 1 or (ka, a) <= (kb, b) else b

@@ -106,11 +106,13 @@ def open_fused_engine(
     stream: EngineStream,
     predictions: bool,
     name: str = "stream",
+    most_requests: int | None = None,
 ) -> Any:
     """The fused loop of one engine whose requests arrive through ``stream``, as a generator
     driven as :func:`llmsched.loop.open_engine`'s is; its result goes to
     :func:`fused_stream_schedule`."""
     budget = check_fused_instance(Workload([1], [1]), cost, clients, token_budget)
+    stream.most_active = int(clients) if most_requests is None else min(int(clients), int(most_requests))
     return _fused_decisions(
         stream, sys.maxsize, predictions, name, cost, int(clients), request_policy, budget, False, stream
     )
@@ -193,7 +195,9 @@ def _fused_decisions(
             known.reveal(request, prompt[request], planned[request], output[request], arrival[request])
     policy.start(known, clients)
     clock = CostClock()
-    clock.open(cost, clients if stream is not None else min(clients, size), prompt)
+    clock.open(
+        cost, max(1, stream.most_active or clients) if stream is not None else min(clients, size), prompt
+    )
     if stream is not None:
         stream.knowns = (known,)
     per_context = context_rate(cost)
@@ -317,15 +321,14 @@ def _fused_decisions(
             step = heap[0][0] - g
             cut = False
             if stream is not None:
+                # Wait for the run's end on the fleet's clock first (nothing it changes is seen
+                # before it happens); with a client free an arrival may cut it short.
                 sync()
-                if free:
-                    stream.cuttable = True
-                    yield clock.run_end(active, step, context)
-                    stream.cuttable = False
-                    known_n = len(due_in_order)
-                    cut = next_arrival < known_n
-                else:
-                    cut = True  # nothing cuts it: it runs to its end, past the time the fleet is at
+                stream.cuttable = bool(free)
+                yield clock.run_end(active, step, context)
+                stream.cuttable = False
+                known_n = len(due_in_order)
+                cut = bool(free) and next_arrival < known_n
             due = due_in_order[next_arrival] if free and next_arrival < known_n else math.inf
             ran = 0
             for start, count, first, growth in clock.decode(running, step, due, context):
@@ -359,6 +362,9 @@ def _fused_decisions(
                     f"cost model {type(cost).__name__} gave a fused iteration time of {seconds!r}"
                 )
             start = now
+            if stream is not None:
+                sync()
+                yield start + seconds  # the iteration's end on the fleet's clock, before its effects
             add_run(start, 1, seconds, per_context * active, active, context)
             runs["tokens"][-1] = tokens
             runs["squares"][-1] = squares
@@ -370,7 +376,7 @@ def _fused_decisions(
                 running[client_of[request]] = request
                 context_offset += prompt[request] - g
                 heapq.heappush(heap, (g + output[request], client_of[request], request))
-            cut = stream is not None  # arrivals during the iteration are routed before the next
+            cut = False  # arrivals during the iteration were routed before the engine resumed
         while heap and heap[0][0] == g:
             _, client, request = heapq.heappop(heap)
             del running[client]

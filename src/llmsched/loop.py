@@ -592,6 +592,7 @@ class EngineStream(_Requests):
         "finished_prompt",
         "free",
         "knowns",
+        "most_active",
         "started",
         "withdrawn",
     )
@@ -607,6 +608,7 @@ class EngineStream(_Requests):
         self.finished_planned = 0  # planned output tokens of the finished requests
         self.finished_prompt = 0  # and their prompt tokens
         self.free = 0
+        self.most_active = 0  # the most requests that can decode at once (set when opened)
 
     def add(self, prompt: int, output: int, planned: int, arrival: float) -> int:
         """Add a request that reached the engine at ``arrival``; return its index there."""
@@ -634,9 +636,12 @@ def open_engine(
     stream: EngineStream,
     predictions: bool,
     name: str = "stream",
+    most_requests: int | None = None,
 ) -> Any:
     """The decision loop of one engine whose requests arrive through ``stream``, on the
-    cost model's clock, as a generator (see :class:`EngineStream`).
+    cost model's clock, as a generator (see :class:`EngineStream`). ``most_requests`` bounds
+    the requests the stream will hold (a fleet's workload size), so that nothing is sized by
+    clients that can never be busy.
 
     Prime it with ``next``; resume it with ``next`` once the time it yielded has come or an
     arrival was added while ``stream.cuttable``. When ``stream.closed`` and nothing is
@@ -644,6 +649,7 @@ def open_engine(
     :func:`stream_schedule` turns into a schedule.
     """
     _check_objects(request_policy, iteration_policy, CostClock())
+    stream.most_active = int(clients) if most_requests is None else min(int(clients), int(most_requests))
     return _decisions(
         stream,
         sys.maxsize,
@@ -777,7 +783,8 @@ def _decisions(
     client_of, prefill_stage, decode_start = lists.client_of, lists.prefill_stage, lists.decode_start
     capacity = int(cost.prefill_capacity)
     size = len(prompt)  # requests known up front: all of them, or none on a stream
-    tau = iteration_times(cost, min(clients, size) if stream is None else clients)
+    most_active = min(clients, size) if stream is None else max(1, stream.most_active or clients)
+    tau = iteration_times(cost, most_active)
 
     # Each policy knows what it may: true lengths only for one that plans with them.
     lengths_r = clairvoyant or oracle_lengths(requests)
@@ -799,7 +806,7 @@ def _decisions(
         executor.start(workload, cost, clients)  # type: ignore[arg-type]
     else:
         stream.knowns = knowns
-        executor.open(cost, clients, prompt)  # type: ignore[attr-defined]
+        executor.open(cost, most_active, prompt)  # type: ignore[attr-defined]
 
     waiting, taken_before = _WAITING, _TAKEN
     running: dict[int, int] = {}  # client -> request decoding on it
@@ -961,15 +968,14 @@ def _decisions(
         cut = False
         if stream is not None:
             stream.started, stream.finished, stream.free = started, finished, free
-            if free:
-                # An arrival may cut the run short: the fleet wakes the engine at its time.
-                stream.cuttable = True
-                yield executor.run_end(active, step, context_offset + active * g)  # type: ignore[attr-defined]
-                stream.cuttable = False
-                known_n = len(due_in_order)
-                cut = next_arrival < known_n
-            else:
-                cut = True  # nothing cuts it: it runs to its end, past the time the fleet is at
+            # Wait for the run's end on the fleet's clock before running it, so that nothing
+            # the run changes (its finishes) is seen before it happens. With a client free an
+            # arrival may cut it short: the fleet then wakes the engine at that arrival.
+            stream.cuttable = bool(free)
+            yield executor.run_end(active, step, context_offset + active * g)  # type: ignore[attr-defined]
+            stream.cuttable = False
+            known_n = len(due_in_order)
+            cut = bool(free) and next_arrival < known_n
         due = due_in_order[next_arrival] if free and next_arrival < known_n else _INF
         ran = 0
         for start, count, seconds, growth in run_decode(running, step, due, context_offset + active * g):
@@ -1007,7 +1013,7 @@ def _decisions(
                 stream.finished_planned += planned[request]
                 stream.finished_prompt += prompt[request]
         if cut and stream is not None:
-            # The run ended after the time the fleet woke the engine: arrivals up to its end first.
+            # A cut run ends after the arrival that woke the engine: arrivals up to its end first.
             stream.started, stream.finished, stream.free = started, finished, free
             yield now
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -248,11 +249,10 @@ def provision(
     for k, kind in enumerate(kinds):
         instance(f"kinds[{k}]", kind, Engine, "a llmsched.Engine")
     names = _kind_names(kinds)
-    if isinstance(max_counts, int):
-        max_counts = [max_counts] * len(kinds)
-    if isinstance(max_counts, (str, bytes)) or len(max_counts) != len(kinds):
+    counts: Any = [max_counts] * len(kinds) if isinstance(max_counts, numbers.Integral) else max_counts
+    if isinstance(counts, (str, bytes)) or not hasattr(counts, "__len__") or len(counts) != len(kinds):
         raise ValueError(f"max_counts needs one count per kind ({len(kinds)}), got {max_counts!r}")
-    tops = [positive_int(f"max_counts[{k}]", c) for k, c in enumerate(max_counts)]
+    tops = [positive_int(f"max_counts[{k}]", c) for k, c in enumerate(counts)]
     ttft, tbt = _targets(slo_ttft, slo_tbt)
     router = choice("router", router, ROUTERS)
     return _search(
