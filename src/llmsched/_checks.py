@@ -22,6 +22,7 @@ __all__ = [
     "choice",
     "flag",
     "instance",
+    "jobs",
     "nonnegative_int",
     "path_arg",
     "positive_int",
@@ -124,6 +125,19 @@ def time_limit(name: str, value: Any) -> float:
     if not _is_real(value) or not float(value) >= 0:
         raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r} (inf for no limit)")
     return float(value)
+
+
+def jobs(name: str, value: Any) -> int:
+    """A joblib worker count as an int: -1 (every core) or a count >= 1.
+
+    joblib reads other negative counts as every core but some (-2: all but one), and runs
+    one worker when there are not that many: a count that means something else on every
+    machine is refused, as is a count that is not an integer (joblib would run ``"2"``).
+    A ValueError either way, as for a time limit.
+    """
+    if not _is_int(value) or not (value == -1 or value >= 1):
+        raise ValueError(f"{name} must be a nonzero integer: -1 (every core) or a count >= 1, got {value!r}")
+    return int(value)
 
 
 def seed(name: str, value: Any) -> int:

@@ -171,7 +171,8 @@ def _arrivals_arg(text: str) -> Any:
 
 
 def _jobs_arg(text: str) -> int:
-    """An argparse type: a joblib worker count (positive, or -1 for every core, -2 all but one...)."""
+    """An argparse type: a joblib worker count, -1 (every core) or a count >= 1 (joblib reads
+    other negative counts as every core but some, and runs -1000 on one worker)."""
     try:
         value = int(text)
     except ValueError:
@@ -180,6 +181,8 @@ def _jobs_arg(text: str) -> int:
         ) from None
     if value == 0:
         raise argparse.ArgumentTypeError("must be a nonzero integer (-1: every core), got 0")
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"must be -1 (every core) or a worker count >= 1, got {value}")
     return value
 
 
@@ -366,6 +369,53 @@ _SIMULATE_FIELDS = (
     "stages_csv",
     "json",
 )
+# simulate's flags that only some modes use: RunConfig field -> the modes that use it. Given
+# explicitly with another mode, such a flag is refused (it would be ignored, and echoed in the
+# run's config as if it had counted); a --config file may hold every key.
+_SIMULATE_MODE_FLAGS = {
+    "token_budget": ("fusion",),
+    "prompt_machines": ("disaggregated",),
+    "token_machines": ("disaggregated",),
+    "kv_bandwidth": ("disaggregated",),
+    "kv_bytes_per_token": ("disaggregated",),
+    "layers": ("disaggregated",),
+    "kv_overlap": ("disaggregated",),
+    "mixed_pool": ("disaggregated",),
+    # The disaggregated cluster routes first come first served to the shortest queue.
+    "request_policy": ("competition", "fusion"),
+    "predictor": ("competition", "fusion"),
+    "clairvoyant": ("competition", "fusion"),
+    # A fused engine never pauses decoding: it has no iteration policy.
+    "iteration_policy": ("competition",),
+}
+
+
+def _flag_name(dest: str, value: Any) -> str:
+    """The flag that set ``dest`` to ``value``: ``--no-X`` for a boolean flag turned off."""
+    flag = "--" + dest.replace("_", "-")
+    return "--no-" + flag[2:] if value is False else flag
+
+
+def _refuse_flags(args: argparse.Namespace, dests: Sequence[str], applies: str, chosen: str) -> None:
+    """Refuse the first of ``dests`` given on the command line (not None): it applies to
+    ``applies`` only, and this run is ``chosen``, where it would be ignored."""
+    for dest in dests:
+        value = getattr(args, dest)
+        if value is not None:
+            raise ValueError(
+                f"{_flag_name(dest, value)} applies to {applies} only; this run is {chosen}, "
+                "where it would be ignored"
+            )
+
+
+def _check_simulate_mode_flags(args: argparse.Namespace, mode: str) -> None:
+    """Refuse a flag given on the command line that ``mode`` does not use."""
+    for modes in dict.fromkeys(_SIMULATE_MODE_FLAGS.values()):
+        if mode not in modes:
+            dests = [dest for dest, used in _SIMULATE_MODE_FLAGS.items() if used == modes]
+            _refuse_flags(args, dests, f"--mode {' or '.join(modes)}", f"--mode {mode}")
+
+
 # simulate's output files: RunConfig field, flag, and an example name for the messages.
 _SIMULATE_OUTPUTS = (
     ("trace", "--trace", "trace.json"),
@@ -487,6 +537,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from llmsched.validate import validate
 
     config, from_file = _simulate_config(args)
+    _check_simulate_mode_flags(args, config.mode)
     if config.mode != "competition":
         return _simulate_other_mode(args, config, from_file)
     _check_simulate_outputs(args, config, from_file)
@@ -777,7 +828,7 @@ def _rates_arg(text: str) -> list[float]:
 
 
 def _dask_workers(jobs: int) -> int:
-    """Local Dask workers for a joblib worker count (-1: every core, -2: all but one, ...)."""
+    """Local Dask workers for a joblib worker count (-1: every core)."""
     from joblib import cpu_count
 
     return jobs if jobs > 0 else max(1, cpu_count() + 1 + jobs)
@@ -857,10 +908,41 @@ def _backoff(args: argparse.Namespace) -> Any:
     )
 
 
+# The fleet's routers that weigh requests (by --sizes).
+_WEIGHING_ROUTERS = ("least-work", "qcmax", "mico")
+
+
+def _resolve_engine_flags(args: argparse.Namespace, given: str) -> None:
+    """Refuse the engine flags fleet and provision's engines do not use, then fill in the
+    defaults of those not given: --token-budget only with --engine-mode fusion,
+    --iteration-policy only with competition, --clients only without engines (kinds) that
+    name their own clients (``given``: --engine or --kind)."""
+    mode = args.engine_mode or "competition"
+    if mode == "fusion":
+        _refuse_flags(args, ["iteration_policy"], "--engine-mode competition", "--engine-mode fusion")
+    else:
+        _refuse_flags(args, ["token_budget"], "--engine-mode fusion", f"--engine-mode {mode}")
+    if getattr(args, given.removeprefix("--")) and args.clients is not None:
+        raise ValueError(
+            f"--clients applies only without {given} (each {given} NAME:CLIENTS names its own clients); "
+            "it would be ignored"
+        )
+    args.engine_mode = mode
+    args.token_budget = 512 if args.token_budget is None else args.token_budget
+    args.iteration_policy = args.iteration_policy or "prefill-first"
+    args.request_policy = args.request_policy or "fcfs"
+    args.clients = 200 if args.clients is None else args.clients
+
+
 def _cmd_fleet(args: argparse.Namespace) -> int:
     from llmsched.fleet import Engine, validate_fleet
     from llmsched.fleets import simulate_fleet
 
+    _resolve_engine_flags(args, "--engine")
+    args.router = args.router or "round-robin"
+    if args.router not in _WEIGHING_ROUTERS:
+        _refuse_flags(args, ["sizes"], "--router least-work, qcmax or mico", f"--router {args.router}")
+    args.sizes = args.sizes or "predicted"
     workload, cost = _load_inputs(args)
     kinds = args.engine or [("engine", args.clients, 1.0, 1.0)]
     if args.engine and args.engines != 1:
@@ -918,11 +1000,55 @@ def _cmd_fleet(args: argparse.Namespace) -> int:
     return 0 if not violations else 1
 
 
+# provision's flags of one --mode: the fleet's engines and routing, and the cluster's pools.
+_PROVISION_FLEET_FLAGS = (
+    "router",
+    "backoff",
+    "backoff_delay",
+    "backoff_threshold",
+    "request_policy",
+    "iteration_policy",
+    "engine_mode",
+    "token_budget",
+    "predictor",
+)
+_PROVISION_POOL_FLAGS = (
+    "prompt_price",
+    "token_price",
+    "kv_bandwidth",
+    "kv_bytes_per_token",
+    "layers",
+    "no_kv_overlap",
+    "mixed_pool",
+)
+
+
 def _cmd_provision(args: argparse.Namespace) -> int:
     import contextlib
 
+    from llmsched.config import RunConfig
     from llmsched.provision import provision, provision_disaggregated
 
+    mode = f"--mode {args.mode}"
+    if args.mode == "disaggregated":
+        _refuse_flags(args, _PROVISION_FLEET_FLAGS, "--mode fleet", mode)
+        if args.kind:
+            raise ValueError("--kind names fleet engines; --mode disaggregated sizes prompt and token pools")
+        args.clients = 200 if args.clients is None else args.clients
+    else:
+        _refuse_flags(args, _PROVISION_POOL_FLAGS, "--mode disaggregated", mode)
+        _resolve_engine_flags(args, "--kind")
+        args.router = args.router or "jsq"
+    defaults = RunConfig()
+    for dest, default in (
+        ("prompt_price", 1.0),
+        ("token_price", 1.0),
+        ("kv_bandwidth", defaults.kv_bandwidth),
+        ("kv_bytes_per_token", defaults.kv_bytes_per_token),
+        ("layers", defaults.layers),
+    ):
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
     workload, cost = _load_inputs(args)
     with contextlib.ExitStack() as stack:
         _enter_backend(args, stack)
@@ -938,10 +1064,6 @@ def _cmd_provision(args: argparse.Namespace) -> int:
         if args.mode == "disaggregated":
             from llmsched.disagg import DisaggregatedCluster
 
-            if args.kind:
-                raise ValueError(
-                    "--kind names fleet engines; --mode disaggregated sizes prompt and token pools"
-                )
             tops = args.max if len(args.max) == 2 else args.max * 2
             if len(tops) != 2:
                 raise ValueError("--mode disaggregated takes --max P or --max P,T")
@@ -955,7 +1077,7 @@ def _cmd_provision(args: argparse.Namespace) -> int:
                 args.kv_bandwidth,
                 args.layers,
                 not args.no_kv_overlap,
-                args.mixed_pool,
+                bool(args.mixed_pool),
             )
             result = provision_disaggregated(
                 workload,
@@ -1793,38 +1915,39 @@ def _add_fleet_parsers(
 
     def fleet_inputs(parser: argparse.ArgumentParser) -> None:
         _add_load_flags(parser, seed, requests, "(least-work, qcmax and mico route by them)")
+        # Defaults of None (filled in by the command), so that a flag the run's mode ignores
+        # can be refused when it is given.
         parser.add_argument(
-            "--clients", type=clients, default=200, help="clients of each engine (default: 200)"
+            "--clients",
+            type=clients,
+            help="clients of each engine (default: 200)"
+            + ("" if parser.prog.endswith("fleet") else "; --mode disaggregated: of each token machine"),
         )
-        parser.add_argument(
-            "--request-policy", default="fcfs", help="each engine's request policy (default: fcfs)"
-        )
+        parser.add_argument("--request-policy", help="each engine's request policy (default: fcfs)")
         parser.add_argument(
             "--iteration-policy",
-            default="prefill-first",
-            help="each engine's iteration policy (default: prefill-first)",
+            help="each engine's iteration policy, --engine-mode competition (default: prefill-first)",
         )
         parser.add_argument(
             "--router",
             choices=ROUTER_NAMES,
-            default="round-robin" if parser.prog.endswith("fleet") else "jsq",
-            help="how arrivals are sent to engines (default: %(default)s)",
+            help="how arrivals are sent to engines (default: "
+            f"{'round-robin' if parser.prog.endswith('fleet') else 'jsq'})",
         )
         parser.add_argument(
             "--engine-mode",
             choices=["competition", "fusion"],
-            default="competition",
             help="every engine's mode: competition, or fusion (chunked prefill) (default: competition)",
         )
         parser.add_argument(
             "--token-budget",
             type=_int_arg(2, 1_000_000),
-            default=512,
-            help="fusion: tokens per iteration (default: %(default)s)",
+            help="--engine-mode fusion: tokens per iteration (default: 512)",
         )
         parser.add_argument(
             "--backoff",
             action="store_true",
+            default=None,
             help="let an engine that runs dry pull waiting requests (default: off)",
         )
         parser.add_argument(
@@ -1860,7 +1983,6 @@ def _add_fleet_parsers(
     fl.add_argument(
         "--sizes",
         choices=["predicted", "oracle"],
-        default="predicted",
         help="what least-work, qcmax and mico weigh requests by (default: predicted)",
     )
     fl.add_argument(
@@ -1919,43 +2041,44 @@ def _add_fleet_parsers(
         default=0.1,
         help="the branch-and-bound's latency tolerance for non-monotone steps (default: %(default)s)",
     )
+    # The pools' flags default to None (filled in by the command), so that they can be refused
+    # in --mode fleet, which ignores them.
     pv.add_argument(
         "--prompt-price",
-        type=_float_arg(0.0, float("inf")),
-        default=1.0,
+        type=_float_arg(0.0, float("inf"), high_open=True),
         help="disaggregated: a prompt machine an hour (default: 1)",
     )
     pv.add_argument(
         "--token-price",
-        type=_float_arg(0.0, float("inf")),
-        default=1.0,
+        type=_float_arg(0.0, float("inf"), high_open=True),
         help="disaggregated: a token machine an hour (default: 1)",
     )
     pv.add_argument(
         "--kv-bandwidth",
-        type=positive_target,
-        default=defaults.kv_bandwidth,
-        help="disaggregated: GB/s of the KV link (default: %(default)s)",
+        type=_positive_float_arg,
+        help=f"disaggregated: GB/s of the KV link (default: {defaults.kv_bandwidth:g})",
     )
     pv.add_argument(
         "--kv-bytes-per-token",
-        type=positive_target,
-        default=defaults.kv_bytes_per_token,
-        help="disaggregated: KV bytes per prompt token (default: %(default)s)",
+        type=_positive_float_arg,
+        help=f"disaggregated: KV bytes per prompt token (default: {defaults.kv_bytes_per_token:.0f})",
     )
     pv.add_argument(
         "--layers",
         type=_int_arg(1, 100_000),
-        default=defaults.layers,
-        help="disaggregated: layers (default: %(default)s)",
+        help=f"disaggregated: layers (default: {defaults.layers})",
     )
     pv.add_argument(
         "--no-kv-overlap",
         action="store_true",
+        default=None,
         help="disaggregated: send keys and values after the stage (default: overlapped)",
     )
     pv.add_argument(
-        "--mixed-pool", action="store_true", help="disaggregated: let the pools lend machines (default: off)"
+        "--mixed-pool",
+        action="store_true",
+        default=None,
+        help="disaggregated: let the pools lend machines (default: off)",
     )
     _add_backend_flags(pv, "exhaustive evaluations")
     pv.add_argument(

@@ -51,7 +51,13 @@ from llmsched.cost import (
     prefill_seconds,
     request_context,
 )
-from llmsched.instance import check_instance
+from llmsched.instance import (
+    WorkloadTotals,
+    check_cost_model,
+    check_horizon,
+    decode_work_bound,
+    prefill_work_bound,
+)
 from llmsched.schedule import RequestTimes, _percentiles, _read_only, latency_figures
 from llmsched.validate import Violation, _Report, skipped_rules
 from llmsched.workload import Workload
@@ -192,13 +198,47 @@ class DisaggregatedCluster:
         )
 
     def check(self, workload: Workload) -> None:
-        """Raise ValueError unless every prompt fits a prompt machine's stage (and a token
-        machine's, when it may be lent), and both cost models give valid times."""
-        check_instance(workload, self.prompt_cost, 1)
-        if self.mixed:
-            check_instance(workload, self.token_cost, 1)
-        else:  # token machines never prefill: their capacity does not matter
-            check_instance(Workload([1], [1]), self.token_cost, self.token_clients)
+        """Raise ValueError unless ``workload`` can run on this cluster, before any work.
+
+        Every prompt must fit a prompt machine's stage (and a token machine's, when it may
+        be lent); both cost models must give finite times >= 0 for one token and one client,
+        for the largest stage the workload can ask of each pool (a full prefill stage of the
+        longest prompts; every client decoding at the largest context), and the KV transfer
+        of the longest prompt must be finite. Every time the run can reach (the latest
+        arrival, plus every transfer, plus a bound on each pool's stages) must leave float64
+        enough precision to time the shortest stage (:func:`~llmsched.instance.check_horizon`).
+        """
+        prefills = [self.prompt_cost, self.token_cost] if self.mixed else [self.prompt_cost]
+        decodes = [self.prompt_cost, self.token_cost] if self.mixed else [self.token_cost]
+        shortest = [check_cost_model(workload, cost, 1) for cost in prefills]
+        # Token machines never prefill unless lent: their capacity does not matter.
+        shortest += [check_cost_model(Workload([1], [1]), cost, self.token_clients) for cost in decodes]
+        totals = WorkloadTotals.of(workload)
+        # Each pool's work bounded as if one machine did it all.
+        prefill = [prefill_work_bound(totals, cost) for cost in prefills]
+        decode = [decode_work_bound(totals, cost, self.token_clients) for cost in decodes]
+        work = max(bound.seconds for bound in prefill) + max(bound.seconds for bound in decode)
+        # A transfer takes at most x = bytes / bandwidth (the overlap only shortens it).
+        longest = totals.longest_prompt
+        link = self.kv_bandwidth * 1e9
+        slowest = longest * self.kv_bytes_per_token / link
+        if not slowest < math.inf:
+            raise ValueError(
+                f"the KV transfer of a {longest}-token prompt takes {slowest!r} s at "
+                f"kv_bytes_per_token={self.kv_bytes_per_token:g} over kv_bandwidth={self.kv_bandwidth:g} "
+                "GB/s; transfer times must be finite: raise kv_bandwidth or lower kv_bytes_per_token"
+            )
+        transfers = totals.prompt_tokens * self.kv_bytes_per_token / link
+        positive = [t for t in shortest if t > 0]
+        check_horizon(
+            totals,
+            min(positive, default=0.0),
+            work,
+            transfers,
+            "KV transfers",
+            (*prefill, *decode),
+            "a larger kv_bandwidth or a smaller kv_bytes_per_token",
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -839,7 +879,8 @@ def disaggregated_lower_bounds(workload: Workload, cluster: DisaggregatedCluster
     if cluster.mixed:
         transfer = np.zeros_like(transfer)  # a lent machine decodes its own prefill
     decoders = [cluster.prompt_cost, cluster.token_cost] if cluster.mixed else [cluster.token_cost]
-    batches = np.arange(1, cluster.token_clients + 1)
+    # No batch holds more requests than there are: nothing is sized by idle clients.
+    batches = np.arange(1, min(cluster.token_clients, len(workload)) + 1)
     tau = min(float(np.min(decode_seconds(cost, batches, 0))) for cost in decoders)
     reads = min(context_rate(cost) for cost in decoders)
     alone = (

@@ -40,12 +40,13 @@ class _Decoder:
     __slots__ = (
         "clients",
         "context_offset",
-        "free",
+        "fresh",
         "g",
         "heap",
         "incoming",
         "next_k",
         "per_context",
+        "released",
         "run_active",
         "run_context",
         "run_first",
@@ -60,7 +61,11 @@ class _Decoder:
         self.clients = clients
         self.tau = tau
         self.per_context = per_context
-        self.free = list(range(clients - 1, -1, -1))  # a stack: the lowest client first
+        # Free clients, built as requests take them (nothing is sized by idle clients): a stack
+        # of released clients on top of the clients never used, fresh, fresh + 1, ... (the
+        # lowest first), as if every client were stacked up front.
+        self.released: list[int] = []
+        self.fresh = 0
         self.running: dict[int, int] = {}  # client -> request
         self.heap: list[tuple[int, int, int]] = []  # (decode end, client, request)
         self.waiting: deque[int] = deque()  # arrived keys and values, no client yet
@@ -73,6 +78,18 @@ class _Decoder:
         self.run_context = 0
         self.version = 0
         self.next_k = 0  # iterations of the current run up to its scheduled event
+
+    @property
+    def free(self) -> int:
+        """Clients free now."""
+        return len(self.released) + self.clients - self.fresh
+
+    def take_client(self) -> int:
+        """A free client: the last released, else the lowest never used."""
+        if self.released:
+            return self.released.pop()
+        self.fresh += 1
+        return self.fresh - 1
 
     @property
     def load(self) -> int:
@@ -254,7 +271,7 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
     def admit(d: _Decoder) -> None:
         while d.waiting and d.free:
             request = d.waiting.popleft()
-            client = d.free.pop()
+            client = d.take_client()
             d.running[client] = request
             request_client[request] = client
             decode_start[request] = d.g
@@ -266,7 +283,7 @@ def simulate_disaggregated(workload: Workload, cluster: DisaggregatedCluster) ->
         while d.heap and d.heap[0][0] == d.g:
             _, client, request = heapq.heappop(d.heap)
             del d.running[client]
-            d.free.append(client)
+            d.released.append(client)
             d.context_offset -= prompt[request] - decode_start[request]
 
     def after_idle(m: int, now: float) -> None:

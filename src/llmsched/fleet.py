@@ -26,7 +26,7 @@ import numpy as np
 
 from llmsched._checks import choice, positive_int, real
 from llmsched.cost import CostModel
-from llmsched.fused import FusedSchedule, check_fused_instance, validate_fused
+from llmsched.fused import FusedSchedule, check_fused_instance, check_token_budget, validate_fused
 from llmsched.instance import check_instance
 from llmsched.schedule import (
     RequestTimes,
@@ -76,7 +76,10 @@ class Engine:
         decoding requests and prompt chunks up to ``token_budget`` tokens; no iteration
         policy).
     token_budget
-        A fused engine's tokens per iteration.
+        A fused engine's tokens per iteration: an integer in ``[2, 2**31]``. A competition
+        engine does not use it, but it is checked in either mode, so that a bad value is
+        refused rather than carried along (and a :func:`dataclasses.replace` of the mode
+        does not meet it later).
     """
 
     cost: CostModel
@@ -100,10 +103,11 @@ class Engine:
             if not isinstance(getattr(self, what), str):
                 raise TypeError(f"an engine's {what} must be a str, got {getattr(self, what)!r}")
         object.__setattr__(self, "mode", choice("mode", self.mode, ENGINE_MODES))
-        # Its times for one token and one client must be finite (what check_instance asks).
+        object.__setattr__(self, "token_budget", check_token_budget(self.token_budget))
+        # Its times for one token and one client must be finite (what check_instance asks);
+        # the workload's own largest stages are checked when a fleet runs it (check_fleet).
         if self.mode == "fusion":
-            budget = check_fused_instance(Workload([1], [1]), self.cost, self.clients, self.token_budget)
-            object.__setattr__(self, "token_budget", budget)
+            check_fused_instance(Workload([1], [1]), self.cost, self.clients, self.token_budget)
         else:
             check_instance(Workload([1], [1]), self.cost, self.clients)
 

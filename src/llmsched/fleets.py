@@ -41,14 +41,23 @@ from typing import Any
 import numpy as np
 
 from llmsched._checks import choice, rng
+from llmsched._checks import time_limit as check_time_limit
 from llmsched.fleet import Backoff, Engine, FleetSchedule
 from llmsched.fusion import fused_stream_schedule, open_fused_engine
+from llmsched.instance import (
+    WorkBound,
+    WorkloadTotals,
+    check_cost_model,
+    check_horizon,
+    decode_work_bound,
+    prefill_work_bound,
+)
 from llmsched.loop import EngineStream, admits, open_engine, stream_schedule
 from llmsched.online.offline import check_sizes, decode_sizes
 from llmsched.online.registry import make_iteration_policy, make_request_policy
 from llmsched.workload import Workload
 
-__all__ = ["ROUTERS", "simulate_fleet"]
+__all__ = ["ROUTERS", "check_fleet", "simulate_fleet"]
 
 #: Router names, in the order the documentation lists them.
 ROUTERS = ("round-robin", "random", "jsq", "power-of-two", "least-work", "qcmax", "mico")
@@ -73,6 +82,106 @@ def _static_assignment(
         speeds=None if same else speed / speed.max(),
     )
     return np.asarray(result.assignment, dtype=np.int64)
+
+
+def check_fleet(
+    workload: Workload,
+    engines: Sequence[Engine],
+    router: str = "round-robin",
+    backoff: Backoff | None = None,
+    seed: int = 0,
+    sizes: str = "predicted",
+    time_limit: float = 10.0,
+) -> tuple[tuple[Engine, ...], str, str, float]:
+    """Check a fleet's run before any work (:func:`simulate_fleet`'s arguments); return the
+    engines as a tuple, the router, the sizes and the time limit.
+
+    Every engine must hold every prompt and give finite stage times for the largest stages
+    the workload can ask of it (:func:`~llmsched.instance.check_instance`, a fused engine's
+    prefill as chunks of its budget); every time the run can reach, the latest arrival plus a
+    backoff delay per request plus the most work one engine could be given, must leave
+    float64 enough precision to time the shortest stage of any engine
+    (:func:`~llmsched.instance.check_horizon`). The router, its sizes and the request and
+    iteration policies must be ones a fleet can run.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Saying what was wrong and what is allowed; an engine's problem names the engine.
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"workload must be a llmsched.Workload, got {type(workload).__name__}")
+    if len(workload) == 0:
+        raise ValueError("the workload has no requests")
+    if isinstance(engines, Engine) or not isinstance(engines, Sequence) or not engines:
+        raise ValueError("engines must be a non-empty sequence of llmsched.Engine")
+    engines = tuple(engines)
+    for k, engine in enumerate(engines):
+        if not isinstance(engine, Engine):
+            raise TypeError(f"engine {k} must be a llmsched.Engine, got {type(engine).__name__}")
+    router = choice("router", router, ROUTERS)
+    if backoff is not None and not isinstance(backoff, Backoff):
+        raise TypeError(f"backoff must be a llmsched.Backoff or None, got {type(backoff).__name__}")
+    rng("seed", seed)
+    sizes = check_sizes(sizes)
+    time_limit = check_time_limit("time_limit", time_limit)
+    if router in _PREDICTING:
+        decode_sizes(workload, sizes)  # ValueError without predictions
+    if router in _CLOSED_BATCH and float(workload.arrival.max()) != float(workload.arrival.min()):
+        raise ValueError(
+            f"router {router!r} assigns a closed batch (every request arriving at one instant); "
+            "these requests arrive over time: use least-work, jsq, power-of-two, random or round-robin"
+        )
+    totals = WorkloadTotals.of(workload)
+    shortest: list[float] = []
+    work = 0.0
+    stages: list[WorkBound] = []
+    seen: set[Any] = set()
+    for k, engine in enumerate(engines):
+        policies = (engine.request_policy, engine.iteration_policy, engine.mode)
+        try:
+            key: Any = (engine.cost, engine.clients, *policies, engine.token_budget)
+            hash(key)
+        except TypeError:  # a cost model that is not hashable
+            key = id(engine)
+        if key in seen:
+            continue  # engines alike are checked once
+        seen.add(key)
+        _check_policies(k, engine, backoff)
+        budget = engine.token_budget if engine.mode == "fusion" else None
+        try:
+            shortest.append(check_cost_model(workload, engine.cost, engine.clients))
+            bounds = (
+                prefill_work_bound(totals, engine.cost, budget),
+                decode_work_bound(totals, engine.cost, engine.clients),
+            )
+        except ValueError as exc:
+            raise ValueError(f"{engine.label(k)}: {exc}") from None
+        work = max(work, bounds[0].seconds + bounds[1].seconds)
+        stages.extend(bounds)
+    delay = backoff.delay * totals.requests if backoff is not None else 0.0
+    positive = [t for t in shortest if t > 0]
+    check_horizon(
+        totals, min(positive, default=0.0), work, delay, "backoff delays", tuple(stages), "a smaller delay"
+    )
+    return engines, router, sizes, time_limit
+
+
+def _check_policies(k: int, engine: Engine, backoff: Backoff | None) -> None:
+    """Refuse an engine's policies that a fleet cannot run (or names it does not know)."""
+    requests = make_request_policy(engine.request_policy)
+    if not getattr(requests, "open_ended", False):
+        raise ValueError(
+            f"engine {k}'s request policy {engine.request_policy!r} plans over the whole workload up "
+            "front; an engine of a fleet learns its requests as they are routed to it: use fcfs, "
+            "batch-wise, shortest-first or longest-first"
+        )
+    if backoff is not None and not callable(getattr(requests, "withdraw", None)):
+        raise ValueError(
+            f"engine {k}'s request policy {engine.request_policy!r} cannot give up a waiting request, "
+            "which backoff needs: use fcfs, batch-wise, shortest-first or longest-first"
+        )
+    make_iteration_policy(engine.iteration_policy)  # a fused engine's too: a name it does not know
 
 
 def simulate_fleet(
@@ -104,36 +213,22 @@ def simulate_fleet(
         (the workload's predictions) or ``oracle`` (the true output lengths, a clairvoyant
         router; the fleet's ``info`` says so).
     time_limit
-        Seconds for the ``qcmax`` router's solver (a safety net).
+        Seconds for the ``qcmax`` router's solver (a safety net): a number >= 0, ``inf`` for
+        none.
 
     Raises
     ------
     TypeError, ValueError
-        Before any work: a bad workload or engine list, a prompt some engine cannot hold,
-        an unknown router, a closed-batch router on requests that arrive over time, a
-        predicting router without predictions, a request policy a fleet cannot run.
+        Before any work (:func:`check_fleet`): a bad workload or engine list, a prompt some
+        engine cannot hold, a stage some engine cannot time, times beyond the precision the
+        validator can check, an unknown router, a closed-batch router on requests that
+        arrive over time, a predicting router without predictions, a request policy a fleet
+        cannot run, a time limit that is not seconds >= 0.
     """
-    if not isinstance(workload, Workload):
-        raise TypeError(f"workload must be a llmsched.Workload, got {type(workload).__name__}")
-    if len(workload) == 0:
-        raise ValueError("the workload has no requests")
-    if isinstance(engines, Engine) or not isinstance(engines, Sequence) or not engines:
-        raise ValueError("engines must be a non-empty sequence of llmsched.Engine")
-    engines = tuple(engines)
-    for k, engine in enumerate(engines):
-        if not isinstance(engine, Engine):
-            raise TypeError(f"engine {k} must be a llmsched.Engine, got {type(engine).__name__}")
-        if int(workload.prompt_tokens.max()) > int(engine.cost.prefill_capacity):
-            raise ValueError(
-                f"engine {k} cannot hold a prompt of {int(workload.prompt_tokens.max())} tokens in one "
-                f"prefill stage (its capacity is {engine.cost.prefill_capacity}): clip the prompts "
-                "or give every engine the capacity"
-            )
-    router = choice("router", router, ROUTERS)
-    if backoff is not None and not isinstance(backoff, Backoff):
-        raise TypeError(f"backoff must be a llmsched.Backoff or None, got {type(backoff).__name__}")
+    engines, router, sizes, time_limit = check_fleet(
+        workload, engines, router, backoff, seed, sizes, time_limit
+    )
     draw = rng("seed", seed)
-    sizes = check_sizes(sizes)
     n, m = len(workload), len(engines)
     arrival = workload.arrival.tolist()
     prompt = workload.prompt_tokens.tolist()
@@ -143,15 +238,10 @@ def simulate_fleet(
     weight: list[int] = []
     planned_sizes = sizes == "predicted"
     if router in _PREDICTING:
-        weight = decode_sizes(workload, sizes).tolist()  # ValueError without predictions
+        weight = decode_sizes(workload, sizes).tolist()
     static: list[int] | None = None
     order = np.argsort(workload.arrival, kind="stable").tolist()
     if router in _CLOSED_BATCH:
-        if float(workload.arrival.max()) != float(workload.arrival.min()):
-            raise ValueError(
-                f"router {router!r} assigns a closed batch (every request arriving at one instant); "
-                "these requests arrive over time: use least-work, jsq, power-of-two, random or round-robin"
-            )
         static = _static_assignment(router, np.asarray(weight), engines, time_limit).tolist()
     elif router in ("random", "round-robin"):
         # Dealt in order of arrival (ties by index): what a request gets does not depend on
@@ -171,22 +261,10 @@ def simulate_fleet(
     streams: list[EngineStream] = []
     loops: list[Any] = []
     policies: list[Any] = []
-    for k, engine in enumerate(engines):
+    for engine in engines:
         requests = make_request_policy(engine.request_policy)
-        if not getattr(requests, "open_ended", False):
-            raise ValueError(
-                f"engine {k}'s request policy {engine.request_policy!r} plans over the whole workload up "
-                "front; an engine of a fleet learns its requests as they are routed to it: use fcfs, "
-                "batch-wise, shortest-first or longest-first"
-            )
-        if backoff is not None and not callable(getattr(requests, "withdraw", None)):
-            raise ValueError(
-                f"engine {k}'s request policy {engine.request_policy!r} cannot give up a waiting request, "
-                "which backoff needs: use fcfs, batch-wise, shortest-first or longest-first"
-            )
         stream = EngineStream()
         if engine.mode == "fusion":
-            make_iteration_policy(engine.iteration_policy)  # a name it does not know is refused here too
             loop = open_fused_engine(
                 engine.cost,
                 engine.clients,

@@ -47,7 +47,7 @@ from llmsched.cost import (
     prefill_seconds,
     request_context,
 )
-from llmsched.instance import check_instance
+from llmsched.instance import check_cost_model, check_instance
 from llmsched.schedule import RequestTimes, _percentiles, _read_only, latency_figures
 from llmsched.validate import Violation, _Report, skipped_rules
 from llmsched.workload import Workload
@@ -60,6 +60,7 @@ __all__ = [
     "FusedBounds",
     "FusedSchedule",
     "check_fused_instance",
+    "check_token_budget",
     "chunk_squares",
     "fused_iteration_time",
     "fused_lower_bounds",
@@ -73,10 +74,11 @@ MAX_TOKEN_BUDGET = 1 << 31
 def check_fused_instance(workload: Workload, cost: CostModel, clients: int, token_budget: int) -> int:
     """Check a fused instance before any work; return ``token_budget`` as an int.
 
-    The instance must be valid as under competition (:func:`~llmsched.instance.check_instance`),
-    the cost model must price stages per token (a :class:`~llmsched.LinearCostModel` or a
-    :class:`~llmsched.ContextCostModel`: a chunk's time follows from its tokens), and the
-    budget must be at least 2 (a decode token and a prompt token). A budget below the clients
+    The instance must be valid as under competition (:func:`~llmsched.instance.check_instance`,
+    the prefill's work bounded as the budget's chunks), the cost model must price stages per
+    token (a :class:`~llmsched.LinearCostModel` or a :class:`~llmsched.ContextCostModel`: a
+    chunk's time follows from its tokens), and the budget must be at least 2 (a decode token
+    and a prompt token, :func:`check_token_budget`). A budget below the clients
     still runs: while the decoding requests fill it, no chunk is added until one finishes.
     """
     if not isinstance(cost, (LinearCostModel, ContextCostModel)):
@@ -84,7 +86,15 @@ def check_fused_instance(workload: Workload, cost: CostModel, clients: int, toke
             f"fusion prices a chunk by its tokens: it needs a LinearCostModel or a ContextCostModel, "
             f"got {type(cost).__name__} (a LevelCostModel prices whole prefill levels)"
         )
-    check_instance(workload, cost, clients)
+    check_cost_model(workload, cost, clients)
+    budget = check_token_budget(token_budget)
+    check_instance(workload, cost, clients, token_budget=budget)
+    return budget
+
+
+def check_token_budget(token_budget: Any) -> int:
+    """``token_budget`` as an int if it is a fused engine's budget: an integer in
+    ``[2, 2**31]`` (a decode token and a prompt token at least)."""
     budget = positive_int("token_budget", token_budget, maximum=MAX_TOKEN_BUDGET)
     if budget < 2:
         raise ValueError(f"token_budget must be at least 2 (a decode token and a prompt token), got {budget}")
@@ -712,8 +722,9 @@ def fused_lower_bounds(workload: Workload, cost: CostModel, clients: int, token_
         lines = [(alpha, beta) for alpha, beta in cost.batch_hull() if alpha >= 0 and beta >= 0]
     else:
         lines = [(float(price.decode_base), float(price.decode_per_client))]
-    least = float(np.min(decode_seconds(cost, np.arange(1, clients + 1), 0)))
-    lines.append((least, 0.0))  # always below every batch size
+    # No batch holds more requests than there are: nothing is sized by idle clients.
+    least = float(np.min(decode_seconds(cost, np.arange(1, min(clients, len(workload)) + 1), 0)))
+    lines.append((least, 0.0))  # below every batch size that can occur
     prompt, output = workload.prompt_tokens, workload.output_tokens
     per_request = -(-prompt // budget) + output
     iterations = max(

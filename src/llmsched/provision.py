@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from llmsched._checks import choice, flag, instance, positive_int, real, text
+from llmsched._checks import jobs as check_jobs
 from llmsched.disagg import DisaggregatedCluster
 from llmsched.exegpt.search import Variable, branch_and_bound, exhaustive, grid_size
 from llmsched.fleet import Backoff, Engine
-from llmsched.fleets import ROUTERS, simulate_fleet
+from llmsched.fleets import check_fleet, simulate_fleet
 from llmsched.workload import Workload
 
 if TYPE_CHECKING:
@@ -231,9 +232,10 @@ def provision(
         never lets a configuration past the target. No tolerance on throughput per cost,
         which is exactly monotone.
     n_jobs, backend
-        joblib workers (-1: every core) and backend (``loky``, ``dask`` on the caller's
-        ``distributed.Client``, ``ray`` once Ray's joblib backend is registered; None: the
-        active joblib configuration) for ``exhaustive``.
+        joblib workers (-1: every core, or a count >= 1; checked whatever the method) and
+        backend (``loky``, ``dask`` on the caller's ``distributed.Client``, ``ray`` once Ray's
+        joblib backend is registered; None: the active joblib configuration) for
+        ``exhaustive``.
     progress
         Show a progress bar over the configurations evaluated.
 
@@ -241,7 +243,10 @@ def provision(
     ------
     TypeError, ValueError
         Before any work: no kinds, kinds without distinct names, bad counts or targets, a
-        grid of more than :data:`MAX_GRID` configurations, an unknown router or method.
+        grid of more than :data:`MAX_GRID` configurations, an unknown router or method, a
+        worker count other than -1 or a count >= 1, or a fleet run that
+        :func:`llmsched.fleets.check_fleet` refuses (a prompt a kind cannot hold, times
+        beyond double precision, a policy a fleet cannot run).
     """
     instance("workload", workload, Workload, "a Workload")
     if isinstance(kinds, Engine) or not isinstance(kinds, Sequence) or not kinds:
@@ -254,7 +259,9 @@ def provision(
         raise ValueError(f"max_counts needs one count per kind ({len(kinds)}), got {max_counts!r}")
     tops = [positive_int(f"max_counts[{k}]", c) for k, c in enumerate(counts)]
     ttft, tbt = _targets(slo_ttft, slo_tbt)
-    router = choice("router", router, ROUTERS)
+    # The run every configuration is, checked once for all of them: every kind's engine holds
+    # the workload, and the largest fleet's times stay within double precision.
+    router = check_fleet(workload, kinds, router, backoff, seed)[1]
     return _search(
         names,
         tops,
@@ -291,6 +298,7 @@ def _search(
     from llmsched._progress import progress_bar
 
     method = choice("method", method, ("bnb", "exhaustive"))
+    n_jobs = check_jobs("n_jobs", n_jobs)
     eps_latency = real("eps_latency", eps_latency, low=0.0, high=1.0, high_open=True)
     progress = flag("progress", progress)
     if backend is not None:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from llmsched._checks import MAX_REQUESTS, positive_int
+from llmsched._checks import jobs as check_jobs
 from llmsched.cost import LinearCostModel
 from llmsched.reproduce import METHODS, STRATEGIES, run_method
 from llmsched.workloads import gsm8k_like
@@ -77,7 +78,8 @@ def run_study(
     predictor
         ``"oracle"`` or a predictor name (cross-fitted within each case).
     n_jobs
-        joblib workers (-1: every core); the active joblib backend decides where they run.
+        joblib workers (-1: every core, or a count >= 1); the active joblib backend decides where
+        they run.
     progress
         Show a progress bar over the cases.
 
@@ -89,8 +91,7 @@ def run_study(
     from joblib import delayed
 
     positive_int("cases", cases, maximum=MAX_CASES)
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
-        raise ValueError(f"n_jobs must be a nonzero integer (-1: every core), got {n_jobs!r}")
+    check_jobs("n_jobs", n_jobs)
     positive_int("requests", requests, maximum=MAX_REQUESTS)
     positive_int("clients", clients)
     if predictor != "oracle":

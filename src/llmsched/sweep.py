@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llmsched._checks import flag, instance, positive_int, real, real_array, text
+from llmsched._checks import jobs as check_jobs
 from llmsched._progress import progress_parallel
 from llmsched.cost import CostModel
 from llmsched.workload import Workload
@@ -142,9 +143,7 @@ def _target(name: str, value: Any) -> float | None:
 
 
 def _n_jobs(n_jobs: Any) -> int:
-    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:
-        raise ValueError(f"n_jobs must be a nonzero integer (-1: every core), got {n_jobs!r}")
-    return int(n_jobs)
+    return check_jobs("n_jobs", n_jobs)
 
 
 def offered_rps(arrival: np.ndarray) -> float:
@@ -237,7 +236,7 @@ def sweep(
         Latency targets in seconds for goodput and SLO attainment (see
         :meth:`~llmsched.schedule.Schedule.meets_slo`); None: no target.
     n_jobs
-        joblib workers (-1: every core).
+        joblib workers (-1: every core, or a count >= 1).
     backend
         A joblib backend name for ``joblib.parallel_config`` (``"loky"``, ``"threading"``,
         ``"dask"`` on the Dask cluster of the caller's ``distributed.Client``, ...); None: the

@@ -673,12 +673,17 @@ def prepare(
 
 
 def _read_table(
-    path: str | PathLike[str], columns: tuple[str, ...], fmt: str, optional: tuple[str, ...] = ()
+    path: str | PathLike[str],
+    columns: tuple[str, ...],
+    fmt: str,
+    optional: tuple[str, ...] = (),
+    reads: tuple[str, ...] = (),
 ) -> Any:
     """The CSV at ``path`` as a DataFrame with at least ``columns`` and one row.
 
     Every way a file can fail to be such a table (missing, a folder, not UTF-8, not CSV,
-    no rows, a column missing) is a ValueError that names the file.
+    no rows, a column missing, a column read (``columns``, ``optional`` or ``reads``) named
+    twice) is a ValueError that names the file.
     """
     import pandas as pd
 
@@ -705,7 +710,24 @@ def _read_table(
         )
     if len(frame) == 0:
         raise ValueError(f"{path}: the table has a header but no requests; expected {expected}")
+    _refuse_repeated_columns(path, (*columns, *optional, *reads), fmt)
     return frame
+
+
+def _refuse_repeated_columns(path: str | PathLike[str], columns: tuple[str, ...], fmt: str) -> None:
+    """Refuse a header that names a column the reader reads more than once: which one holds
+    the values is ambiguous (pandas would keep the first and rename the others)."""
+    import pandas as pd
+
+    # The header as the parser read it, names unchanged (a header row read as data).
+    header = [str(name) for name in pd.read_csv(path, encoding="utf-8", header=None, nrows=1).iloc[0]]
+    for column in columns:
+        count = header.count(column)
+        if count > 1:
+            raise ValueError(
+                f"{path}: the column {column!r} appears {count} times in the header; a {fmt} file "
+                "names each column once (which of them holds the values is ambiguous)"
+            )
 
 
 def _workload_from(path: str | PathLike[str], fmt: str, columns: dict[str, str], **fields: Any) -> Workload:
@@ -778,8 +800,8 @@ def from_csv(path: str | PathLike[str], name: str | None = None, **options: Any)
     path_arg("path", path)
     label = _name(name, path)
     checked = _loader_options(options)
-    frame = _read_table(path, ("prompt_tokens", "output_tokens"), "llmsched workload")
     fields = ("prompt_tokens", "output_tokens", "predicted_output", "arrival")
+    frame = _read_table(path, fields[:2], "llmsched workload", reads=fields[2:])
     workload = _workload_from(
         path,
         "llmsched workload",

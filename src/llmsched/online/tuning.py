@@ -74,9 +74,13 @@ class TunedThreshold(Threshold):
         known, cost, clients = self._known, self._cost, self._clients
         ids = sorted(known.arrived)
         predicted = known.planned_output("predicted")
+        lengths = [predicted[i] for i in ids]
+        # The predictions stay attached (as the true lengths of the trials too): a request
+        # policy that plans with predictions needs them, as it does in the run.
         planned = Workload(
             [known.prompt_tokens[i] for i in ids],
-            [predicted[i] for i in ids],
+            lengths,
+            predicted_output=lengths,
             arrival=[known.arrival[i] for i in ids],
             name=known.name,
         )
