@@ -220,6 +220,25 @@ def test_study_json_and_plot(capsys, tmp_path) -> None:
     assert "cases" in capsys.readouterr().err
 
 
+def test_json_outputs_hold_timings_only_when_asked(capsys) -> None:
+    """Without --timings a command's JSON holds no seconds of work (so it is the same on any
+    machine); with it, a 'timings' object holds them."""
+    study = ["study", "--cases", "1", "--requests", "40", "--clients", "4", "--jobs", "1", "--no-progress"]
+    sweep = ["sweep", "--workload", "exegpt:S", "--requests", "20", "--clients", "4", "--rates", "1"]
+    sweep += ["--jobs", "1", "--no-progress"]
+    exegpt = ["exegpt", "--model", "opt-13b", "--task", "S", "--latency-bound", "11.5"]
+    for argv, keys in ((study, {"wall_s"}), (sweep, {"wall_s"}), (exegpt, {"search_s"})):
+        assert main([*argv, "--json"]) == 0
+        plain = capsys.readouterr().out
+        assert "timings" not in json.loads(plain) and "wall_s" not in plain and "runtime_s" not in plain
+        assert main([*argv, "--json", "--timings"]) == 0
+        timed = json.loads(capsys.readouterr().out)
+        assert set(timed.pop("timings")) == keys and all(v >= 0 for v in timed.get("timings", {}).values())
+        assert timed == json.loads(plain)
+    assert main(["reproduce", "mico", "--timings"]) == 2
+    assert "--timings" in capsys.readouterr().err
+
+
 def test_reproduce_text(capsys, monkeypatch) -> None:
     """The text report shows our figures beside the paper's; on a terminal a progress bar on
     stderr counts the steps (the bound, 14 runs)."""

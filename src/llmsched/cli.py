@@ -289,6 +289,23 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, default=float))
 
 
+def _add_timings_flag(parser: argparse.ArgumentParser) -> None:
+    """--timings: seconds of work in the JSON output, which is otherwise the same on any machine."""
+    parser.add_argument(
+        "--timings",
+        action="store_true",
+        help="add a 'timings' object (seconds of work) to the JSON output (default: none, so "
+        "that the output depends on the inputs alone and is the same on any machine)",
+    )
+
+
+def _with_timings(report: dict[str, Any], args: argparse.Namespace, **seconds: float) -> dict[str, Any]:
+    """``report`` with ``timings`` (the given seconds) when --timings asked for them."""
+    if getattr(args, "timings", False):
+        return {**report, "timings": {**report.get("timings", {}), **seconds}}
+    return report
+
+
 def _check_predictor(predictor: str | None, request_policy: str) -> None:
     """Refuse an unknown --predictor, or one the request policy would not use, before any work."""
     if predictor is None:
@@ -731,6 +748,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if args.experiment == "mico":
         if args.plot is not None:
             raise ValueError("--plot draws the GSM8K experiment's Gantt charts; reproduce mico has none")
+        if args.timings:
+            raise ValueError("--timings: reproduce mico runs no solver and reports no timings")
         report = reproduce_mico(
             engines=args.engines,
             batches=args.batches,
@@ -746,7 +765,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         return 0 if not report["invalid"] else 1
     _check_plot_dir(args.plot)
     report = reproduce_gsm8k(
-        seed=args.seed, plot_dir=args.plot, predictor=args.predictor, progress=_progress(args)
+        seed=args.seed,
+        plot_dir=args.plot,
+        predictor=args.predictor,
+        progress=_progress(args),
+        timings=args.timings,
     )
     if args.json:
         _print_json(report)
@@ -773,15 +796,15 @@ def _cmd_study(args: argparse.Namespace) -> int:
         progress=_progress(args),
     )
     summary = study_summary(frame)
-    summary["wall_s"] = time.perf_counter() - start
+    wall = time.perf_counter() - start
     summary["predictor"] = args.predictor
     if args.plot:
         plot_study(frame, args.plot)
         summary["plot"] = str(args.plot)
     if args.json:
-        _print_json({**summary, "rows": frame.to_dict(orient="records")})
+        _print_json(_with_timings({**summary, "rows": frame.to_dict(orient="records")}, args, wall_s=wall))
     else:
-        print(f"{summary['cases']} cases, predictor {args.predictor}, {summary['wall_s']:.1f} s")
+        print(f"{summary['cases']} cases, predictor {args.predictor}, {wall:.1f} s")
         print(format_study(frame, summary))
         if args.plot:
             print(f"figure written to {args.plot}")
@@ -1266,12 +1289,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             "slo_ttft_s": args.slo_ttft,
             "slo_tbt_s": args.slo_tbt,
             "backend": args.backend,
-            "wall_s": wall,
             "rows": rows,
         }
         if args.plot:
             report["plot"] = str(args.plot)
-        _print_json(report)
+        _print_json(_with_timings(report, args, wall_s=wall))
         return 0
     print(
         f"{workload!r} on {args.clients} clients, cost {args.cost}: {len(frame)} cases in {wall:.1f} s "
@@ -1316,10 +1338,11 @@ def _cmd_exegpt(args: argparse.Namespace) -> int:
             "throughput": exh.throughput,
             "latency": None if exh.latency == float("inf") else exh.latency,
             "evaluations": exh.evaluations,
-            "runtime_s": exh.runtime,
         }
     if args.json:
-        _print_json(out)
+        runtime = out.pop("runtime_s")
+        extra = {} if exh is None else {"exhaustive_s": exh.runtime}
+        _print_json(_with_timings(out, args, search_s=runtime, **extra))
         return 0 if result.feasible else 1
     print(f"{sim.name}; latency bound {bound:g} s (99th-percentile output, {sim.quantile_length} tokens)")
     if not result.feasible:
@@ -1714,6 +1737,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", type=Path, metavar="DIR", help="write Gantt charts to DIR, made if missing (default: none)"
     )
     _add_progress_flag(rep)
+    _add_timings_flag(rep)
     rep.set_defaults(func=_cmd_reproduce)
 
     study = sub.add_parser("study", help="the 100-case study (Figs. 10-11): strategies on random cases")
@@ -1740,6 +1764,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     study.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     _add_progress_flag(study)
+    _add_timings_flag(study)
     study.set_defaults(func=_cmd_study)
 
     _add_fleet_parsers(sub, seed, requests, clients)
@@ -1791,6 +1816,7 @@ def build_parser() -> argparse.ArgumentParser:
     exe.add_argument("--verify", action="store_true", help="also run the exhaustive search (default: off)")
     exe.add_argument("--json", action="store_true", help="print one JSON object (default: text)")
     _add_progress_flag(exe)
+    _add_timings_flag(exe)
     exe.set_defaults(func=_cmd_exegpt)
 
     run = sub.add_parser("runtime", help="run schedules on a real torch decode loop (needs torch)")
@@ -2144,6 +2170,7 @@ def _add_sweep_parser(
     )
     sw.add_argument("--json", action="store_true", help="print one JSON object with rows (default: off)")
     _add_progress_flag(sw)
+    _add_timings_flag(sw)
     sw.set_defaults(func=_cmd_sweep)
 
 

@@ -91,7 +91,7 @@ def check_fleet(
     backoff: Backoff | None = None,
     seed: int = 0,
     sizes: str = "predicted",
-    time_limit: float = 10.0,
+    time_limit: float = math.inf,
 ) -> tuple[tuple[Engine, ...], str, str, float]:
     """Check a fleet's run before any work (:func:`simulate_fleet`'s arguments); return the
     engines as a tuple, the router, the sizes and the time limit.
@@ -191,7 +191,7 @@ def simulate_fleet(
     backoff: Backoff | None = None,
     seed: int = 0,
     sizes: str = "predicted",
-    time_limit: float = 10.0,
+    time_limit: float = math.inf,
 ) -> FleetSchedule:
     """Run ``workload`` on a fleet of ``engines`` behind ``router``; return what it ran.
 
@@ -213,8 +213,9 @@ def simulate_fleet(
         (the workload's predictions) or ``oracle`` (the true output lengths, a clairvoyant
         router; the fleet's ``info`` says so).
     time_limit
-        Seconds for the ``qcmax`` router's solver (a safety net): a number >= 0, ``inf`` for
-        none.
+        Wall-clock seconds for the ``qcmax`` router's solver, a safety net the caller
+        chooses: a number >= 0, ``inf`` (the default) for none, so that the solver stops on
+        its deterministic work budget and the fleet is the same on any machine.
 
     Raises
     ------

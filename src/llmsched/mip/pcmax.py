@@ -25,8 +25,8 @@ the incumbent:
 Every step's effort is a count of deterministic work (exchange rounds, search steps and
 bit-set words, LP solves, solver nodes and CP-SAT's deterministic time),
 scaled by the instance and by ``effort``; the same input gives the same answer on any
-machine and under any load. ``time_limit`` is only a safety net: when it cuts a step short
-the status is ``time_limit``.
+machine and under any load. There is no time limit by default; one the caller sets is only a
+safety net: when it cuts a step short the status is ``time_limit``.
 
 Only proofs raise the lower bound: a bound formula, a refutation of a capacity (by L2, the
 arc-flow LP, an exhausted search or an infeasible arc-flow model) or a solver's proven
@@ -120,7 +120,7 @@ def _check_number(name: str, value: Any, allowed: str, *, positive: bool = False
 def solve_pcmax(
     times: Any,
     machines: int,
-    time_limit: float = 10.0,
+    time_limit: float = math.inf,
     *,
     speeds: Any = None,
     backend: str = "pipeline",
@@ -139,9 +139,13 @@ def solve_pcmax(
         Number of machines m (any size: with m at least the number of jobs the answer is
         immediate and costs nothing per machine).
     time_limit
-        Seconds, a safety net: if it cuts the search short, the best solution and bound
-        found by then come back with status ``time_limit``. ``math.inf`` for none. It never
-        changes an answer otherwise: the search's effort is counted in deterministic work.
+        Wall-clock seconds, a safety net the caller chooses; none by default (``math.inf``),
+        so the pipeline stops on its deterministic work budget and returns the same answer
+        on any machine under any load (a few seconds at most on a 2-core machine). If the
+        limit cuts the search short, the best solution and bound found by then come back
+        with status ``time_limit``; it never changes an answer otherwise. The paper model's
+        backends (``scip``, ``cpsat``, ``highs``) have no work budget: without a limit they
+        run until they prove the optimum.
     speeds
         Optional speed of each machine (uniform machines, Q||Cmax): a machine's finish time
         is its load divided by its speed. Proofs of optimality need integer speeds.
@@ -189,6 +193,8 @@ def solve_pcmax(
     if backend != "pipeline":
         require(backend)
         load(backend)  # off the clock: scipy.optimize alone takes about a second to import
+    elif math.isfinite(limit):
+        _load_pipeline_solvers(exact)
     tracer = Tracer(limit)
     if backend == "pipeline" and s is None and np.count_nonzero(p) <= m:
         return _one_job_per_machine(p, tracer)
@@ -209,6 +215,20 @@ def solve_pcmax(
     if fastest is not None and result.assignment.min() >= 0:
         result = replace(result, assignment=fastest[result.assignment])
     return result
+
+
+def _load_pipeline_solvers(exact: bool) -> None:
+    """Import what the pipeline's steps may call (scipy's HiGHS for the pattern LP, SCIP and
+    CP-SAT for the exact step) before a time limit's clock starts: loading them takes about
+    a second, more on a busy machine, and is not solving. Without a limit nothing is
+    loaded that the instance does not need."""
+    from llmsched.mip.backends import installed
+
+    load("highs")
+    if exact:
+        for backend in ("scip", "cpsat"):
+            if installed(backend):
+                load(backend)
 
 
 def _one_job_per_machine(p: np.ndarray, tracer: Tracer) -> PcmaxResult:

@@ -9,19 +9,27 @@ from __future__ import annotations
 
 # Deterministic budgets at effort 1 (each multiplied by ``effort``). Search work is counted
 # in the units of :mod:`llmsched.mip.pcmax_search` (about a microsecond each on one core
-# of a 2-core machine), so 1,000,000 units are about a second there.
-SEARCH_WORK = 2_000_000  # one bisection of the gap by bin-completion search
-EXACT_SEARCH_WORK = 1_500_000  # the same, in the exact step
+# of a 2-core machine), so 1,000,000 units are about a second there. Together they are sized so
+# that an instance no step closes ends in a few seconds there (under 10 s with both cores
+# busy); effort=3 gives about the budgets of earlier releases, which closed a few more of
+# the hardest uniform instances in 7-9 s.
+SEARCH_WORK = 800_000  # one bisection of the gap by bin-completion search
+EXACT_SEARCH_WORK = 500_000  # the same, in the exact step
 REPACK_WORK = 3_000_000  # the repacking search
-RESTART_WORK = 1_000_000  # randomised restarts (a pass costs its subset-sum bit sets)
+RESTART_WORK = 300_000  # randomised restarts (a pass costs its subset-sum bit sets)
 ROUNDING_CAPACITIES = 3  # capacities from the LP bound up at which the LP is rounded
 ROUNDING_WORK = 200_000  # the search that packs what rounding leaves over, per capacity
 EXCHANGE_ROUNDS_PER_JOB = 2  # exchange rounds: this many per job, plus 100, and at most
 EXCHANGE_WORK = 10_000_000  # this much work (see pcmax_heuristics.improve), per call
-ARCFLOW_NODES = 2_000  # branch-and-bound nodes of one arc-flow decision in SCIP
+ARCFLOW_NODES = 1_000  # branch-and-bound nodes of one arc-flow decision in SCIP
 ARCFLOW_ARCS = 100_000  # the largest arc-flow graph given to SCIP (its presolve and root LP
 # grow with it before any node is counted)
 ARCFLOW_LP_ITERATIONS = 20_000  # simplex iterations of each LP of an arc-flow decision (root included)
-ARCFLOW_DECISIONS = 8  # arc-flow decisions (each a better incumbent or the proof)
-CPSAT_DETERMINISTIC_TIME = 1.0  # CP-SAT's own deterministic time
+# An iteration's cost grows with the graph: on a large one (58,000 arcs) the root LP alone
+# took 42 s for 20,000 iterations, and 1,000 nodes of such LPs ran for many minutes. So the
+# LP iterations and the nodes are also capped by these amounts over the graph's arcs.
+ARCFLOW_LP_WORK = 50_000_000  # arcs x simplex iterations of each LP (about 2 s at most)
+ARCFLOW_NODE_WORK = 10_000_000  # arcs x branch-and-bound nodes of one decision
+ARCFLOW_DECISIONS = 4  # arc-flow decisions (each a better incumbent or the proof)
+CPSAT_DETERMINISTIC_TIME = 0.3  # CP-SAT's own deterministic time
 RANDOM_SEED = 0  # every randomised step and solver starts from this seed

@@ -28,6 +28,8 @@ from llmsched.mip.pcmax_budgets import (
     ARCFLOW_ARCS,
     ARCFLOW_DECISIONS,
     ARCFLOW_LP_ITERATIONS,
+    ARCFLOW_LP_WORK,
+    ARCFLOW_NODE_WORK,
     ARCFLOW_NODES,
     CPSAT_DETERMINISTIC_TIME,
     EXACT_SEARCH_WORK,
@@ -449,19 +451,31 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
             )
         model.setObjective(bins, "minimize")
         model.setParam("limits/solutions", 1)  # any packing into m bins decides the question
-        model.setParam("limits/nodes", pipe.budget(ARCFLOW_NODES))
-        # Simplex iterations of each LP, the root's included: a deterministic bound on the
-        # LP work a large graph can take before the node limit counts anything.
-        model.setParam("lp/iterlim", pipe.budget(ARCFLOW_LP_ITERATIONS))
-        model.setParam("lp/rootiterlim", pipe.budget(ARCFLOW_LP_ITERATIONS))
+        # Nodes, and simplex iterations of each LP (the root's included): a deterministic
+        # bound on the LP work a large graph can take before the node limit counts
+        # anything. Both shrink with the graph, whose size an iteration's cost follows.
+        arcs = max(1, tails.size)
+        nodes_allowed = min(pipe.budget(ARCFLOW_NODES), max(1, pipe.budget(ARCFLOW_NODE_WORK) // arcs))
+        iterations = min(pipe.budget(ARCFLOW_LP_ITERATIONS), max(1, pipe.budget(ARCFLOW_LP_WORK) // arcs))
+        model.setParam("lp/iterlim", iterations)
+        model.setParam("lp/rootiterlim", iterations)
         # Probing in presolve has no work limit of its own: on a large graph of binary-like
         # arcs it alone ran past the clock (9.5 s for 0.6% of the variables).
         model.setParam("propagating/probing/maxprerounds", 0)
         remaining = pipe.tracer.remaining()
         if math.isfinite(remaining):  # SCIP refuses an infinite limit; its default is none
             model.setParam("limits/time", max(0.01, remaining))
+        # The root first: where its LP does not converge within the iterations, every node's
+        # LP would hit the cap too (each costing as much), so the decision is given up.
+        model.setParam("limits/nodes", 1)
         model.optimize()
         status = model.getStatus()
+        if status == "nodelimit" and model.getNSols() == 0 and nodes_allowed > 1:
+            if model.getNLPIterations() >= iterations:
+                return True  # the root LP ran out of iterations: undecided
+            model.setParam("limits/nodes", nodes_allowed)
+            model.optimize()  # SCIP goes on from where the root left it
+            status = model.getStatus()
         if status == "infeasible":
             pipe.bound(capacity + 1, "exact (arc-flow)")
             continue

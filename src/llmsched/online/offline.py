@@ -15,6 +15,7 @@ present at time 0 its first plan is the paper's offline assignment, exactly.
 from __future__ import annotations
 
 import heapq
+import math
 import warnings
 from collections import deque
 from typing import TYPE_CHECKING
@@ -91,7 +92,7 @@ def offline_queues(
     workload: Workload,
     clients: int,
     sizes: str = "predicted",
-    time_limit: float = 10.0,
+    time_limit: float = math.inf,
     overhead: int = 0,
 ) -> tuple[dict[int, list[int]], PcmaxResult]:
     """Per-client request queues from the balanced assignment, longest N^p + N^d first.
@@ -160,7 +161,9 @@ class RollingQueues:
     sizes
         Plan with the predictions (``"predicted"``) or the true lengths (``"oracle"``).
     time_limit
-        Time limit of each exact assignment.
+        Wall-clock safety net (seconds) of each exact assignment; by default none, so the
+        assignment stops on its deterministic work budget and the schedule is the same on
+        any machine.
     overhead
         Tokens added to every request in the balance (see :func:`offline_queues`).
     steal
@@ -175,7 +178,7 @@ class RollingQueues:
         self,
         initial: str = "offline",
         sizes: str = "predicted",
-        time_limit: float = 10.0,
+        time_limit: float = math.inf,
         overhead: int = 0,
         steal: bool = False,
         replan: float = 1.0,
@@ -258,7 +261,7 @@ class RollingQueues:
                 warnings.warn(
                     f"{type(self).__name__}: the balanced assignment of {b} requests reached its "
                     f"{self.time_limit:g} s time limit before its work budget, so this schedule "
-                    "may depend on the machine's speed; raise time_limit",
+                    "may depend on the machine's speed; raise time_limit (or leave it out)",
                     RuntimeWarning,
                     stacklevel=2,
                 )
@@ -460,10 +463,11 @@ class OfflineQueues(RollingQueues):
         Plan with the workload's predictions (``"predicted"``) or the true lengths
         (``"oracle"``).
     time_limit
-        Seconds for each exact assignment.
+        Wall-clock safety net (seconds) of each exact assignment (none by default: the
+        assignment stops on its deterministic work budget).
     """
 
     name = "offline"
 
-    def __init__(self, sizes: str = "predicted", time_limit: float = 10.0):
+    def __init__(self, sizes: str = "predicted", time_limit: float = math.inf):
         super().__init__("offline", sizes, time_limit, overhead=0, steal=False)

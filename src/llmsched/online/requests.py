@@ -9,6 +9,7 @@ grow with the requests and the clients given work, not with idle clients.
 from __future__ import annotations
 
 import heapq
+import math
 
 from llmsched.online.baselines import FreeClients
 from llmsched.online.offline import RollingQueues, check_sizes
@@ -42,7 +43,8 @@ class SortedPreemptive(RollingQueues):
     sizes
         ``"predicted"`` (the workload's predictions) or ``"oracle"`` (the true lengths).
     time_limit
-        Time limit of each exact assignment.
+        Wall-clock safety net (seconds) of each exact assignment; none by default (the
+        assignment stops on its deterministic work budget).
     overhead
         Tokens added to every request in the balance (see
         :func:`~llmsched.online.offline.offline_queues`): a client's time is its decode tokens
@@ -64,7 +66,7 @@ class SortedPreemptive(RollingQueues):
         self,
         initial: str = "offline",
         sizes: str = "predicted",
-        time_limit: float = 10.0,
+        time_limit: float = math.inf,
         overhead: int = 0,
         replan: float = 1.0,
     ):

@@ -7,6 +7,7 @@ same schedules serve to compare each strategy with the MIP's optimum.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,7 @@ def heuristic_schedules(
     workload: Workload,
     cost: LevelCostModel | LinearCostModel,
     clients: int,
-    assignment_time_limit: float = 10.0,
+    assignment_time_limit: float = math.inf,
 ) -> dict[str, Schedule]:
     """Every strategy of :data:`HEURISTICS` run under the MIP's semantics, by name.
 
@@ -53,7 +54,7 @@ def heuristic_schedules(
         does, so the schedules are valid warm starts for it.
     assignment_time_limit
         Wall-clock safety net (seconds) of the offline assignment that ``offline`` and
-        ``hybrid`` start from.
+        ``hybrid`` start from; none by default (it stops on its deterministic work budget).
 
     Returns
     -------

@@ -173,6 +173,21 @@ def test_a_work_limit_gives_the_same_answer_every_time(solver: str) -> None:
     assert (first.status, first.objective, first.bound) == (second.status, second.objective, second.bound)
 
 
+def test_the_default_stops_on_work_not_on_the_clock(solver: str) -> None:
+    """Without a time limit or a work limit a solve stops on the backend's default work
+    budget: the same status, objective and bound every time, with no clock involved."""
+    from llmsched.mip.full.solve import DEFAULT_WORK_LIMIT
+
+    warm = heuristic_schedules(SIX, LinearCostModel.paper(), 2)
+    runs = [solve_full(SIX, LinearCostModel.paper(), 2, backend=solver, warm_starts=warm) for _ in range(2)]
+    assert runs[0].status is Status.OPTIMAL and abs(runs[0].objective - 1.52412) < 1e-5
+    assert (runs[0].objective, runs[0].bound) == (runs[1].objective, runs[1].bound)
+    assert DEFAULT_WORK_LIMIT[solver] > SMALL_WORK[solver]
+    # math.inf lifts the work limit; the proof is the same.
+    free = solve_full(SIX, LinearCostModel.paper(), 2, backend=solver, warm_starts=warm, work_limit=math.inf)
+    assert free.status is Status.OPTIMAL and free.objective == runs[0].objective
+
+
 def test_infeasible_bins_and_bad_input(solver: str) -> None:
     """Too few bins is a ValueError; bins no schedule fits give 'infeasible'; bad arguments are refused."""
     workload = Workload(prompt_tokens=[600, 600, 600], output_tokens=[2, 2, 2])
@@ -187,8 +202,9 @@ def test_infeasible_bins_and_bad_input(solver: str) -> None:
         ({"formulation": "weak"}, "unknown formulation 'weak'"),
         ({"time_limit": -1}, "time_limit must be a number of seconds >= 0"),
         ({"time_limit": math.nan}, "time_limit"),
-        ({"work_limit": 0}, "work_limit must be a positive finite number"),
-        ({"work_limit": math.inf}, "work_limit"),
+        ({"work_limit": 0}, "work_limit must be a positive number, math.inf for none or None"),
+        ({"work_limit": -math.inf}, "work_limit"),
+        ({"work_limit": math.nan}, "work_limit"),
         ({"backend": "scip", "work_limit": 2.5}, "whole number"),
         ({"backend": "highs", "work_limit": 2.5}, "HiGHS's branch-and-bound nodes: a whole number"),
         ({"backend": "scip", "workers": 2}, "workers=2"),

@@ -26,9 +26,21 @@ from llmsched.result import Result, Status, Tracer, relative_gap
 from llmsched.schedule import Schedule
 from llmsched.workload import Workload
 
-__all__ = ["BACKENDS", "FullResult", "default_bins", "min_decode_iterations", "solve_full"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_WORK_LIMIT",
+    "FullResult",
+    "default_bins",
+    "min_decode_iterations",
+    "solve_full",
+]
 
 BACKENDS = ("scip", "cpsat", "highs")
+#: The deterministic budget a solve stops on when no ``work_limit`` is given: SCIP's and
+#: HiGHS's branch-and-bound nodes, CP-SAT's deterministic time. The same answer on any
+#: machine under any load; the small instances this MIP is for (a dozen requests) close
+#: well within it, in seconds.
+DEFAULT_WORK_LIMIT: dict[str, float] = {"scip": 5_000, "highs": 5_000, "cpsat": 5.0}
 # A schedule and a bound equal up to float rounding (sums of the same times in another
 # order) are closed.
 _ROUNDING = 1e-12
@@ -116,7 +128,7 @@ def solve_full(
     workload: Workload,
     cost: LevelCostModel | LinearCostModel,
     clients: int,
-    time_limit: float = 60.0,
+    time_limit: float = math.inf,
     *,
     backend: str = AUTO,
     formulation: str = "strong",
@@ -136,10 +148,11 @@ def solve_full(
         A :class:`LevelCostModel` (the MIP's semantics) or a :class:`LinearCostModel`,
         turned into one by ``cost.to_levels(clients)``.
     time_limit
-        Wall-clock seconds (``inf`` for none), model building included: a safety net. When
-        it fires, during the build or the search, the best schedule in hand (a warm start or
-        the solver's) and the proven bound come back with status ``time_limit``. Importing
-        the solver's package (about a second for scipy's HiGHS) is not counted.
+        Wall-clock seconds, model building included: a safety net the caller chooses (none
+        by default; the solve stops on ``work_limit``). When it fires, during the build or
+        the search, the best schedule in hand (a warm start or the solver's) and the proven
+        bound come back with status ``time_limit``. Importing the solver's package (about a
+        second for scipy's HiGHS) is not counted.
     backend
         ``auto`` (the default: ``scip`` when PySCIPOpt is installed, else ``highs``),
         ``scip`` or ``cpsat`` (the ``solvers`` extra), or ``highs`` (HiGHS through
@@ -168,7 +181,9 @@ def solve_full(
     work_limit
         Deterministic effort (same result on any machine, under any load): SCIP's or
         HiGHS's branch-and-bound nodes (``limits/nodes``, ``mip_max_nodes``; a whole number)
-        or CP-SAT's deterministic time (``max_deterministic_time``). Stopping on it gives
+        or CP-SAT's deterministic time (``max_deterministic_time``). None (the default) is
+        the backend's :data:`DEFAULT_WORK_LIMIT`; ``math.inf`` is none (the solve then runs
+        until it proves the optimum or ``time_limit`` fires). Stopping on it gives
         ``feasible`` (``unknown`` without a schedule).
     workers
         CP-SAT's search workers; 1 (the default) is deterministic, more are faster but not.
@@ -198,7 +213,7 @@ def solve_full(
         raise ValueError(f"unknown backend {backend!r}; choose one of {[AUTO, *BACKENDS]}")
     if formulation not in FORMULATIONS:
         raise ValueError(f"unknown formulation {formulation!r}; choose one of {list(FORMULATIONS)}")
-    _check_work_limit(work_limit, backend)
+    work_limit = _check_work_limit(work_limit, backend)
     workers = positive_int("workers", workers)
     if backend in ("scip", "highs") and workers != 1:
         raise ValueError(
@@ -320,19 +335,24 @@ def _horizon(workload: Workload, cost: LevelCostModel, bins: int) -> float:
     return bins * cost.levels[-1].time + cost.decode_token_time * int(workload.output_tokens.sum())
 
 
-def _check_work_limit(work_limit: Any, backend: str) -> None:
+def _check_work_limit(work_limit: Any, backend: str) -> float | None:
+    """The work limit to pass the backend: its default for None, None for ``inf``."""
     if work_limit is None:
-        return
+        return DEFAULT_WORK_LIMIT[backend]
+    allowed = "a positive number, math.inf for none or None for the default"
     if isinstance(work_limit, bool) or not isinstance(work_limit, numbers.Real):
-        raise ValueError(f"work_limit must be a positive finite number or None, got {work_limit!r}")
+        raise ValueError(f"work_limit must be {allowed}, got {work_limit!r}")
     value = float(work_limit)
+    if value == math.inf:
+        return None
     if not 0 < value < math.inf:
-        raise ValueError(f"work_limit must be a positive finite number or None, got {work_limit!r}")
+        raise ValueError(f"work_limit must be {allowed}, got {work_limit!r}")
     if backend in ("scip", "highs") and not value.is_integer():
         raise ValueError(
             f"work_limit counts {_NAMES[backend]}'s branch-and-bound nodes: a whole number, "
             f"got {work_limit!r}"
         )
+    return value
 
 
 def _check_batch(workload: Workload, cost: LevelCostModel, clients: int) -> None:
