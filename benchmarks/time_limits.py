@@ -1,12 +1,15 @@
 """Time limits and sizes that must not cost: every row runs in its own process, timed and measured.
 
 Each case is a call that once overran its time limit, hung, or grew with something that
-should not cost (idle clients, decode iterations). A row passes when the call returns within
-``1.1 * limit + 0.5`` seconds (cases without a limit: within the stated budget) and its
-process stays under the memory budget; the child's answer (status, objective, bound) is
-printed beside it.
+should not cost (idle clients, decode iterations), and every backend of ``solve_pcmax`` and
+``solve_full`` at limits of 0.5, 1 and 3 s on instances none of them closes that fast. A row
+passes when the call returns within ``1.1 * limit + 0.5`` seconds (cases without a limit:
+within the stated budget) and its process stays under the memory budget; the child's answer
+(status, objective, bound) is printed beside it. Every case with a limit runs twice: on an
+idle machine, and again while ``--busy`` processes (2 by default: both cores of a 2-core
+machine) spin beside it.
 
-    python benchmarks/time_limits.py [--only NAME ...] [--json out.json]
+    python benchmarks/time_limits.py [--only NAME ...] [--busy 2] [--json out.json]
 """
 
 from __future__ import annotations
@@ -98,6 +101,56 @@ def _idle_clients(clients: int, policy: str) -> Callable[[], dict[str, Any]]:
     return run
 
 
+def _pcmax_backend(instance: str, backend: str, limit: float) -> Callable[[], dict[str, Any]]:
+    """``solve_pcmax`` on one of the instances that once overran (none closes within 3 s)."""
+
+    def run() -> dict[str, Any]:
+        from llmsched.mip import solve_pcmax
+        from llmsched.online.predictors import cross_fit
+        from llmsched.workloads import gsm8k_like
+
+        if instance == "mico":  # the pattern-LP bound step once read no clock
+            times, machines = cross_fit("mico", gsm8k_like(2000, seed=114), seed=114), 25
+        else:  # the paper's model, 300 jobs on 30 machines
+            times, machines = gsm8k_like(300, seed=5).output_tokens, 30
+        start = time.perf_counter()
+        r = solve_pcmax(times, machines, time_limit=limit, backend=backend)
+        return {
+            "status": str(r.status),
+            "objective": r.makespan,
+            "bound": r.lower_bound,
+            "elapsed": time.perf_counter() - start,
+        }
+
+    return run
+
+
+def _full_warm(backend: str, limit: float) -> Callable[[], dict[str, Any]]:
+    """``solve_full`` on 40 requests and 8 clients from the heuristics' warm starts (built
+    before the clock starts, as a caller would)."""
+
+    def run() -> dict[str, Any]:
+        from llmsched import LinearCostModel
+        from llmsched.mip import solve_full
+        from llmsched.online.warm_starts import heuristic_schedules
+        from llmsched.workloads import gsm8k_like
+
+        workload, levels = gsm8k_like(40), LinearCostModel.paper().to_levels(8)
+        warm = heuristic_schedules(workload, levels, 8)
+        start = time.perf_counter()
+        r = solve_full(workload, levels, 8, time_limit=limit, backend=backend, warm_starts=warm)
+        return {
+            "status": str(r.status),
+            "objective": r.objective,
+            "bound": r.bound,
+            "elapsed": time.perf_counter() - start,
+        }
+
+    return run
+
+
+BACKEND_LIMITS = (0.5, 1.0, 3.0)
+
 # name -> (call, time limit or None, budget in seconds when there is no limit)
 CASES: dict[str, tuple[Callable[[], dict[str, Any]], float | None, float]] = {
     "pcmax 20,000 jobs on 3 machines, limit 1 s": (_pcmax_20000_on_3, 1.0, 0.0),
@@ -126,11 +179,33 @@ CASES: dict[str, tuple[Callable[[], dict[str, Any]], float | None, float]] = {
         2.0,
     ),
 }
+for _limit in BACKEND_LIMITS:
+    for _backend in ("pipeline", "scip", "cpsat", "highs"):
+        _instance = "mico" if _backend == "pipeline" else "paper"
+        _what = "mico cross-fit 2,000 on 25" if _instance == "mico" else "300 jobs on 30"
+        CASES[f"pcmax {_backend}, {_what}, limit {_limit:g} s"] = (
+            _pcmax_backend(_instance, _backend, _limit),
+            _limit,
+            0.0,
+        )
+    for _backend in ("scip", "cpsat", "highs"):
+        CASES[f"full MIP strong {_backend}, 40 on 8 + warm starts, limit {_limit:g} s"] = (
+            _full_warm(_backend, _limit),
+            _limit,
+            0.0,
+        )
 
 
 def _child(name: str, queue: Any) -> None:
-    # The child's own imports are not timed: the clock starts at the call.
+    # The child's own imports are not timed: the clock starts at the call. The solvers'
+    # packages are loaded first too, as a long-running process has them: a time limit does
+    # not count loading them (about a second for scipy.optimize), only solving.
     import llmsched.mip  # noqa: F401
+    from llmsched.mip.backends import installed, load
+
+    for backend in ("highs", "scip", "cpsat"):
+        if installed(backend):
+            load(backend)
 
     call = CASES[name][0]
     start = time.perf_counter()
@@ -138,19 +213,34 @@ def _child(name: str, queue: Any) -> None:
         answer = call()
     except Exception as error:  # reported as the row's answer
         answer = {"status": f"error: {type(error).__name__}: {error}", "objective": None, "bound": None}
-    answer["elapsed"] = time.perf_counter() - start
+    answer.setdefault("elapsed", time.perf_counter() - start)
     answer["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     queue.put(answer)
 
 
-def run_case(name: str) -> dict[str, Any]:
+def _spin(stop: Any) -> None:
+    while not stop.is_set():
+        pass
+
+
+def run_case(name: str, busy: int = 0) -> dict[str, Any]:
+    """Run case ``name`` in a fresh process, beside ``busy`` processes that spin on the CPU."""
     _, limit, budget = CASES[name]
     allowed = 1.1 * limit + 0.5 if limit is not None else budget
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
+    stop = ctx.Event()
+    spinners = [ctx.Process(target=_spin, args=(stop,)) for _ in range(busy)]
+    for spinner in spinners:
+        spinner.start()
     proc = ctx.Process(target=_child, args=(name, queue))
     proc.start()
-    proc.join(timeout=max(30.0, 4 * allowed + 10))
+    try:
+        proc.join(timeout=max(30.0, 4 * allowed + 10))
+    finally:
+        stop.set()
+        for spinner in spinners:
+            spinner.join()
     if proc.is_alive():
         proc.kill()
         proc.join()
@@ -158,7 +248,7 @@ def run_case(name: str) -> dict[str, Any]:
         answer["elapsed"], answer["max_rss_mb"] = math.inf, math.nan
     else:
         answer = queue.get() if not queue.empty() else {"status": f"died ({proc.exitcode})"}
-    answer.update(case=name, limit=limit, allowed_s=allowed)
+    answer.update(case=name, limit=limit, allowed_s=allowed, busy=busy)
     answer["ok"] = (
         answer.get("elapsed", math.inf) <= allowed
         and answer.get("max_rss_mb", math.inf) <= MEMORY_BUDGET_MB
@@ -170,22 +260,33 @@ def run_case(name: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="substrings of the case names to run")
+    parser.add_argument("--busy", type=int, default=2, help="spinning processes in the busy runs (0: none)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
     names = [n for n in CASES if not args.only or any(s in n for s in args.only)]
     rows = []
-    print(f"{'case':58s} {'limit':>6s} {'allowed':>8s} {'elapsed':>8s} {'RSS MB':>7s}  ok  answer")
+    print(
+        f"{'case':66s} {'busy':>4s} {'limit':>6s} {'allowed':>8s} {'elapsed':>8s} {'RSS MB':>7s}  ok  answer"
+    )
     for name in names:
-        row = run_case(name)
-        rows.append(row)
-        limit = "-" if row["limit"] is None else ("inf" if math.isinf(row["limit"]) else f"{row['limit']:g}")
-        print(
-            f"{name:58s} {limit:>6s} {row['allowed_s']:8.2f} {row['elapsed']:8.2f} {row['max_rss_mb']:7.0f}  "
-            f"{'yes' if row['ok'] else 'NO ':3s} {row['status']} objective={row.get('objective')} "
-            f"bound={row.get('bound')}",
-            flush=True,
-        )
-    print(f"{sum(r['ok'] for r in rows)}/{len(rows)} rows within their limits")
+        limited = CASES[name][1] is not None
+        for busy in (0, args.busy) if limited and args.busy else (0,):
+            row = run_case(name, busy)
+            rows.append(row)
+            limit = (
+                "-" if row["limit"] is None else ("inf" if math.isinf(row["limit"]) else f"{row['limit']:g}")
+            )
+            print(
+                f"{name:66s} {busy:4d} {limit:>6s} {row['allowed_s']:8.2f} {row['elapsed']:8.2f} "
+                f"{row['max_rss_mb']:7.0f}  {'yes' if row['ok'] else 'NO ':3s} {row['status']} "
+                f"objective={row.get('objective')} bound={row.get('bound')}",
+                flush=True,
+            )
+    busy_rows = [r for r in rows if r["busy"]]
+    print(
+        f"{sum(r['ok'] for r in rows)}/{len(rows)} rows within their limits "
+        f"({sum(r['ok'] for r in busy_rows)}/{len(busy_rows)} of them beside {args.busy} busy processes)"
+    )
     if args.json:
         with open(args.json, "w") as out:
             json.dump(rows, out, indent=1, default=str)
