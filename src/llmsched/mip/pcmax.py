@@ -141,7 +141,8 @@ def solve_pcmax(
     time_limit
         Wall-clock seconds, a safety net the caller chooses; none by default (``math.inf``),
         so the pipeline stops on its deterministic work budget and returns the same answer
-        on any machine under any load (a few seconds at most on a 2-core machine). If the
+        on any machine under any load (well under a second for most instances, about 10 s
+        at most for the hardest on a 2-core machine). If the
         limit cuts the search short, the best solution and bound found by then come back
         with status ``time_limit``; it never changes an answer otherwise. The paper model's
         backends (``scip``, ``cpsat``, ``highs``) have no work budget: without a limit they

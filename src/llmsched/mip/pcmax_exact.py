@@ -472,7 +472,7 @@ def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
         status = model.getStatus()
         if status == "nodelimit" and model.getNSols() == 0 and nodes_allowed > 1:
             if model.getNLPIterations() >= iterations:
-                return True  # the root LP ran out of iterations: undecided
+                return True  # the root LP ran out of iterations: undecided, the exact step ends
             model.setParam("limits/nodes", nodes_allowed)
             model.optimize()  # SCIP goes on from where the root left it
             status = model.getStatus()
