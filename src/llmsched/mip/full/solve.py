@@ -38,8 +38,9 @@ __all__ = [
 BACKENDS = ("scip", "cpsat", "highs")
 #: The deterministic budget a solve stops on when no ``work_limit`` is given: SCIP's and
 #: HiGHS's branch-and-bound nodes, CP-SAT's deterministic time. The same answer on any
-#: machine under any load; the small instances this MIP is for (a dozen requests) close
-#: well within it, in seconds.
+#: machine under any load. On the small instances this MIP is for (2-8 requests) most close
+#: within it in seconds; a few stop short of their proof, after up to half a minute (pass
+#: ``work_limit=math.inf`` and a ``time_limit`` to go on).
 DEFAULT_WORK_LIMIT: dict[str, float] = {"scip": 5_000, "highs": 5_000, "cpsat": 5.0}
 # A schedule and a bound equal up to float rounding (sums of the same times in another
 # order) are closed.
