@@ -76,3 +76,43 @@ def test_the_exact_steps_arcflow_model_stays_within_the_budgets() -> None:
     pytest.importorskip("pyscipopt")
     result = solve_pcmax(ARCFLOW_GAP, 6, time_limit=1.0, effort=0.002)
     assert result.status is not Status.TIME_LIMIT
+
+
+def test_the_default_has_no_clock_and_a_limit_loads_the_solvers_before_it_starts() -> None:
+    """Without a time limit nothing reads the clock's verdict and no solver package is loaded
+    that the instance does not need; with one, scipy's HiGHS and OR-Tools are loaded before
+    its clock starts (they took 0.4-0.8 s of a 0.5 s limit when the steps loaded them)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from llmsched.mip import solve_pcmax\n"
+        "r = solve_pcmax([3, 3, 2, 2, 2], 2{limit})\n"
+        "print(r.status, 'scipy.optimize' in sys.modules, 'ortools.sat.python.cp_model' in sys.modules)\n"
+    )
+    free = subprocess.run(
+        [sys.executable, "-c", code.format(limit="")], capture_output=True, text=True, check=True
+    )
+    limited = subprocess.run(
+        [sys.executable, "-c", code.format(limit=", time_limit=5")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert free.stdout.split() == ["optimal", "False", "False"]
+    assert limited.stdout.split() == ["optimal", "True", "True"]
+
+
+def test_scip_gets_the_arc_flow_graphs_of_few_sizes_only() -> None:
+    """The arc-flow budget admits Mico-shaped graphs (29 sizes, 6,234 arcs, which it closes)
+    and not a GSM8K-shaped one of 44,792 arcs, whose root alone ran for 120 s in SCIP."""
+    from llmsched.mip.pcmax_budgets import ARCFLOW_ARCS
+    from llmsched.mip.pcmax_exact import arcflow_fits
+    from llmsched.workloads import gsm8k_like, mico_like
+
+    mico = np.sort(mico_like(30, seed=188).output_tokens)[::-1]
+    gsm8k = np.sort(gsm8k_like(200, seed=2).output_tokens)[::-1]
+    assert arcflow_fits(mico, 1108, ARCFLOW_ARCS)
+    assert not arcflow_fits(gsm8k, 1182, ARCFLOW_ARCS)
+    assert arcflow_fits(gsm8k, 1182, 100_000)  # the old budget let it through
