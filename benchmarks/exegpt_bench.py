@@ -31,7 +31,7 @@ import json
 import math
 import time
 
-from llmsched.cost import ContextCostModel, LinearCostModel
+from llmsched.core.cost import ContextCostModel, LinearCostModel
 from llmsched.exegpt import LayerCostModel, XSimulator, crosscheck, monotonicity, optimize
 from llmsched.workloads import EXEGPT_TASKS
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from llmsched import ContextCostModel, LinearCostModel, Workload
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
 from llmsched.workloads import gsm8k
 
 

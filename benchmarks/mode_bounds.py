@@ -12,10 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from llmsched import ContextCostModel, LinearCostModel, Workload, lower_bounds, simulate
-from llmsched.disagg import DisaggregatedCluster, disaggregated_lower_bounds, validate_disaggregated
-from llmsched.fused import fused_iteration_time, fused_lower_bounds, validate_fused
+from llmsched.engines.disaggregation.schedule import (
+    DisaggregatedCluster,
+    disaggregated_lower_bounds,
+    validate_disaggregated,
+)
+from llmsched.engines.fusion.schedule import fused_iteration_time, fused_lower_bounds, validate_fused
 from llmsched.online import request_policy_names
-from llmsched.simulate import simulate_disaggregated, simulate_fusion
+from llmsched.online.simulate import simulate_disaggregated, simulate_fusion
 
 rng = np.random.default_rng(7)
 

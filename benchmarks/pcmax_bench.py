@@ -94,7 +94,7 @@ def paper_part(instances: int, limit: float) -> list[dict]:
 def mico_part(limit: float) -> list[dict]:
     """Mico's group-based distribution against the proven optimum, by true output tokens."""
     from llmsched.mip.mico import mico_distribute
-    from llmsched.mip.pcmax_heuristics import makespan
+    from llmsched.mip.pcmax.heuristics import makespan
 
     times = workloads.gsm8k(0).output_tokens
     print("\nMico's group distribution vs the exact assignment (gsm8k(0) outputs):")
@@ -184,7 +184,7 @@ def _oracles():  # type: ignore[no-untyped-def]
     root = str(Path(__file__).resolve().parents[1])
     if root not in sys.path:
         sys.path.insert(0, root)
-    from tests.mip import pcmax_oracles
+    from tests.mip.pcmax import oracles as pcmax_oracles
 
     return pcmax_oracles
 

@@ -30,8 +30,8 @@ import numpy as np
 
 from instances import PAPER_16K
 from llmsched import DisaggregatedCluster, Engine, LinearCostModel, Workload
-from llmsched.disagg import kv_bytes_per_token
-from llmsched.provision import ProvisionResult, provision, provision_disaggregated
+from llmsched.engines.disaggregation.schedule import kv_bytes_per_token
+from llmsched.fleet.provision import ProvisionResult, provision, provision_disaggregated
 from llmsched.workloads import gsm8k_like, poisson_arrivals
 
 PAPER = LinearCostModel.paper()

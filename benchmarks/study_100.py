@@ -12,7 +12,7 @@ import argparse
 import json
 import time
 
-from llmsched.study import format_study, plot_study, run_study, study_summary
+from llmsched.experiments.study import format_study, plot_study, run_study, study_summary
 
 
 def main() -> None:

@@ -190,7 +190,7 @@ def write_api_pages(app: Any) -> None:
 def _exported_names(app: Any, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
     """Under a module's docstring, list the names it re-exports (in its ``__all__``, defined
     elsewhere) with links to where each is documented: ``llmsched.Workload`` leads to
-    ``llmsched.workload.Workload``."""
+    ``llmsched.core.workload.Workload``."""
     if what != "module":
         return
     targets = []

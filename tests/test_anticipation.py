@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Workload, simulate, validate
-from llmsched.loop import simulate_policies
+from llmsched.engines.competition.schedule import Schedule
+from llmsched.engines.loop import simulate_policies
 from llmsched.online import (
     PrefillFirst,
     SortedPreemptive,
@@ -24,7 +25,6 @@ from llmsched.online import (
     make_request_policy,
     request_policy_names,
 )
-from llmsched.schedule import Schedule
 from tests.strategies import predicted_instances
 
 PAIRS = [(r, "prefill-first") for r in request_policy_names()] + [

@@ -17,14 +17,18 @@ import pytest
 import llmsched
 from llmsched import ContextCostModel, LinearCostModel, Workload
 from llmsched.cli import main
-from llmsched.disagg import DisaggregatedCluster, disaggregated_lower_bounds, validate_disaggregated
-from llmsched.fleet import Backoff, Engine, validate_fleet
-from llmsched.fleets import simulate_fleet
-from llmsched.fused import fused_lower_bounds, validate_fused
-from llmsched.instance import check_instance
+from llmsched.core.instance import check_instance
+from llmsched.engines.disaggregation.schedule import (
+    DisaggregatedCluster,
+    disaggregated_lower_bounds,
+    validate_disaggregated,
+)
+from llmsched.engines.fusion.schedule import fused_lower_bounds, validate_fused
+from llmsched.experiments.sweep import sweep
+from llmsched.fleet.provision import provision, provision_disaggregated
+from llmsched.fleet.schedule import Backoff, Engine, validate_fleet
+from llmsched.fleet.simulate import simulate_fleet
 from llmsched.online.tuning import TunedThreshold
-from llmsched.provision import provision, provision_disaggregated
-from llmsched.sweep import sweep
 from llmsched.workloads import exegpt_task, gsm8k, prepare
 
 PAPER = LinearCostModel.paper()

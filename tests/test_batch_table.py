@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import ContextCostModel, Workload, lower_bounds, simulate, validate
-from llmsched.config import cost_model
+from llmsched.cli.config import cost_model
 from llmsched.runtime.profiling import plan_profile
 
 # A CPU-like sawtooth: three clients slower than four, seven slower than eight.

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import ContextCostModel, LinearCostModel, Workload, lower_bounds, simulate, validate
-from llmsched.cost import cost_model_error, is_context_aware, request_context
+from llmsched.core.cost import cost_model_error, is_context_aware, request_context
+from llmsched.core.schedule import PREFILL
 from llmsched.online import iteration_policy_names, request_policy_names
-from llmsched.schedule import PREFILL
 from tests.strategies import predicted_instances
 
 CONTEXT = ContextCostModel(0.004, 6e-5, 2e-8, 0.003, 2e-4, 1.5e-6, 1000)
@@ -59,7 +59,8 @@ def test_stage_totals_equal_the_exact_sums_the_bounds_use(
 ) -> None:
     """Total prefill time is a_p #stages + b_p sum N^p + c_p sum (N^p)^2 and total decode time
     a_d #iterations + b_d sum N^d + c_d sum request_context, whatever the schedule: the proof
-    of the bounds in llmsched.bounds, checked on real schedules; and no makespan beats them."""
+    of the bounds in llmsched.engines.competition.bounds, checked on real schedules; and no makespan
+    beats them."""
     workload, _, clients = instance
     cost = ContextCostModel(0.01, 1e-4, per_square, 0.005, 2e-4, per_context, 300)
     workload = workload.replace(prompt_tokens=np.minimum(workload.prompt_tokens, 300))

@@ -89,7 +89,7 @@ def _pcmax() -> Any:
 
 
 def _milp_outcome() -> Any:
-    from llmsched.mip.highs import MilpModel
+    from llmsched.mip.milp import MilpModel
 
     model = MilpModel()
     x, y = model.variable(0, 3, True, "x"), model.variable(0, 3, False, "y")
@@ -99,13 +99,13 @@ def _milp_outcome() -> Any:
 
 
 def _search_outcome() -> Any:
-    from llmsched.mip.pcmax_search import bin_completion_search
+    from llmsched.mip.pcmax.search import bin_completion_search
 
     return bin_completion_search(np.array([5, 3, 9, 1, 2, 7]), 3, 10)
 
 
 def _pattern_lp() -> Any:
-    from llmsched.mip.pcmax_exact import pattern_lp
+    from llmsched.mip.pcmax.exact import pattern_lp
 
     return pattern_lp(np.repeat([9, 7, 5, 3], 30), 20)
 
@@ -150,56 +150,62 @@ def _fused() -> Any:
 
 
 def _cluster() -> Any:
-    from llmsched.disagg import DisaggregatedCluster
+    from llmsched.engines.disaggregation.schedule import DisaggregatedCluster
 
     paper = LinearCostModel.paper()
     return DisaggregatedCluster(1, 2, paper, paper, 2, 1e6, 25.0)
 
 
 def _disaggregated() -> Any:
-    from llmsched.simulate import simulate_disaggregated
+    from llmsched.online.simulate import simulate_disaggregated
 
     return simulate_disaggregated(Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]), _cluster())
 
 
 def _fleet() -> Any:
-    from llmsched.fleet import Engine
-    from llmsched.fleets import simulate_fleet
+    from llmsched.fleet.schedule import Engine
+    from llmsched.fleet.simulate import simulate_fleet
 
     engines = [Engine(LinearCostModel.paper(), 2), Engine(LinearCostModel.paper(), 1, price=2.0)]
     return simulate_fleet(Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]), engines, "jsq")
 
 
 FACTORIES: dict[str, Callable[[], Any]] = {
-    "llmsched.fleet.Engine": lambda: _fleet().engines[1],
-    "llmsched.fleet.Backoff": lambda: __import__("llmsched.fleet").fleet.Backoff(0.1, 2),
-    "llmsched.fleet.FleetSchedule": _fleet,
-    "llmsched.provision.ProvisionResult": lambda: __import__("llmsched.provision").provision.provision(
+    "llmsched.fleet.schedule.Engine": lambda: _fleet().engines[1],
+    "llmsched.fleet.schedule.Backoff": lambda: importlib.import_module("llmsched.fleet.schedule").Backoff(
+        0.1, 2
+    ),
+    "llmsched.fleet.schedule.FleetSchedule": _fleet,
+    "llmsched.fleet.provision.ProvisionResult": lambda: importlib.import_module(
+        "llmsched.fleet.provision"
+    ).provision(
         Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.5, 1.0]),
         [llmsched.Engine(LinearCostModel.paper(), 2)],
         2,
         slo_ttft=5.0,
     ),
-    "llmsched.fused.FusedSchedule": _fused,
-    "llmsched.fused.FusedBounds": lambda: llmsched.fused_lower_bounds(
+    "llmsched.engines.fusion.schedule.FusedSchedule": _fused,
+    "llmsched.engines.fusion.schedule.FusedBounds": lambda: llmsched.fused_lower_bounds(
         _fused().workload, LinearCostModel.paper(), 2, 16
     ),
-    "llmsched.disagg.DisaggregatedCluster": _cluster,
-    "llmsched.disagg.DisaggregatedSchedule": _disaggregated,
-    "llmsched.disagg.DisaggregatedBounds": lambda: __import__(
-        "llmsched.disagg"
-    ).disagg.disaggregated_lower_bounds(_disaggregated().workload, _cluster()),
-    "llmsched.bounds.LowerBounds": lambda: lower_bounds(workloads.gsm8k_like(20), LinearCostModel.paper(), 4),
-    "llmsched.config.PolicyConfig": lambda: __import__("llmsched.config").config.PolicyConfig(
+    "llmsched.engines.disaggregation.schedule.DisaggregatedCluster": _cluster,
+    "llmsched.engines.disaggregation.schedule.DisaggregatedSchedule": _disaggregated,
+    "llmsched.engines.disaggregation.schedule.DisaggregatedBounds": lambda: importlib.import_module(
+        "llmsched.engines.disaggregation.schedule"
+    ).disaggregated_lower_bounds(_disaggregated().workload, _cluster()),
+    "llmsched.engines.competition.bounds.LowerBounds": lambda: lower_bounds(
+        workloads.gsm8k_like(20), LinearCostModel.paper(), 4
+    ),
+    "llmsched.cli.config.PolicyConfig": lambda: importlib.import_module("llmsched.cli.config").PolicyConfig(
         "threshold", {"k": 4}
     ),
-    "llmsched.config.RunConfig": lambda: __import__("llmsched.config").config.config_from_dict(
+    "llmsched.cli.config.RunConfig": lambda: importlib.import_module("llmsched.cli.config").config_from_dict(
         {"cost": {"kind": "levels", "levels": [[100, 0.1]], "decode_token_time": 0.01}, "slo": {"ttft": 2.0}}
     ),
-    "llmsched.cost.PrefillLevel": lambda: LevelCostModel([(100, 0.1)], 0.01).levels[0],
-    "llmsched.cost.LinearCostModel": LinearCostModel.paper,
-    "llmsched.cost.ContextCostModel": lambda: ContextCostModel(0.01, 1e-4, 1e-8, 0.02, 2e-4, 1e-7, 800),
-    "llmsched.cost.LevelCostModel": lambda: LevelCostModel([(100, 0.1), (200, 0.2)], 0.01),
+    "llmsched.core.cost.PrefillLevel": lambda: LevelCostModel([(100, 0.1)], 0.01).levels[0],
+    "llmsched.core.cost.LinearCostModel": LinearCostModel.paper,
+    "llmsched.core.cost.ContextCostModel": lambda: ContextCostModel(0.01, 1e-4, 1e-8, 0.02, 2e-4, 1e-7, 800),
+    "llmsched.core.cost.LevelCostModel": lambda: LevelCostModel([(100, 0.1), (200, 0.2)], 0.01),
     "llmsched.exegpt.layers.ModelSpec": lambda: __import__("llmsched.exegpt.layers").exegpt.layers.model_spec(
         "opt-13b"
     ),
@@ -226,22 +232,24 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.mip.full.model.FullData": _full_data,
     "llmsched.mip.full.model.Plan": _plan,
     "llmsched.mip.full.solve.FullResult": _full,
-    "llmsched.mip.highs.MilpOutcome": _milp_outcome,
-    "llmsched.mip.pcmax_result.PcmaxResult": _pcmax,
-    "llmsched.mip.pcmax_search.SearchOutcome": _search_outcome,
-    "llmsched.mip.pcmax_exact.PatternLP": _pattern_lp,
+    "llmsched.mip.milp.MilpOutcome": _milp_outcome,
+    "llmsched.mip.pcmax.result.PcmaxResult": _pcmax,
+    "llmsched.mip.pcmax.search.SearchOutcome": _search_outcome,
+    "llmsched.mip.pcmax.exact.PatternLP": _pattern_lp,
     "llmsched.online.registry._Entry": _registry_entry,
-    "llmsched.reproduce.Method": lambda: __import__("llmsched.reproduce").reproduce.METHODS[0],
-    "llmsched.result.TracePoint": lambda: _pcmax().trace[0],
-    "llmsched.result.Result": lambda: llmsched.result.Result(
-        status=llmsched.result.Status.FEASIBLE, objective=3.0, lower_bound=2.0, gap=1 / 3, runtime=0.1
+    "llmsched.experiments.reproduce.Method": lambda: importlib.import_module(
+        "llmsched.experiments.reproduce"
+    ).METHODS[0],
+    "llmsched.core.result.TracePoint": lambda: _pcmax().trace[0],
+    "llmsched.core.result.Result": lambda: llmsched.core.result.Result(
+        status=llmsched.core.result.Status.FEASIBLE, objective=3.0, lower_bound=2.0, gap=1 / 3, runtime=0.1
     ),
     "llmsched.runtime.insertion.InsertionResult": _insertion,
     "llmsched.runtime.model.LlamaConfig": _llama_config,
     "llmsched.runtime.profiling.ProfilePlan": _profile_plan,
-    "llmsched.schedule.Schedule": _schedule,
-    "llmsched.validate.Violation": _violation,
-    "llmsched.workload.Workload": lambda: workloads.gsm8k_like(5),
+    "llmsched.engines.competition.schedule.Schedule": _schedule,
+    "llmsched.core.violations.Violation": _violation,
+    "llmsched.core.workload.Workload": lambda: workloads.gsm8k_like(5),
     "llmsched.workloads.LengthSpec": lambda: __import__("llmsched.workloads").workloads.EXEGPT_TASKS["S"][0],
     "llmsched.workloads.ArrivalProcess": lambda: workloads.ArrivalProcess("gamma", 2.0, 3.0),
     "llmsched.workloads.PrepareOptions": lambda: workloads.PrepareOptions(

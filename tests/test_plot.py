@@ -141,14 +141,14 @@ def _stream() -> Workload:
 
 
 def _plot_study(schedule, tmp_path):
-    from llmsched.study import plot_study, run_study
+    from llmsched.experiments.study import plot_study, run_study
 
     frame = run_study(cases=2, requests=30, clients=6, n_jobs=1, progress=False)
     return plot_study(frame, tmp_path / "study.png")
 
 
 def _plot_sweep(schedule, tmp_path):
-    from llmsched.sweep import plot_sweep, sweep
+    from llmsched.experiments.sweep import plot_sweep, sweep
 
     frame = sweep(_stream(), COST, 2, ["fcfs/prefill-first", "fcfs/lagrangian"], [1, 2], progress=False)
     return plot_sweep(frame)

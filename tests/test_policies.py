@@ -8,7 +8,7 @@ import pytest
 
 import llmsched.policies as policies
 from llmsched import LinearCostModel, Workload
-from llmsched.loop import LoopView
+from llmsched.engines.loop import LoopView
 from llmsched.online import FCFS, Lagrangian, PrefillFirst, SortedPreemptive
 from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, IterationPolicy, RequestPolicy
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmsched import Workload, workloads
-from llmsched._checks import MAX_REQUESTS, MAX_TOKENS
+from llmsched.core.checks import MAX_REQUESTS, MAX_TOKENS
 
 
 def test_gsm8k_prompts_are_the_real_token_counts() -> None:

@@ -5,21 +5,22 @@ bounds) needs only numpy; solvers and torch are imported lazily by the parts tha
 """
 
 from llmsched import workloads
-from llmsched.bounds import LowerBounds, lower_bounds
-from llmsched.cost import ContextCostModel, CostModel, LevelCostModel, LinearCostModel, PrefillLevel
-from llmsched.disagg import (
+from llmsched.core.cost import ContextCostModel, CostModel, LevelCostModel, LinearCostModel, PrefillLevel
+from llmsched.core.violations import Violation
+from llmsched.core.workload import Workload
+from llmsched.engines.competition.bounds import LowerBounds, lower_bounds
+from llmsched.engines.competition.schedule import Schedule
+from llmsched.engines.competition.validate import validate
+from llmsched.engines.disaggregation.schedule import (
     DisaggregatedCluster,
     DisaggregatedSchedule,
     disaggregated_lower_bounds,
     validate_disaggregated,
 )
-from llmsched.fleet import Backoff, Engine, FleetSchedule, validate_fleet
-from llmsched.fleets import simulate_fleet
-from llmsched.fused import FusedSchedule, fused_lower_bounds, validate_fused
-from llmsched.schedule import Schedule
-from llmsched.simulate import simulate, simulate_disaggregated, simulate_fusion
-from llmsched.validate import Violation, validate
-from llmsched.workload import Workload
+from llmsched.engines.fusion.schedule import FusedSchedule, fused_lower_bounds, validate_fused
+from llmsched.fleet.schedule import Backoff, Engine, FleetSchedule, validate_fleet
+from llmsched.fleet.simulate import simulate_fleet
+from llmsched.online.simulate import simulate, simulate_disaggregated, simulate_fusion
 
 __version__ = "0.1.0"
 

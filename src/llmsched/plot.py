@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from llmsched._checks import choice, flag, instance, positive_int, real, real_array, text
-from llmsched.schedule import DECODE, PREFILL, Schedule
+from llmsched.core.checks import choice, flag, instance, positive_int, real, real_array, text
+from llmsched.core.schedule import DECODE, PREFILL
+from llmsched.engines.competition.schedule import Schedule
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

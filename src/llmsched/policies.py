@@ -3,7 +3,7 @@
 A *request policy* decides which waiting request a free client takes; an *iteration
 policy* decides whether the next stage is a prefill or more decoding. Both are plain
 Python objects with no solver or torch in sight, so the same objects drive the simulator
-(the cost-model clock) and the runtime (a torch engine): :mod:`llmsched.loop` runs them.
+(the cost-model clock) and the runtime (a torch engine): :mod:`llmsched.engines.loop` runs them.
 The loop checks every answer against these contracts and raises a TypeError or ValueError
 naming the policy's class and what was wrong.
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Protocol, runtime_checkable
 
-from llmsched.cost import CostModel
-from llmsched.workload import Workload
+from llmsched.core.cost import CostModel
+from llmsched.core.workload import Workload
 
 __all__ = [
     "DECODE_UNTIL_EVENT",
@@ -249,7 +249,7 @@ class RequestPolicy(Protocol):
     plan given by the caller) says so with a true ``planned_ahead`` attribute, and the
     schedule is marked clairvoyant.
 
-    Two optional parts let an engine of a fleet (:mod:`llmsched.fleets`) run the policy:
+    Two optional parts let an engine of a fleet (:mod:`llmsched.fleet.simulate`) run the policy:
     a true ``open_ended`` attribute says that it needs no count of the requests up front
     (``known``'s lists then start empty and grow as requests are routed to the engine), and
     a ``withdraw()`` method gives up one waiting request (the one it would start last) and

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import (
+from llmsched.core.checks import (
     MAX_REQUESTS,
     MAX_TOKENS,
     choice,
@@ -34,8 +34,8 @@ from llmsched._checks import (
     rng,
     text,
 )
-from llmsched._checks import seed as check_seed
-from llmsched.workload import Workload
+from llmsched.core.checks import seed as check_seed
+from llmsched.core.workload import Workload
 
 __all__ = [
     "ARRIVALS_HELP",

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from llmsched.cli import main
+from llmsched.core.result import Result, Status
 from llmsched.exegpt import XSimulator, monotonicity, optimize, search_spaces
-from llmsched.result import Result, Status
 
 SMALL = {"batch_max": 24, "iterations_max": 20, "micro_batches_max": 3}
 TINY = {"batch_max": 8, "iterations_max": 8, "micro_batches_max": 2}

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from llmsched import ContextCostModel, LevelCostModel, LinearCostModel, simulate, validate, workloads
+from llmsched.core.schedule import DECODE, PREFILL
 from llmsched.exegpt import LayerCostModel, crosscheck, rra_policies
-from llmsched.schedule import DECODE, PREFILL
 
 
 def test_rra_policies_run_in_the_event_simulator() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import ContextCostModel, LinearCostModel
-from llmsched.cost import request_context
+from llmsched.core.cost import request_context
 from llmsched.exegpt import LayerCostModel, LengthDistribution, XSimulator, optimize
 from llmsched.exegpt.xsim import MAX_BATCH, MAX_GPUS, MAX_ITERATIONS, MAX_LENGTH
 from llmsched.workloads import EXEGPT_TASKS, truncated_normal_lengths
@@ -89,7 +89,7 @@ def test_rra_on_one_engine_is_the_sum_of_its_items() -> None:
 @pytest.mark.parametrize("task", sorted(EXEGPT_TASKS))
 def test_mean_context_is_the_library_convention(task: str) -> None:
     """A decoding sequence holds p + j tokens of context (j decoded before the iteration),
-    as in llmsched.cost: XSimulator's mean context is the expected request_context over the
+    as in llmsched.core.cost: XSimulator's mean context is the expected request_context over the
     expected output length, E[p] + E[s(s-1)] / (2 E[s]), and memory holds one token more."""
     sim = XSimulator.for_task("opt-13b", task)
     p, s = sim.inputs, sim.outputs

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from llmsched import Workload
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
 from llmsched.mip import Status, solve_full, solve_pcmax
 from llmsched.mip.backends import (
     MissingSolverError,

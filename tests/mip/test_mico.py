@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from llmsched import workloads
-from llmsched.mip import pcmax_heuristics as ub
 from llmsched.mip import solve_pcmax
 from llmsched.mip.mico import mico_distribute
+from llmsched.mip.pcmax import heuristics as ub
 
 
 def test_mico_group_distribution_balances_tokens() -> None:

@@ -74,7 +74,7 @@ def test_a_plan_stopped_by_the_clock_says_the_schedule_may_depend_on_the_machine
     import dataclasses
 
     import llmsched.online.offline as offline
-    from llmsched.result import Status
+    from llmsched.core.result import Status
 
     solve = offline.balanced_assignment
 

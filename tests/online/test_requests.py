@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llmsched import LinearCostModel, Workload, simulate, validate, workloads
-from llmsched.loop import simulate_policies
+from llmsched.engines.loop import simulate_policies
 from llmsched.online import LongestFirst, PrefillFirst, ShortestFirst, SortedPreemptive
 
 

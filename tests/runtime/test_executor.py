@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from llmsched import Workload, simulate, validate  # noqa: E402
-from llmsched.loop import run_loop, simulate_policies  # noqa: E402
+from llmsched.engines.loop import run_loop, simulate_policies  # noqa: E402
 from llmsched.online import make_iteration_policy, make_request_policy  # noqa: E402
 from llmsched.runtime import Engine, EngineExecutor, execute_schedule, run_policies  # noqa: E402
 from tests.runtime.conftest import COST, WORKLOAD  # noqa: E402

@@ -16,11 +16,11 @@ the model linear, as the issue asks, by charging
   per layer of the activations (``2 h`` bytes per token) over the GPUs' link, ring style:
   ``2 (t-1)/t`` of the bytes at the link rate, plus a fixed latency each.
 
-Context follows the convention of :mod:`llmsched.cost`: a sequence with a prompt of ``p``
+Context follows the convention of :mod:`llmsched.core.cost`: a sequence with a prompt of ``p``
 tokens that has decoded ``j`` tokens contributes ``p + j`` to ``C``, the tokens in its cache
 when the iteration starts (the token the iteration writes is not counted; it costs the same
 for every sequence, so it lies in ``decode_per_sequence``). An engine of ``L`` such layers at
-degree ``t`` is therefore a :class:`~llmsched.cost.ContextCostModel`
+degree ``t`` is therefore a :class:`~llmsched.core.cost.ContextCostModel`
 (:meth:`LayerCostModel.engine_cost`) whose decode iteration takes the same time for the same
 ``(B, C)``.
 
@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import flag, positive_int, real, real_array, sizes, text
-from llmsched.cost import ContextCostModel
+from llmsched.core.checks import flag, positive_int, real, real_array, sizes, text
+from llmsched.core.cost import ContextCostModel
 
 __all__ = ["GPUS", "MODELS", "GPUSpec", "LayerCostModel", "ModelSpec", "gpu_spec", "model_spec"]
 
@@ -186,12 +186,12 @@ class LayerCostModel:
         return float(out) if np.ndim(out) == 0 else out
 
     def engine_cost(self, layers: int, tp: int = 1, *, prefill_capacity: int = 5000) -> ContextCostModel:
-        """The :class:`~llmsched.cost.ContextCostModel` of an engine of ``layers`` such layers
+        """The :class:`~llmsched.core.cost.ContextCostModel` of an engine of ``layers`` such layers
         at tensor-parallel degree ``tp`` (one pipeline stage: every layer runs in turn).
 
         Its prefill stage is the engine encoding the stage's tokens and its decode iteration
         the engine decoding one token for each active sequence, so for any ``tokens``,
-        ``batch`` and ``context`` (same convention as :mod:`llmsched.cost`)::
+        ``batch`` and ``context`` (same convention as :mod:`llmsched.core.cost`)::
 
             engine_cost(L, t).prefill_time(tokens) == L * encode_time(tokens, t)
             engine_cost(L, t).decode_iteration_time(batch, context) == L * decode_time(batch, context, t)

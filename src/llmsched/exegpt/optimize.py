@@ -25,11 +25,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llmsched._checks import flag, positive_int
-from llmsched._progress import progress_bar
+from llmsched.core.checks import flag, positive_int
+from llmsched.core.progress import progress_bar
+from llmsched.core.result import Result, Status
 from llmsched.exegpt.search import SearchResult, Variable, branch_and_bound, exhaustive, grid_size
 from llmsched.exegpt.xsim import MAX_BATCH, MAX_ITERATIONS, MAX_MICRO_BATCHES, Estimate, XSimulator
-from llmsched.result import Result, Status
 
 __all__ = [
     "SCHEDULES",
@@ -197,7 +197,7 @@ class Run:
 
 @dataclass(frozen=True, kw_only=True)
 class ExeGPTResult(Result):
-    """The best configuration over all runs, in the vocabulary of :class:`~llmsched.result.Result`.
+    """The best configuration over all runs, in the vocabulary of :class:`~llmsched.core.result.Result`.
 
     The search *maximises* throughput, so the vocabulary reads as follows.
 

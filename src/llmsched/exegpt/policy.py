@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import positive_int
-from llmsched.cost import ContextCostModel, CostModel, LinearCostModel
+from llmsched.core.checks import positive_int
+from llmsched.core.cost import ContextCostModel, CostModel, LinearCostModel
+from llmsched.core.schedule import PREFILL
+from llmsched.engines.competition.schedule import Schedule
+from llmsched.engines.loop import simulate_policies
 from llmsched.exegpt.xsim import XSimulator
-from llmsched.loop import simulate_policies
 from llmsched.online.baselines import FCFS
 from llmsched.policies import PREFILL_NOW, EngineView, KnownRequests
-from llmsched.schedule import PREFILL, Schedule
 
 __all__ = [
     "RRAIterations",

@@ -40,12 +40,12 @@ that never drains would be faster by up to a third for many micro-batches.
 
 Context: a decode iteration reads, for each sequence, the ``p + j`` tokens in its cache when
 the iteration starts (prompt ``p``, ``j`` tokens decoded before), the convention of
-:mod:`llmsched.cost` and of :class:`~llmsched.exegpt.layers.LayerCostModel`. Averaged over
+:mod:`llmsched.core.cost` and of :class:`~llmsched.exegpt.layers.LayerCostModel`. Averaged over
 the decode tokens of a sequence of output length ``s`` (``j = 0 .. s-1``) and over the
 lengths, a decoding sequence holds ``mean_context = E[p] + E[s (s-1)] / (2 E[s])`` tokens; a
 batch of ``B`` is charged ``decode_time(B, B * mean_context)``. Over an RRA cycle (population
 weights, below) the batches sum to ``B_E E[s]`` decode tokens, so the charged context is the
-expected context of the ``B_E`` requests, :func:`llmsched.cost.request_context` of each: the
+expected context of the ``B_E`` requests, :func:`llmsched.core.cost.request_context` of each: the
 context the event simulator prices. Memory counts one token more per sequence
 (``mean_cached``): the iteration writes the key and value of the token it decodes.
 
@@ -64,8 +64,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llmsched._checks import choice, flag, instance, positive_int, real, real_array, text, token_counts
-from llmsched.cost import ContextCostModel, LinearCostModel
+from llmsched.core.checks import choice, flag, instance, positive_int, real, real_array, text, token_counts
+from llmsched.core.cost import ContextCostModel, LinearCostModel
 from llmsched.exegpt.layers import GPUSpec, LayerCostModel, ModelSpec, gpu_spec, model_spec
 
 __all__ = [

@@ -6,7 +6,7 @@ through scipy, needs no extra (:mod:`llmsched.mip.backends`: which backends are 
 """
 
 from llmsched.mip.full import FullResult, solve_full
-from llmsched.mip.pcmax import PcmaxResult, solve_pcmax
-from llmsched.mip.result import Status, TracePoint
+from llmsched.mip.pcmax.solve import PcmaxResult, solve_pcmax
+from llmsched.mip.traces import Status, TracePoint
 
 __all__ = ["FullResult", "PcmaxResult", "Status", "TracePoint", "solve_full", "solve_pcmax"]

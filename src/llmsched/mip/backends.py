@@ -45,7 +45,7 @@ EXTRA = "solvers"
 SOLVER_MODULES: dict[str, str] = {"highs": "scipy", "scip": "pyscipopt", "cpsat": "ortools"}
 # Backend -> the module whose import is the slow part of loading it.
 _LOADS: dict[str, str] = {
-    "highs": "llmsched.mip.highs",  # scipy.optimize: about a second
+    "highs": "llmsched.mip.milp",  # scipy.optimize: about a second
     "scip": "pyscipopt",
     "cpsat": "ortools.sat.python.cp_model",
 }

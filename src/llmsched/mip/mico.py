@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched.mip.pcmax import check_pcmax_input
+from llmsched.mip.pcmax.solve import check_pcmax_input
 
 __all__ = ["mico_distribute"]
 

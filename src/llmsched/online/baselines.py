@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import positive_int
-from llmsched.cost import CostModel
+from llmsched.core.checks import positive_int
+from llmsched.core.cost import CostModel
 from llmsched.policies import PREFILL_NOW, EngineView, KnownRequests
 
 __all__ = ["FCFS", "BatchWise", "FreeClients", "PrefillFirst", "StaticQueues"]

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from llmsched.cost import CostModel, prefill_seconds
+from llmsched.core.cost import CostModel, prefill_seconds
 from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, KnownRequests
 
 __all__ = [

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from llmsched._checks import time_limit as check_time_limit
+from llmsched.core.checks import time_limit as check_time_limit
+from llmsched.core.result import Status
+from llmsched.core.workload import Workload
 from llmsched.online.baselines import FreeClients
 from llmsched.policies import KnownRequests
-from llmsched.result import Status
-from llmsched.workload import Workload
 
 if TYPE_CHECKING:
-    from llmsched.mip.pcmax import PcmaxResult
+    from llmsched.mip.pcmax.solve import PcmaxResult
 
 __all__ = [
     "OfflineQueues",
@@ -81,7 +81,7 @@ def balanced_assignment(sizes: np.ndarray, clients: int, time_limit: float) -> t
     With more clients than jobs it is solved on as many machines as jobs: the machines
     beyond would stay empty in any assignment, and the optimum (every job alone) is the same.
     """
-    from llmsched.mip.pcmax import solve_pcmax  # the solver pipeline loads only when asked for
+    from llmsched.mip.pcmax.solve import solve_pcmax  # the solver pipeline loads only when asked for
 
     machines = min(int(clients), len(sizes)) if isinstance(clients, (int, np.integer)) else clients
     result = solve_pcmax(sizes, machines, time_limit=time_limit)

@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched._checks import (
+from llmsched.core.checks import (
     MAX_TOKENS,
     instance,
     positive_int,
@@ -41,10 +41,10 @@ from llmsched._checks import (
     real_array,
     token_counts,
 )
-from llmsched._checks import (
+from llmsched.core.checks import (
     seed as check_seed,
 )
-from llmsched.workload import Workload
+from llmsched.core.workload import Workload
 
 __all__ = [
     "BucketClassifier",

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 
-from llmsched.cost import CostModel
-from llmsched.loop import simulate_policies
+from llmsched.core.cost import CostModel
+from llmsched.core.workload import Workload
+from llmsched.engines.loop import simulate_policies
 from llmsched.online.iteration import Threshold, known_k
 from llmsched.online.registry import make_request_policy
 from llmsched.policies import KnownRequests, RequestPolicy
-from llmsched.workload import Workload
 
 __all__ = ["TunedThreshold"]
 

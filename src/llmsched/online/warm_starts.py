@@ -11,12 +11,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from llmsched._checks import positive_int, time_limit
-from llmsched.cost import LevelCostModel, LinearCostModel
+from llmsched.core.checks import positive_int, time_limit
+from llmsched.core.cost import LevelCostModel, LinearCostModel
+from llmsched.core.workload import Workload
+from llmsched.engines.competition.schedule import Schedule
 from llmsched.online.registry import make_request_policy
-from llmsched.schedule import Schedule
-from llmsched.simulate import simulate
-from llmsched.workload import Workload
+from llmsched.online.simulate import simulate
 
 __all__ = ["HEURISTICS", "heuristic_schedules"]
 

@@ -18,9 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import flag, positive_int
-from llmsched._progress import progress_bar
-from llmsched.cost import CostModel
+from llmsched.core.checks import flag, positive_int
+from llmsched.core.cost import CostModel
+from llmsched.core.progress import progress_bar
+from llmsched.core.schedule import PREFILL
+from llmsched.core.workload import Workload
+from llmsched.engines.competition.schedule import Schedule
+from llmsched.engines.competition.validate import validate
+from llmsched.online.simulate import simulate
 from llmsched.runtime.engine import Engine
 from llmsched.runtime.executor import Execution, execute_schedule, make_prompts, run_alone
 from llmsched.runtime.model import PRESETS, LlamaModel
@@ -32,10 +37,6 @@ from llmsched.runtime.profiling import (
     schedule_stage_times,
     stage_errors,
 )
-from llmsched.schedule import PREFILL, Schedule
-from llmsched.simulate import simulate
-from llmsched.validate import validate
-from llmsched.workload import Workload
 
 __all__ = [
     "DEFAULTS",

@@ -4,9 +4,9 @@
   stage and decode iteration the loop decides on, and times each on the device clock
   (synchronized);
 * :func:`run_policies` drives a request policy and an iteration policy live, the same
-  objects :func:`llmsched.simulate` asks, through :func:`llmsched.loop.run_loop`;
+  objects :func:`llmsched.simulate` asks, through :func:`llmsched.engines.loop.run_loop`;
 * :func:`execute_schedule` runs a :class:`~llmsched.Schedule`'s decisions again on the
-  engine (:func:`llmsched.loop.replay_policies`) and returns the measured schedule beside
+  engine (:func:`llmsched.engines.loop.replay_policies`) and returns the measured schedule beside
   the predicted one;
 * :func:`run_alone` gives each request's tokens when it runs by itself, the reference of
   the token check.
@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from llmsched.cost import CostModel
-from llmsched.instance import check_instance
-from llmsched.loop import DecodeRun, admits, replay_policies, run_loop, simulate_policies
+from llmsched.core.cost import CostModel
+from llmsched.core.instance import check_instance
+from llmsched.core.workload import Workload
+from llmsched.engines.competition.schedule import Schedule
+from llmsched.engines.loop import DecodeRun, admits, replay_policies, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
 from llmsched.policies import IterationPolicy, RequestPolicy
 from llmsched.runtime.engine import Engine
-from llmsched.schedule import Schedule
-from llmsched.workload import Workload
 
 __all__ = [
     "EngineExecutor",
@@ -185,7 +185,7 @@ def execute_schedule(
     ``prompts`` are the token ids (default: :func:`make_prompts` with ``seed``). The measured
     schedule has the same stages, clients and iterations, with the clock's times; where the
     device runs ahead of the schedule's times, a stage whose requests have not arrived yet
-    waits for them by decoding on (see :func:`llmsched.loop.replay_policies`).
+    waits for them by decoding on (see :func:`llmsched.engines.loop.replay_policies`).
     """
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule must be a llmsched.Schedule, got {type(schedule).__name__}")

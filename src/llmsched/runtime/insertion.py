@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from llmsched.core.workload import Workload
 from llmsched.runtime.engine import Engine
 from llmsched.runtime.executor import _check_fit, make_prompts
-from llmsched.workload import Workload
 
 __all__ = ["InsertionResult", "run_insertion", "static_cache_need"]
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import flag, nonnegative_int, positive_int
-from llmsched.cost import (
+from llmsched.core.checks import flag, nonnegative_int, positive_int
+from llmsched.core.cost import (
     ContextCostModel,
     CostModel,
     LinearCostModel,
@@ -36,8 +36,9 @@ from llmsched.cost import (
     decode_seconds,
     prefill_seconds,
 )
+from llmsched.core.schedule import PREFILL
+from llmsched.engines.competition.schedule import Schedule
 from llmsched.runtime.engine import Engine
-from llmsched.schedule import PREFILL, Schedule
 
 __all__ = [
     "COLUMNS",

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from llmsched import Workload, lower_bounds, validate
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
 from llmsched.mip import Status, solve_full
 from llmsched.mip.full import min_decode_iterations, plan_from_schedule
 from llmsched.mip.full.model import FullData, build_model, time_scale

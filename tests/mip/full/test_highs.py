@@ -9,12 +9,12 @@ import pytest
 from benchmarks.instances import tiny_instance
 
 from llmsched import Workload, lower_bounds, validate
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
 from llmsched.mip import Status, solve_full
 from llmsched.mip.backends import installed
 from llmsched.mip.full import highs, min_decode_iterations, plan_from_schedule
 from llmsched.mip.full.model import FullData, build_model
-from llmsched.mip.highs import HIGHS_MODEL_STATUS, MilpModel, MilpOutcome
+from llmsched.mip.milp import HIGHS_MODEL_STATUS, MilpModel, MilpOutcome
 from llmsched.online.warm_starts import heuristic_schedules
 
 COST = LevelCostModel([(256, 0.03), (512, 0.05), (1024, 0.09)], 0.01)

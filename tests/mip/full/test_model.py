@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from llmsched import Workload, lower_bounds, simulate
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
 from llmsched.mip.full import min_decode_iterations, plan_from_schedule
 from llmsched.mip.full.model import (
     BuildStopped,

@@ -7,7 +7,7 @@ import pytest
 from benchmarks.instances import tiny_instance
 
 from llmsched import LinearCostModel, Workload, simulate, validate
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
 from llmsched.mip.full import Plan, plan_from_schedule, schedule_from_plan
 from llmsched.online.warm_starts import heuristic_schedules
 

@@ -7,11 +7,11 @@ import math
 import pytest
 
 from llmsched import Workload, lower_bounds
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
+from llmsched.core.result import Status, Tracer
 from llmsched.mip.full import min_decode_iterations, plan_from_schedule
 from llmsched.mip.full.model import FullData, build_model
 from llmsched.online.warm_starts import heuristic_schedules
-from llmsched.result import Status, Tracer
 
 pyscipopt = pytest.importorskip("pyscipopt")
 scip = pytest.importorskip("llmsched.mip.full.scip")

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Workload, lower_bounds, simulate, validate, workloads
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
+from llmsched.core.result import Result
 from llmsched.mip import FullResult, Status, solve_full
 from llmsched.mip.backends import installed
 from llmsched.online.warm_starts import heuristic_schedules
-from llmsched.result import Result
 
 COST = LevelCostModel([(256, 0.03), (512, 0.05), (1024, 0.09)], 0.01)
 Check = Callable[[FullResult], None]
@@ -301,7 +301,7 @@ def test_a_context_aware_model_is_refused_with_the_conversion_to_use() -> None:
     result = solve_full(workload, context.to_levels(2, context=longest), 2, time_limit=30, backend="highs")
     assert result.status is Status.OPTIMAL and validate(result.schedule) == []
     # The MIP's plan replayed under the context model itself is no slower than the MIP said.
-    from llmsched.loop import CostClock, replay_policies, run_loop
+    from llmsched.engines.loop import CostClock, replay_policies, run_loop
 
     replayed = run_loop(workload, context, 2, *replay_policies(result.schedule), CostClock())
     assert validate(replayed) == []

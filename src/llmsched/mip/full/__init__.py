@@ -11,10 +11,10 @@ limit with a trace of incumbent and bound, and turns its solution into a
 :class:`~llmsched.Schedule` by replaying its plan (:mod:`~llmsched.mip.full.replay`), so the
 validator checks it like any other schedule.
 
-The MIP's semantics are those of :class:`~llmsched.cost.LevelCostModel` (prefill levels, a
-constant decode time per iteration); a :class:`~llmsched.cost.LinearCostModel` is turned
+The MIP's semantics are those of :class:`~llmsched.core.cost.LevelCostModel` (prefill levels, a
+constant decode time per iteration); a :class:`~llmsched.core.cost.LinearCostModel` is turned
 into one with ``cost.to_levels(clients)``. The MIP does not see context: a
-:class:`~llmsched.cost.ContextCostModel` enters it only through
+:class:`~llmsched.core.cost.ContextCostModel` enters it only through
 ``cost.to_levels(clients, context=N)`` (every iteration a full batch at ``N`` context tokens
 per client), which the caller chooses, and ``solve_full`` refuses it otherwise.
 """

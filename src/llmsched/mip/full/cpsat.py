@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
+from llmsched.core.result import Status, Tracer
 from llmsched.mip.full.model import FullData, Plan, build_before, floor_units, time_scale
-from llmsched.result import Status, Tracer
 
 __all__ = ["RANDOM_SEED", "STATUS", "CpSatBackend", "solve"]
 

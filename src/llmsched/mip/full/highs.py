@@ -1,6 +1,6 @@
 """The full MIP in HiGHS (``scipy.optimize.milp``): the backend that needs no extra.
 
-Both formulations are built on :class:`~llmsched.mip.highs.MilpModel` and solved by scipy's
+Both formulations are built on :class:`~llmsched.mip.milp.MilpModel` and solved by scipy's
 HiGHS, a core dependency. What differs from the SCIP backend, because scipy's ``milp``
 offers no more:
 
@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from llmsched.core.result import Status, Tracer
 from llmsched.mip.full.model import FullData, Plan, build_before
-from llmsched.mip.highs import MilpModel, linear_sum
-from llmsched.result import Status, Tracer
+from llmsched.mip.milp import MilpModel, linear_sum
 
 __all__ = ["STATUS", "HighsBackend", "solve"]
 
-# HiGHS's model status (by name, see llmsched.mip.highs) -> ours. FEASIBLE means "stopped
+# HiGHS's model status (by name, see llmsched.mip.milp) -> ours. FEASIBLE means "stopped
 # before a proof, not by the clock"; it becomes UNKNOWN when HiGHS holds no solution. Every
 # variable is bounded and the objective is a sum of non-negative times, so the model cannot
 # be unbounded: "unbounded or infeasible" is infeasible, and "unbounded" (like HiGHS's

@@ -53,8 +53,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from llmsched.cost import LevelCostModel
-from llmsched.workload import Workload
+from llmsched.core.cost import LevelCostModel
+from llmsched.core.workload import Workload
 
 __all__ = [
     "FORMULATIONS",

@@ -12,11 +12,12 @@ import heapq
 
 import numpy as np
 
-from llmsched.cost import LevelCostModel
+from llmsched.core.cost import LevelCostModel
+from llmsched.core.schedule import DECODE, PREFILL
+from llmsched.core.workload import Workload
+from llmsched.engines.competition.schedule import Schedule
 from llmsched.mip.full.model import Plan
 from llmsched.policies import KnownRequests
-from llmsched.schedule import DECODE, PREFILL, Schedule
-from llmsched.workload import Workload
 
 __all__ = ["plan_from_schedule", "schedule_from_plan"]
 
@@ -67,7 +68,7 @@ def schedule_from_plan(plan: Plan, workload: Workload, cost: LevelCostModel, cli
     never longer than the plan.
     """
     # The loop is imported here, on first use, so that importing the MIP does not load it.
-    from llmsched.loop import PlannedIterations, simulate_policies
+    from llmsched.engines.loop import PlannedIterations, simulate_policies
 
     # Each bin's requests in index order, the bins in order (one stable sort, not a scan per bin).
     by_bin = np.argsort(plan.prefill_bin, kind="stable")

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 from pyscipopt import Model, quicksum
 
+from llmsched.core.result import Status, Tracer
 from llmsched.mip.full.model import FullData, Plan, build_before
-from llmsched.mip.result import attach_scip_trace
-from llmsched.result import Status, Tracer
+from llmsched.mip.traces import attach_scip_trace
 
 __all__ = ["STATUS", "ScipBackend", "solve"]
 

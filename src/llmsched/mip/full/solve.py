@@ -16,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from llmsched._checks import positive_int
-from llmsched._checks import time_limit as check_time_limit
-from llmsched.cost import LevelCostModel, LinearCostModel, is_context_aware
+from llmsched.core.checks import positive_int
+from llmsched.core.checks import time_limit as check_time_limit
+from llmsched.core.cost import LevelCostModel, LinearCostModel, is_context_aware
+from llmsched.core.result import Result, Status, Tracer, relative_gap
+from llmsched.core.workload import Workload
+from llmsched.engines.competition.schedule import Schedule
 from llmsched.mip.backends import AUTO, auto_backend, require
 from llmsched.mip.full.model import FORMULATIONS, FullData, Plan
 from llmsched.mip.full.replay import plan_from_schedule, schedule_from_plan
-from llmsched.result import Result, Status, Tracer, relative_gap
-from llmsched.schedule import Schedule
-from llmsched.workload import Workload
 
 __all__ = [
     "BACKENDS",
@@ -53,7 +53,7 @@ SolveFunction = Callable[..., tuple[Status, Plan | None]]
 
 @dataclass(frozen=True, kw_only=True)
 class FullResult(Result):
-    """Outcome of :func:`solve_full`: the vocabulary of :class:`~llmsched.result.Result` and
+    """Outcome of :func:`solve_full`: the vocabulary of :class:`~llmsched.core.result.Result` and
     the schedule.
 
     Attributes
@@ -243,7 +243,7 @@ def solve_full(
         bins = _check_bins(bins, workload, cost, clients)
     starts = _check_warm_starts(warm_starts, workload, cost, clients)
 
-    from llmsched.bounds import lower_bounds
+    from llmsched.engines.competition.bounds import lower_bounds
 
     tracer.bound(lower_bounds(workload, cost, clients).strong, "lower bounds")
     upper = min((s.makespan for s, _, _ in starts.values()), default=math.inf)
@@ -357,7 +357,7 @@ def _check_work_limit(work_limit: Any, backend: str) -> float | None:
 
 
 def _check_batch(workload: Workload, cost: LevelCostModel, clients: int) -> None:
-    from llmsched.instance import check_instance
+    from llmsched.core.instance import check_instance
 
     check_instance(workload, cost, clients)
     if np.any(workload.arrival > 0):
@@ -389,7 +389,7 @@ def _check_warm_starts(
         return {}
     if not isinstance(warm_starts, Mapping):
         raise TypeError(f"warm_starts must map names to Schedules, got {type(warm_starts).__name__}")
-    from llmsched.validate import validate
+    from llmsched.engines.competition.validate import validate
 
     out = {}
     for name, schedule in warm_starts.items():

@@ -1,0 +1,393 @@
+"""Latency against load: policies run at several arrival rates, as serving papers plot them.
+
+:func:`sweep` runs each pair of a request policy and an iteration policy on a workload whose
+arrivals are compressed by each rate multiplier (``k = 2`` doubles the arrival rate), through
+the simulator, validates every schedule, and returns one row of serving metrics per
+(rate, policy): TTFT, time between tokens, end-to-end latency, throughput and goodput under
+latency targets. Cases run through joblib: in this process, on local cores, or on a Dask
+cluster the caller has connected to (``backend="dask"`` with a ``distributed.Client``).
+:func:`plot_sweep` draws a metric against the load, one line per policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llmsched.core.checks import flag, instance, positive_int, real, real_array, text
+from llmsched.core.checks import jobs as check_jobs
+from llmsched.core.cost import CostModel
+from llmsched.core.progress import progress_parallel
+from llmsched.core.workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "COLUMNS",
+    "PLOT_METRICS",
+    "offered_rps",
+    "parse_policy",
+    "plot_sweep",
+    "progress_parallel",
+    "run_case",
+    "sweep",
+]
+
+# Cases beyond this are a run without end, refused up front.
+MAX_CASES = 1_000_000
+
+# The summary figures each row carries (see Schedule.summary), after the case's own columns.
+SUMMARY_COLUMNS = (
+    "requests",
+    "makespan_s",
+    "utilization",
+    "tokens_per_s",
+    "requests_per_s",
+    "ttft_mean_s",
+    "ttft_p50_s",
+    "ttft_p90_s",
+    "ttft_p99_s",
+    "tbt_mean_s",
+    "tbt_p50_s",
+    "tbt_p90_s",
+    "tbt_p99_s",
+    "e2e_mean_s",
+    "e2e_p50_s",
+    "e2e_p90_s",
+    "e2e_p99_s",
+    "normalized_latency_p50_s",
+    "normalized_latency_p90_s",
+    "normalized_latency_p99_s",
+    "goodput_rps",
+    "slo_attainment",
+    "slo_ttft_s",
+    "slo_tbt_s",
+)
+# Columns plot_sweep can draw (the numeric summary figures but the echoed targets).
+PLOT_METRICS = tuple(c for c in SUMMARY_COLUMNS if c not in ("requests", "slo_ttft_s", "slo_tbt_s"))
+#: Every column of a sweep's frame, in order.
+#:
+#: :meta hide-value:
+COLUMNS = ("rate_scale", "request_policy", "iteration_policy", "offered_rps", *SUMMARY_COLUMNS)
+
+# x axes plot_sweep offers, and their labels.
+_X_LABELS = {
+    "rate_scale": "arrival rate (multiple of the trace's)",
+    "offered_rps": "offered load (requests/s)",
+}
+
+
+def parse_policy(spec: Any) -> tuple[str, str]:
+    """A (request policy, iteration policy) pair from a pair of names or a ``"request/iteration"`` spec.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Neither a pair of str nor such a spec, or a name no policy is registered under (the
+        message lists the registered ones).
+    """
+    from llmsched.online.registry import make_iteration_policy, make_request_policy
+
+    if isinstance(spec, str):
+        parts = spec.split("/")
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"a policy spec is 'REQUEST/ITERATION' (as 'fcfs/prefill-first'), got {spec!r}")
+        request, iteration = parts
+    elif isinstance(spec, (tuple, list)) and len(spec) == 2:
+        request = text("request policy", spec[0])
+        iteration = text("iteration policy", spec[1])
+    else:
+        raise TypeError(
+            "a policy must be a (request, iteration) pair of names or a 'REQUEST/ITERATION' spec, "
+            f"got {spec!r}"
+        )
+    make_request_policy(request)
+    make_iteration_policy(iteration)
+    return request, iteration
+
+
+def _policies(policies: Any) -> list[tuple[str, str]]:
+    if isinstance(policies, str):
+        policies = [policies]
+    if not isinstance(policies, Sequence) or isinstance(policies, bytes):
+        raise TypeError(f"policies must be a list of (request, iteration) pairs or specs, got {policies!r}")
+    if not policies:
+        raise ValueError("policies is empty; give at least one (request, iteration) pair")
+    pairs = [parse_policy(spec) for spec in policies]
+    seen: set[tuple[str, str]] = set()
+    for pair in pairs:
+        if pair in seen:
+            raise ValueError(f"policy {'/'.join(pair)!r} is given twice")
+        seen.add(pair)
+    return pairs
+
+
+def _rates(rates: Any) -> list[float]:
+    if isinstance(rates, (int, float, np.number)):
+        rates = [rates]
+    values = real_array("rates", rates, low=0.0, low_open=True, nonempty=True)
+    if np.unique(values).size != values.size:
+        raise ValueError(f"rates holds a multiplier twice: {values.tolist()}")
+    return [float(v) for v in values]
+
+
+def _target(name: str, value: Any) -> float | None:
+    return None if value is None else real(name, value, low=0.0, low_open=True, finite=False)
+
+
+def _n_jobs(n_jobs: Any) -> int:
+    return check_jobs("n_jobs", n_jobs)
+
+
+def offered_rps(arrival: np.ndarray) -> float:
+    """Mean arrival rate of a trace: arrivals after the first over the time from the first to
+    the last (NaN when they all arrive at once)."""
+    span = float(arrival.max() - arrival.min()) if arrival.size else 0.0
+    return (arrival.size - 1) / span if span > 0 else float("nan")
+
+
+def run_case(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    request_policy: str,
+    iteration_policy: str,
+    rate_scale: float,
+    slo_ttft: float | None = None,
+    slo_tbt: float | None = None,
+) -> dict[str, Any]:
+    """One case of a sweep: arrivals divided by ``rate_scale``, simulated, validated, summarised.
+
+    The ``slo`` iteration rule runs with ``slo_ttft`` as its target when one is given.
+
+    Returns
+    -------
+    dict
+        The row: :data:`COLUMNS`.
+
+    Raises
+    ------
+    RuntimeError
+        If the schedule fails validation (a bug, never expected).
+    """
+    from llmsched.engines.competition.validate import validate
+    from llmsched.online.registry import make_iteration_policy
+    from llmsched.online.simulate import simulate
+
+    scaled = workload.replace(arrival=workload.arrival / rate_scale)
+    # The SLO-aware rule serves the run's TTFT target.
+    iteration: Any = iteration_policy
+    if iteration_policy == "slo" and slo_ttft is not None and math.isfinite(slo_ttft):
+        iteration = make_iteration_policy("slo", slo_ttft=slo_ttft)
+    schedule = simulate(scaled, cost, clients, request_policy, iteration)
+    violations = validate(schedule)
+    if violations:
+        shown = "; ".join(str(v) for v in violations[:3])
+        raise RuntimeError(
+            f"{request_policy}/{iteration_policy} at rate x{rate_scale:g}: invalid schedule "
+            f"({len(violations)} violations): {shown}"
+        )
+    summary = schedule.summary(slo_ttft=slo_ttft, slo_tbt=slo_tbt)
+    return {
+        "rate_scale": rate_scale,
+        "request_policy": request_policy,
+        "iteration_policy": iteration_policy,
+        "offered_rps": offered_rps(scaled.arrival),
+        **{name: summary[name] for name in SUMMARY_COLUMNS},
+    }
+
+
+def sweep(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    policies: Any,
+    rates: Any,
+    *,
+    slo_ttft: float | None = None,
+    slo_tbt: float | None = None,
+    n_jobs: int = 1,
+    backend: str | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run every policy pair at every arrival-rate multiplier; one row per (rate, policy).
+
+    Parameters
+    ----------
+    workload
+        The requests with their arrival times (for a workload without any, see
+        :func:`llmsched.workloads.prepare` with ``arrivals="poisson:RATE"``).
+    cost, clients
+        Cost model and number of clients.
+    policies
+        A list of ``(request policy, iteration policy)`` name pairs or ``"request/iteration"``
+        specs (``"fcfs/prefill-first"``), or one spec.
+    rates
+        Arrival-rate multipliers ``k > 0``: arrivals are ``workload.arrival / k``, so 1 is the
+        trace's own rate and 2 twice as many requests per second.
+    slo_ttft, slo_tbt
+        Latency targets in seconds for goodput and SLO attainment (see
+        :meth:`~llmsched.engines.competition.schedule.Schedule.meets_slo`); None: no target.
+    n_jobs
+        joblib workers (-1: every core, or a count >= 1).
+    backend
+        A joblib backend name for ``joblib.parallel_config`` (``"loky"``, ``"threading"``,
+        ``"dask"`` on the Dask cluster of the caller's ``distributed.Client``, ...); None: the
+        active joblib configuration.
+    progress
+        Show a progress bar over finished cases.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`COLUMNS`: ``rate_scale``, ``request_policy``, ``iteration_policy``,
+        ``offered_rps`` (the scaled trace's mean arrival rate), then the summary figures.
+        Rows run over ``rates`` in the order given, and within each rate over ``policies``;
+        neither the rows nor their order depend on ``n_jobs`` or ``backend``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments, before any case runs: unknown policy names, rate multipliers that
+        are not finite and > 0 or repeat, a target that is not > 0, or a workload whose
+        requests all arrive at once (scaling its rate would change nothing) with a
+        multiplier other than 1.
+    RuntimeError
+        If a schedule fails validation (a bug, never expected).
+    """
+    import pandas as pd
+    from joblib import delayed, parallel_config
+
+    instance("workload", workload, Workload, "a Workload")
+    instance("cost", cost, CostModel, "a CostModel")
+    clients = positive_int("clients", clients)
+    pairs = _policies(policies)
+    scales = _rates(rates)
+    ttft_target, tbt_target = _target("slo_ttft", slo_ttft), _target("slo_tbt", slo_tbt)
+    n_jobs = _n_jobs(n_jobs)
+    if backend is not None:
+        text("backend", backend)
+    progress = flag("progress", progress)
+    if len(pairs) * len(scales) > MAX_CASES:
+        raise ValueError(f"{len(pairs)} policies x {len(scales)} rates is more than {MAX_CASES:,} cases")
+    arrival = workload.arrival
+    if arrival.size and arrival.max() == arrival.min() and any(k != 1 for k in scales):
+        raise ValueError(
+            "the workload's requests all arrive at once, so scaling their arrival rate changes "
+            "nothing; give it arrival times (llmsched.workloads.prepare(workload, arrivals='poisson:RATE'), "
+            "or --arrival-rate "
+            "on the command line) or sweep rates=[1] only"
+        )
+    if workload.predicted_output is None:
+        from llmsched.online.registry import make_request_policy
+
+        for request, _ in pairs:
+            if getattr(make_request_policy(request), "sizes", None) == "predicted":
+                raise ValueError(
+                    f"request policy {request!r} plans with predicted lengths and the workload has "
+                    "no predicted_output: attach predictions (llmsched.online.with_predictions, or "
+                    "--predictor NAME on the command line) or use its -oracle variant"
+                )
+
+    cases = [(k, request, iteration) for k in scales for request, iteration in pairs]
+    jobs = [
+        delayed(run_case)(workload, cost, clients, request, iteration, k, ttft_target, tbt_target)
+        for k, request, iteration in cases
+    ]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc="sweep", unit="case")
+    try:
+        with parallel_config(backend=backend) if backend is not None else nullcontext():
+            rows = progress_parallel(n_jobs, bar)(jobs)
+    finally:
+        if bar is not None:
+            bar.close()
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def plot_sweep(
+    frame: pd.DataFrame,
+    metric: str = "ttft_p99_s",
+    x: str = "rate_scale",
+    ax: Axes | None = None,
+    title: str | None = None,
+    log_y: bool = False,
+) -> Figure:
+    """``metric`` against the load, one line per policy pair (a latency-load curve).
+
+    Parameters
+    ----------
+    frame
+        What :func:`sweep` returned.
+    metric
+        A numeric column of the frame (``"ttft_p99_s"``, ``"tbt_p99_s"``, ``"e2e_p50_s"``,
+        ``"goodput_rps"``, ...). A TTFT or TBT metric gets the sweep's target, when it had
+        one, as a dashed line.
+    x
+        ``"rate_scale"`` (the multiplier) or ``"offered_rps"`` (requests per second offered).
+    ax
+        Axes to draw on; by default a new ``matplotlib.figure.Figure`` (not registered with
+        pyplot, and the matplotlib backend is left alone).
+    title
+        The title (default: the metric).
+    log_y
+        A logarithmic y axis (latency near saturation grows by orders of magnitude).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure drawn on (``ax``'s when given).
+
+    Raises
+    ------
+    ValueError
+        A frame without the sweep's columns, an unknown or non-numeric metric, an unknown
+        ``x``, or ``offered_rps`` for a workload without arrival spread.
+    """
+    import pandas as pd
+
+    from llmsched.plot import figure_axes
+
+    instance("frame", frame, pd.DataFrame, "a DataFrame from sweep()")
+    missing = {"rate_scale", "request_policy", "iteration_policy", "offered_rps"} - set(frame.columns)
+    if frame.empty or missing:
+        raise ValueError(f"expected the DataFrame of sweep(); it lacks {sorted(missing) or 'rows'}")
+    numeric = [c for c in frame.columns if c not in COLUMNS[:4] and pd.api.types.is_numeric_dtype(frame[c])]
+    if not isinstance(metric, str) or metric not in numeric:
+        raise ValueError(f"metric must be a numeric column of the sweep, one of {numeric}, got {metric!r}")
+    if not isinstance(x, str) or x not in _X_LABELS:
+        raise ValueError(f"x must be one of {list(_X_LABELS)}, got {x!r}")
+    if not np.isfinite(frame[x].to_numpy(dtype=float)).any():
+        raise ValueError(
+            f"{x} is undefined for this sweep (its requests all arrive at once); use x='rate_scale'"
+        )
+    log_y = flag("log_y", log_y)
+
+    fig, ax = figure_axes(ax, (7, 4.5), "constrained")
+    for (request, iteration), part in frame.groupby(["request_policy", "iteration_policy"], sort=False):
+        part = part.sort_values(x)
+        ax.plot(part[x], part[metric], marker="o", label=f"{request}/{iteration}")
+    target_column = {"ttft": "slo_ttft_s", "tbt": "slo_tbt_s"}.get(metric.split("_")[0])
+    if target_column in frame.columns:
+        targets = frame[target_column].dropna().unique()
+        if len(targets) == 1 and np.isfinite(float(targets[0])):
+            label = "TTFT target" if target_column == "slo_ttft_s" else "TBT target"
+            ax.axhline(float(targets[0]), color="grey", linestyle="--", linewidth=1, label=label)
+    ax.set_xlabel(_X_LABELS[x])
+    ax.set_ylabel(metric)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_title(title if title is not None else metric)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,475 @@
+"""Run a fleet of engines: routers, backoff, and every engine's decision loop in one clock.
+
+Each engine runs its mode's loop (the one decision loop, :func:`llmsched.engines.loop.open_engine`,
+or the fused loop, :func:`llmsched.engines.fusion.rule.open_fused_engine`) on its cost model's clock, as a
+generator that stops whenever it needs to know the arrivals up to a
+time. The fleet keeps one heap of those times and hands out the arrivals in time order,
+so every engine sees exactly the requests routed to it and when: an engine's schedule is
+the one :func:`llmsched.simulate` gives for the requests it received (a test checks it).
+Arrivals at an instant are routed before any engine moves past that instant.
+
+Routers (:data:`ROUTERS`), all non-anticipative unless they say otherwise:
+
+* ``round-robin``: requests in arrival order (ties by index), to engines 0, 1, ..., N-1, 0, ...;
+* ``random``: a uniformly drawn engine (seeded);
+* ``jsq``: join the shortest queue, the fewest requests held (waiting or decoding) per
+  client; ties to the lowest index;
+* ``power-of-two``: two engines drawn at random, the one holding fewer per client;
+* ``least-work``: Mico's token balance with predictions: the engine with the least
+  predicted work still to do, this request's included, in seconds: prompt and predicted
+  output tokens of the requests it holds, each priced at the engine's busy rate
+  (:attr:`~llmsched.fleet.schedule.Engine.seconds_per_token`), so faster engines take more;
+* ``qcmax`` and ``mico``, for a closed batch (every request arrives at one instant, so the
+  router sees them all): the exact Q||Cmax assignment of predicted output tokens over
+  engine speeds (:func:`llmsched.mip.solve_pcmax`), or Mico's group distribution
+  (:func:`llmsched.mip.mico.mico_distribute`).
+
+Backoff (:class:`~llmsched.fleet.schedule.Backoff`): when an engine is idle or decodes with a
+client free and has nothing waiting nor on its way, it pulls from the engine with the most
+waiting requests (at least ``threshold``) up to ``share`` of them (rounded up, at most its
+free clients), the ones that engine would start last; they reach it ``delay`` seconds
+later. An engine's request policy must be able to give requests up (``withdraw``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from llmsched.core.checks import choice, rng
+from llmsched.core.checks import time_limit as check_time_limit
+from llmsched.core.instance import (
+    WorkBound,
+    WorkloadTotals,
+    check_cost_model,
+    check_horizon,
+    decode_work_bound,
+    prefill_work_bound,
+)
+from llmsched.core.workload import Workload
+from llmsched.engines.fusion.rule import fused_stream_schedule, open_fused_engine
+from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
+from llmsched.fleet.schedule import Backoff, Engine, FleetSchedule
+from llmsched.online.offline import check_sizes, decode_sizes
+from llmsched.online.registry import make_iteration_policy, make_request_policy
+
+__all__ = ["ROUTERS", "check_fleet", "simulate_fleet"]
+
+#: Router names, in the order the documentation lists them.
+ROUTERS = ("round-robin", "random", "jsq", "power-of-two", "least-work", "qcmax", "mico")
+_CLOSED_BATCH = ("qcmax", "mico")
+_PREDICTING = ("least-work", "qcmax", "mico")
+
+
+def _static_assignment(
+    router: str, sizes: np.ndarray, engines: Sequence[Engine], time_limit: float
+) -> np.ndarray:
+    from llmsched.mip import solve_pcmax
+    from llmsched.mip.mico import mico_distribute
+
+    speed = np.array([e.tokens_per_s for e in engines])
+    same = bool(np.all(speed == speed[0]))
+    if router == "mico":
+        return mico_distribute(sizes, len(engines), speeds=None if same else speed / speed.max())
+    result = solve_pcmax(
+        np.maximum(sizes, 0).astype(np.int64),
+        len(engines),
+        time_limit=time_limit,
+        speeds=None if same else speed / speed.max(),
+    )
+    return np.asarray(result.assignment, dtype=np.int64)
+
+
+def check_fleet(
+    workload: Workload,
+    engines: Sequence[Engine],
+    router: str = "round-robin",
+    backoff: Backoff | None = None,
+    seed: int = 0,
+    sizes: str = "predicted",
+    time_limit: float = math.inf,
+) -> tuple[tuple[Engine, ...], str, str, float]:
+    """Check a fleet's run before any work (:func:`simulate_fleet`'s arguments); return the
+    engines as a tuple, the router, the sizes and the time limit.
+
+    Every engine must hold every prompt and give finite stage times for the largest stages
+    the workload can ask of it (:func:`~llmsched.core.instance.check_instance`, a fused engine's
+    prefill as chunks of its budget); every time the run can reach, the latest arrival plus a
+    backoff delay per request plus the most work one engine could be given, must leave
+    float64 enough precision to time the shortest stage of any engine
+    (:func:`~llmsched.core.instance.check_horizon`). The router, its sizes and the request and
+    iteration policies must be ones a fleet can run.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Saying what was wrong and what is allowed; an engine's problem names the engine.
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"workload must be a llmsched.Workload, got {type(workload).__name__}")
+    if len(workload) == 0:
+        raise ValueError("the workload has no requests")
+    if isinstance(engines, Engine) or not isinstance(engines, Sequence) or not engines:
+        raise ValueError("engines must be a non-empty sequence of llmsched.Engine")
+    engines = tuple(engines)
+    for k, engine in enumerate(engines):
+        if not isinstance(engine, Engine):
+            raise TypeError(f"engine {k} must be a llmsched.Engine, got {type(engine).__name__}")
+    router = choice("router", router, ROUTERS)
+    if backoff is not None and not isinstance(backoff, Backoff):
+        raise TypeError(f"backoff must be a llmsched.Backoff or None, got {type(backoff).__name__}")
+    rng("seed", seed)
+    sizes = check_sizes(sizes)
+    time_limit = check_time_limit("time_limit", time_limit)
+    if router in _PREDICTING:
+        decode_sizes(workload, sizes)  # ValueError without predictions
+    if router in _CLOSED_BATCH and float(workload.arrival.max()) != float(workload.arrival.min()):
+        raise ValueError(
+            f"router {router!r} assigns a closed batch (every request arriving at one instant); "
+            "these requests arrive over time: use least-work, jsq, power-of-two, random or round-robin"
+        )
+    totals = WorkloadTotals.of(workload)
+    shortest: list[float] = []
+    work = 0.0
+    stages: list[WorkBound] = []
+    seen: set[Any] = set()
+    for k, engine in enumerate(engines):
+        policies = (engine.request_policy, engine.iteration_policy, engine.mode)
+        try:
+            key: Any = (engine.cost, engine.clients, *policies, engine.token_budget)
+            hash(key)
+        except TypeError:  # a cost model that is not hashable
+            key = id(engine)
+        if key in seen:
+            continue  # engines alike are checked once
+        seen.add(key)
+        _check_policies(k, engine, backoff)
+        budget = engine.token_budget if engine.mode == "fusion" else None
+        try:
+            shortest.append(check_cost_model(workload, engine.cost, engine.clients))
+            bounds = (
+                prefill_work_bound(totals, engine.cost, budget),
+                decode_work_bound(totals, engine.cost, engine.clients),
+            )
+        except ValueError as exc:
+            raise ValueError(f"{engine.label(k)}: {exc}") from None
+        work = max(work, bounds[0].seconds + bounds[1].seconds)
+        stages.extend(bounds)
+    delay = backoff.delay * totals.requests if backoff is not None else 0.0
+    positive = [t for t in shortest if t > 0]
+    check_horizon(
+        totals, min(positive, default=0.0), work, delay, "backoff delays", tuple(stages), "a smaller delay"
+    )
+    return engines, router, sizes, time_limit
+
+
+def _check_policies(k: int, engine: Engine, backoff: Backoff | None) -> None:
+    """Refuse an engine's policies that a fleet cannot run (or names it does not know)."""
+    requests = make_request_policy(engine.request_policy)
+    if not getattr(requests, "open_ended", False):
+        raise ValueError(
+            f"engine {k}'s request policy {engine.request_policy!r} plans over the whole workload up "
+            "front; an engine of a fleet learns its requests as they are routed to it: use fcfs, "
+            "batch-wise, shortest-first or longest-first"
+        )
+    if backoff is not None and not callable(getattr(requests, "withdraw", None)):
+        raise ValueError(
+            f"engine {k}'s request policy {engine.request_policy!r} cannot give up a waiting request, "
+            "which backoff needs: use fcfs, batch-wise, shortest-first or longest-first"
+        )
+    make_iteration_policy(engine.iteration_policy)  # a fused engine's too: a name it does not know
+
+
+def simulate_fleet(
+    workload: Workload,
+    engines: Sequence[Engine],
+    router: str = "round-robin",
+    backoff: Backoff | None = None,
+    seed: int = 0,
+    sizes: str = "predicted",
+    time_limit: float = math.inf,
+) -> FleetSchedule:
+    """Run ``workload`` on a fleet of ``engines`` behind ``router``; return what it ran.
+
+    Parameters
+    ----------
+    workload
+        The requests, arriving at the fleet.
+    engines
+        The engines (:class:`~llmsched.fleet.schedule.Engine`), each with its own cost model,
+        clients, policies and price.
+    router
+        One of :data:`ROUTERS`.
+    backoff
+        :class:`~llmsched.fleet.schedule.Backoff` to let dry engines pull waiting requests; None: off.
+    seed
+        Seeds the ``random`` and ``power-of-two`` draws.
+    sizes
+        What ``least-work``, ``qcmax`` and ``mico`` weigh requests by: ``predicted``
+        (the workload's predictions) or ``oracle`` (the true output lengths, a clairvoyant
+        router; the fleet's ``info`` says so).
+    time_limit
+        Wall-clock seconds for the ``qcmax`` router's solver, a safety net the caller
+        chooses: a number >= 0, ``inf`` (the default) for none, so that the solver stops on
+        its deterministic work budget and the fleet is the same on any machine.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Before any work (:func:`check_fleet`): a bad workload or engine list, a prompt some
+        engine cannot hold, a stage some engine cannot time, times beyond the precision the
+        validator can check, an unknown router, a closed-batch router on requests that
+        arrive over time, a predicting router without predictions, a request policy a fleet
+        cannot run, a time limit that is not seconds >= 0.
+    """
+    engines, router, sizes, time_limit = check_fleet(
+        workload, engines, router, backoff, seed, sizes, time_limit
+    )
+    draw = rng("seed", seed)
+    n, m = len(workload), len(engines)
+    arrival = workload.arrival.tolist()
+    prompt = workload.prompt_tokens.tolist()
+    output = workload.output_tokens.tolist()
+    predicted = workload.predicted_output
+    planned = predicted.tolist() if predicted is not None else [0] * n
+    weight: list[int] = []
+    planned_sizes = sizes == "predicted"
+    if router in _PREDICTING:
+        weight = decode_sizes(workload, sizes).tolist()
+    static: list[int] | None = None
+    order = np.argsort(workload.arrival, kind="stable").tolist()
+    if router in _CLOSED_BATCH:
+        static = _static_assignment(router, np.asarray(weight), engines, time_limit).tolist()
+    elif router in ("random", "round-robin"):
+        # Dealt in order of arrival (ties by index): what a request gets does not depend on
+        # the requests that come after it.
+        dealt = draw.integers(0, m, size=n) if router == "random" else np.arange(n) % m
+        static = [0] * n
+        for place, request in enumerate(order):
+            static[request] = int(dealt[place])
+    elif router == "power-of-two":
+        # One row of draws per request, in order of arrival: what a request draws does not
+        # depend on how many requests come after it.
+        pairs = draw.random((n, 2))
+        first = np.minimum((pairs[:, 0] * m).astype(np.int64), m - 1).tolist()
+        second = np.minimum((pairs[:, 1] * max(m - 1, 1)).astype(np.int64), max(m - 2, 0)).tolist()
+
+    # Every engine's policies and loop, primed: each stops at once, idle, waiting for work.
+    streams: list[EngineStream] = []
+    loops: list[Any] = []
+    policies: list[Any] = []
+    for engine in engines:
+        requests = make_request_policy(engine.request_policy)
+        stream = EngineStream()
+        if engine.mode == "fusion":
+            loop = open_fused_engine(
+                engine.cost,
+                engine.clients,
+                requests,
+                engine.token_budget,
+                stream,
+                predicted is not None,
+                workload.name,
+                n,
+            )
+        else:
+            loop = open_engine(
+                engine.cost,
+                engine.clients,
+                requests,
+                make_iteration_policy(engine.iteration_policy),
+                stream,
+                predicted is not None,
+                workload.name,
+                n,
+            )
+        next(loop)
+        streams.append(stream)
+        loops.append(loop)
+        policies.append(requests)
+
+    clients = np.array([e.clients for e in engines], dtype=np.float64)
+    held = np.zeros(m)  # requests routed and not finished nor pulled away, per engine
+    work = np.zeros(m)  # their predicted work in seconds (least-work)
+    rates = np.array([e.seconds_per_token for e in engines])  # (prefill, decode) per token
+    queued = np.zeros(m)  # waiting (not started), per engine
+    routed_work = [0] * m  # planned output tokens routed, pulled away; prompt tokens likewise
+    gone_work = [0] * m
+    routed_prompt = [0] * m
+    gone_prompt = [0] * m
+    gone = [0] * m
+    incoming = [0] * m  # pulled requests on their way
+    members: list[list[int]] = [[] for _ in range(m)]  # fleet request of each engine's index
+    left: list[set[int]] = [set() for _ in range(m)]  # engine indices pulled away
+    reached = [math.nan] * n
+    pulled_from = [-1] * n
+    results: list[Any] = [None] * m
+    version = [0] * m
+    woken = [False] * m
+    events: list[tuple[float, int, int, int]] = []  # (time, tie, engine, version)
+    transit: list[tuple[float, int, int, int, int]] = []  # (time, tie, request, engine, donor)
+    tie = 0
+    heappush, heappop = heapq.heappush, heapq.heappop
+
+    def refresh(k: int) -> None:
+        s = streams[k]
+        held[k] = len(s.prompt) - gone[k] - s.finished
+        if weight:
+            work[k] = (routed_prompt[k] - gone_prompt[k] - s.finished_prompt) * rates[k, 0] + (
+                routed_work[k]
+                - gone_work[k]
+                - (s.finished_planned if planned_sizes else s.knowns[0].total_finished_output)
+            ) * rates[k, 1]
+        queued[k] = len(s.prompt) - s.started - len(s.withdrawn)
+
+    def route(request: int, k: int, t: float) -> None:
+        nonlocal tie
+        s = streams[k]
+        members[k].append(request)
+        s.add(prompt[request], output[request], planned[request], t)
+        reached[request] = t
+        if weight:
+            routed_work[k] += weight[request]
+            routed_prompt[k] += prompt[request]
+        refresh(k)
+        if s.cuttable and not woken[k]:
+            woken[k] = True
+            version[k] += 1
+            tie += 1
+            heappush(events, (t, tie, k, version[k]))
+
+    def pull(k: int, now: float) -> None:
+        nonlocal tie
+        assert backoff is not None
+        queued[k] = -1.0  # not its own donor
+        donor = int(np.argmax(queued))
+        refresh(k)
+        have = int(queued[donor])
+        if donor == k or have < backoff.threshold:
+            return
+        count = min(streams[k].free, math.ceil(have * backoff.share))
+        for _ in range(count):
+            local = policies[donor].withdraw()
+            if local is None:
+                break
+            streams[donor].withdrawn.append(local)
+            left[donor].add(local)
+            request = members[donor][local]
+            gone[donor] += 1
+            if weight:
+                gone_work[donor] += weight[request]
+                gone_prompt[donor] += prompt[request]
+            incoming[k] += 1
+            tie += 1
+            heappush(transit, (now + backoff.delay, tie, request, k, donor))
+        refresh(donor)
+
+    def resume(k: int, now: float) -> None:
+        nonlocal tie
+        try:
+            t = next(loops[k])
+        except StopIteration as done:
+            results[k] = done.value
+            return
+        version[k] += 1
+        woken[k] = False
+        if t < math.inf:
+            tie += 1
+            heappush(events, (t, tie, k, version[k]))
+        refresh(k)
+        s = streams[k]
+        if backoff is not None and s.cuttable and s.free and not queued[k] and not incoming[k]:
+            pull(k, now)
+
+    next_arrival = 0
+    jsq, two, least = router == "jsq", router == "power-of-two", router == "least-work"
+    while True:
+        ta = arrival[order[next_arrival]] if next_arrival < n else math.inf
+        td = transit[0][0] if transit else math.inf
+        while events and events[0][3] != version[events[0][2]]:
+            heappop(events)  # stale: the engine moved on
+        te = events[0][0] if events else math.inf
+        if ta == td == te == math.inf:
+            break
+        if min(ta, td) < math.inf and (te == math.inf or admits(te, min(ta, td))):
+            if td <= ta:
+                _, _, request, k, donor = heappop(transit)
+                incoming[k] -= 1
+                pulled_from[request] = donor
+                route(request, k, td)
+                continue
+            request = order[next_arrival]
+            next_arrival += 1
+            if static is not None:
+                k = static[request]
+            elif jsq:
+                k = int(np.argmin(held / clients))
+            elif two:
+                a, b = first[next_arrival - 1], second[next_arrival - 1]
+                b += b >= a  # two distinct engines, each pair as likely
+                ka, kb = held[a] / clients[a], held[b % m] / clients[b % m]
+                k = a if m == 1 or (ka, a) <= (kb, b) else b
+            else:
+                assert least
+                k = int(np.argmin(work + prompt[request] * rates[:, 0] + weight[request] * rates[:, 1]))
+            route(request, k, ta)
+            continue
+        _, _, k, _ = heappop(events)
+        resume(k, te)
+
+    for k in range(m):
+        streams[k].closed = True
+        if results[k] is None:
+            resume(k, math.inf)
+        if results[k] is None:  # pragma: no cover - the loop must end once closed and idle
+            raise RuntimeError(f"engine {k} did not end once every request was routed")
+
+    schedules: list[Any] = []
+    request_engine = np.empty(n, dtype=np.int64)
+    request_index = np.empty(n, dtype=np.int64)
+    for k, engine in enumerate(engines):
+        s = streams[k]
+        kept = (
+            [i for i in range(len(s.prompt)) if i not in left[k]] if left[k] else list(range(len(s.prompt)))
+        )
+        mine = [members[k][i] for i in kept]
+        local = Workload(
+            [s.prompt[i] for i in kept],
+            [s.output[i] for i in kept],
+            [s.planned[i] for i in kept] if predicted is not None else None,
+            [s.arrival[i] for i in kept],
+            name=f"{workload.name} on {engine.label(k)}",
+        )
+        if engine.mode == "fusion":
+            schedules.append(
+                fused_stream_schedule(
+                    local, engine.cost, engine.clients, engine.token_budget, s, kept, results[k]
+                )
+            )
+        else:
+            schedules.append(stream_schedule(local, engine.cost, engine.clients, s, kept, results[k]))
+        request_engine[mine] = k
+        request_index[mine] = np.arange(len(mine))
+    info = {
+        "router": router,
+        "sizes": sizes if router in _PREDICTING else None,
+        "clairvoyant": sizes == "oracle" and router in _PREDICTING,
+        "backoff": backoff is not None,
+        "backoff_delay": backoff.delay if backoff is not None else 0.0,
+        "seed": seed if router in ("random", "power-of-two") else None,
+    }
+    return FleetSchedule(
+        workload,
+        engines,
+        tuple(schedules),
+        request_engine,
+        request_index,
+        np.asarray(reached),
+        np.asarray(pulled_from),
+        router,
+        info,
+    )

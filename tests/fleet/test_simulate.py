@@ -1,0 +1,314 @@
+"""The fleet's event loop: routers, backoff, and every engine's loop on one clock."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llmsched import (
+    ContextCostModel,
+    LevelCostModel,
+    LinearCostModel,
+    Workload,
+    simulate,
+    simulate_fusion,
+    validate,
+)
+from llmsched.fleet.schedule import Backoff, Engine, validate_fleet
+from llmsched.fleet.simulate import ROUTERS, simulate_fleet
+from tests.strategies import predicted_instances
+
+PAPER = LinearCostModel.paper()
+ONLINE_ROUTERS = [r for r in ROUTERS if r not in ("qcmax", "mico")]
+POLICIES = ["fcfs", "batch-wise", "shortest-first", "longest-first"]
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> tuple[Workload, list[Engine]]:
+    """A workload with predictions and 1-4 engines of their own clients, speeds, policies and
+    modes (fused where the cost model prices chunks), every one able to hold every prompt."""
+    workload, cost, clients = draw(predicted_instances())
+    engines = []
+    for _ in range(draw(st.integers(1, 4))):
+        speed = draw(st.sampled_from([0.5, 1.0, 2.0]))
+        engine_cost = (
+            LinearCostModel(
+                cost.prefill_base * speed,
+                cost.prefill_per_token * speed,
+                cost.decode_base * speed,
+                cost.decode_per_client * speed,
+                cost.prefill_capacity,
+            )
+            if isinstance(cost, LinearCostModel)
+            else cost
+        )
+        fused = isinstance(engine_cost, (LinearCostModel, ContextCostModel)) and draw(st.booleans())
+        engines.append(
+            Engine(
+                engine_cost,
+                draw(st.integers(1, max(1, clients))),
+                price=speed,
+                request_policy=draw(st.sampled_from(POLICIES)),
+                iteration_policy=draw(st.sampled_from(["prefill-first", "lagrangian", "threshold"])),
+                mode="fusion" if fused else "competition",
+                token_budget=draw(st.integers(2, 400)),
+            )
+        )
+    return workload, engines
+
+
+def _check(fleet, workload: Workload) -> None:
+    assert validate_fleet(fleet) == []
+    # Every request ran once, on one engine, from the time it reached it.
+    assert sorted(np.concatenate([[0], np.bincount(fleet.request_engine)]).tolist())
+    assert sum(len(s.workload) for s in fleet.schedules) == len(workload)
+    assert np.all(fleet.request_reached >= workload.arrival)
+    assert np.all(fleet.ttft > 0)
+    assert np.all(fleet.finish >= fleet.prefill_end)
+
+
+@settings(max_examples=60, deadline=None)
+@given(fleets(), st.sampled_from(ONLINE_ROUTERS), st.booleans(), st.integers(0, 3))
+def test_every_router_gives_valid_schedules(case, router, backoff, seed) -> None:
+    workload, engines = case
+    fleet = simulate_fleet(workload, engines, router, Backoff(0.05) if backoff else None, seed=seed)
+    _check(fleet, workload)
+    if not backoff:
+        assert fleet.pulled == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(fleets(), st.sampled_from(["qcmax", "mico"]), st.booleans())
+def test_closed_batch_routers(case, router, backoff) -> None:
+    workload, engines = case
+    batch = workload.replace(arrival=np.zeros(len(workload)))
+    fleet = simulate_fleet(batch, engines, router, Backoff(0.0) if backoff else None, time_limit=5)
+    _check(fleet, batch)
+
+
+@settings(max_examples=40, deadline=None)
+@given(fleets(), st.sampled_from(["round-robin", "random"]), st.integers(0, 5))
+def test_an_engine_runs_what_simulate_gives_for_its_requests(case, router, seed) -> None:
+    """Without backoff each engine's schedule is simulate's (or simulate_fusion's) on the
+    requests it received."""
+    workload, engines = case
+    fleet = simulate_fleet(workload, engines, router, seed=seed)
+    for engine, schedule in zip(engines, fleet.schedules, strict=True):
+        if not len(schedule.workload):
+            continue
+        if engine.mode == "fusion":
+            fused = simulate_fusion(
+                schedule.workload, engine.cost, engine.clients, engine.request_policy, engine.token_budget
+            )
+            np.testing.assert_array_equal(fused.chunk_request, schedule.chunk_request)
+            np.testing.assert_array_equal(fused.run_iterations, schedule.run_iterations)
+            np.testing.assert_allclose(fused.run_start, schedule.run_start, rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(fused.request_client, schedule.request_client)
+            continue
+        alone = simulate(
+            schedule.workload, engine.cost, engine.clients, engine.request_policy, engine.iteration_policy
+        )
+        np.testing.assert_array_equal(alone.stage_kind, schedule.stage_kind)
+        np.testing.assert_allclose(alone.stage_end, schedule.stage_end, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(alone.request_client, schedule.request_client)
+        np.testing.assert_array_equal(alone.request_prefill_stage, schedule.request_prefill_stage)
+
+
+@settings(max_examples=40, deadline=None)
+@given(fleets(), st.sampled_from(ONLINE_ROUTERS), st.booleans(), st.floats(0.1, 4.0))
+def test_routing_is_non_anticipative(case, router, backoff, cut) -> None:
+    """Dropping every request that arrives after T changes nothing that happened before T."""
+    workload, engines = case
+    order = np.argsort(workload.arrival, kind="stable")
+    workload = Workload(
+        workload.prompt_tokens[order],
+        workload.output_tokens[order],
+        workload.predicted_output[order],
+        workload.arrival[order],
+    )
+    early = workload.arrival <= cut
+    if not early.any() or early.all():
+        return
+    plan = Backoff(0.05) if backoff else None
+    whole = simulate_fleet(workload, engines, router, plan, seed=1)
+    part = simulate_fleet(
+        Workload(
+            workload.prompt_tokens[early],
+            workload.output_tokens[early],
+            workload.predicted_output[early],
+            workload.arrival[early],
+        ),
+        engines,
+        router,
+        plan,
+        seed=1,
+    )
+    done = np.flatnonzero(whole.finish[early] < cut)
+    np.testing.assert_array_equal(whole.request_engine[early][done], part.request_engine[done])
+    np.testing.assert_allclose(whole.finish[early][done], part.finish[done], rtol=1e-9)
+    np.testing.assert_allclose(whole.prefill_end[early][done], part.prefill_end[done], rtol=1e-9)
+
+
+def test_backoff_moves_work_off_an_overloaded_engine() -> None:
+    # Round robin sends every long request to engine 0 (even indices), the short ones to 1.
+    n = 40
+    output = [400 if i % 2 == 0 else 5 for i in range(n)]
+    workload = Workload([50] * n, output)
+    engines = [Engine(PAPER, 4), Engine(PAPER, 4)]
+    off = simulate_fleet(workload, engines, "round-robin")
+    on = simulate_fleet(workload, engines, "round-robin", Backoff(delay=0.1))
+    assert off.pulled == 0 and on.pulled > 0
+    assert validate_fleet(on) == []
+    assert on.makespan < 0.8 * off.makespan
+    pulled = on.request_pulled_from >= 0
+    assert np.all(on.request_engine[pulled] == 1) and np.all(on.request_pulled_from[pulled] == 0)
+    assert np.all(on.request_reached[pulled] >= 0.1)
+    # A threshold above what waits keeps every request where it was routed.
+    high = simulate_fleet(workload, engines, "round-robin", Backoff(delay=0.1, threshold=n))
+    assert high.pulled == 0
+
+
+def test_least_work_sends_more_to_the_faster_engine() -> None:
+    fast = LinearCostModel(0.0125, 0.000065, 0.0145, 0.000105, 5000)
+    workload = Workload([100] * 200, [100] * 200, predicted_output=[100] * 200, arrival=np.arange(200) * 0.05)
+    fleet = simulate_fleet(workload, [Engine(PAPER, 8), Engine(fast, 8)], "least-work")
+    counts = np.bincount(fleet.request_engine, minlength=2)
+    assert counts[1] > 1.5 * counts[0]
+
+
+def test_jsq_balances_held_requests() -> None:
+    workload = Workload([10] * 12, [50] * 12)
+    fleet = simulate_fleet(workload, [Engine(PAPER, 2), Engine(PAPER, 4)], "jsq")
+    # Requests held per client stay equal: 4 go to the two-client engine, 8 to the other.
+    assert np.bincount(fleet.request_engine).tolist() == [4, 8]
+
+
+def test_qcmax_balances_predicted_work_exactly() -> None:
+    sizes = [7, 5, 4, 4, 3, 3, 3, 1]
+    workload = Workload([1] * 8, sizes, predicted_output=sizes)
+    fleet = simulate_fleet(workload, [Engine(PAPER, 8)] * 2, "qcmax")
+    loads = np.bincount(fleet.request_engine, weights=sizes)
+    assert sorted(loads.tolist()) == [15, 15]
+
+
+def test_summary_and_frames() -> None:
+    workload = Workload([10, 20, 30, 40], [3, 1, 4, 2], arrival=[0.0, 0.1, 0.2, 0.3])
+    engines = [Engine(PAPER, 2, price=3.0, name="big"), Engine(PAPER, 1, price=1.0)]
+    fleet = simulate_fleet(workload, engines, "round-robin")
+    summary = fleet.summary(slo_ttft=1.0)
+    assert summary["requests"] == 4 and summary["engines"] == 2
+    assert summary["price_per_hour"] == 4.0
+    assert summary["tokens_per_cost"] == pytest.approx(10 / (4.0 * fleet.makespan / 3600))
+    frame = fleet.engine_frame()
+    assert frame["engine"].tolist() == ["big", "engine 1"]
+    assert frame["requests"].sum() == 4
+    requests = fleet.request_frame()
+    assert requests["engine"].tolist() == [0, 1, 0, 1]
+    np.testing.assert_allclose(requests["ttft"], fleet.prefill_end - workload.arrival)
+    assert "FleetSchedule(4 requests on 2 engines" in repr(fleet)
+
+
+def test_an_engine_that_gets_nothing() -> None:
+    fleet = simulate_fleet(Workload([10], [3]), [Engine(PAPER, 1), Engine(PAPER, 1)], "round-robin")
+    assert len(fleet.schedules[1].workload) == 0
+    assert validate_fleet(fleet) == []
+    assert fleet.engine_frame()["requests"].tolist() == [1, 0]
+
+
+def test_bad_input_is_refused_before_work() -> None:
+    workload = Workload([10, 20], [3, 4], arrival=[0.0, 1.0])
+    engines = [Engine(PAPER, 2)]
+    with pytest.raises(ValueError, match="router"):
+        simulate_fleet(workload, engines, "nearest")
+    with pytest.raises(ValueError, match="closed batch"):
+        simulate_fleet(workload.replace(predicted_output=[3, 4]), engines, "qcmax")
+    with pytest.raises(ValueError, match="predict"):
+        simulate_fleet(workload, engines, "least-work")
+    with pytest.raises(ValueError, match="up front"):
+        simulate_fleet(workload, [Engine(PAPER, 2, request_policy="static")], "jsq")
+    with pytest.raises(ValueError, match="non-empty"):
+        simulate_fleet(workload, [], "jsq")
+    with pytest.raises(TypeError, match="Engine"):
+        simulate_fleet(workload, [PAPER], "jsq")
+    with pytest.raises(ValueError, match="capacity"):
+        simulate_fleet(Workload([6000], [1]), engines, "jsq")
+    with pytest.raises(TypeError, match="Backoff"):
+        simulate_fleet(workload, engines, "jsq", backoff=0.1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Workload"):
+        simulate_fleet([1, 2], engines)  # type: ignore[arg-type]
+
+
+def _stream(n: int, seed: int) -> Workload:
+    """``n`` requests with predictions over 30 seconds."""
+    rng = np.random.default_rng(seed)
+    return Workload(
+        rng.integers(1, 400, n),
+        rng.integers(1, 200, n),
+        rng.integers(1, 200, n),
+        np.sort(rng.uniform(0, 30, n)),
+    )
+
+
+def test_every_engine_schedule_validates_on_its_own() -> None:
+    workload = _stream(300, 3)
+    engines = [Engine(PAPER, 16), Engine(PAPER, 8, request_policy="batch-wise"), Engine(PAPER, 4)]
+    fleet = simulate_fleet(workload, engines, "least-work", Backoff(0.01))
+    for schedule in fleet.schedules:
+        assert validate(schedule) == []
+
+
+def test_a_fleet_of_both_modes() -> None:
+    n = 300
+    workload = _stream(n, 5)
+    engines = [Engine(PAPER, 16, mode="fusion", token_budget=256), Engine(PAPER, 16)]
+    fleet = simulate_fleet(workload, engines, "jsq", Backoff(0.01))
+    assert validate_fleet(fleet) == []
+    assert (
+        type(fleet.schedules[0]).__name__ == "FusedSchedule"
+        and type(fleet.schedules[1]).__name__ == "Schedule"
+    )
+    assert fleet.engine_frame()["requests"].sum() == n
+    with pytest.raises(TypeError, match="fusion prices a chunk"):
+        Engine(LevelCostModel([(100, 0.1)], 0.01), 2, mode="fusion")
+    with pytest.raises(ValueError, match="mode"):
+        Engine(PAPER, 2, mode="disaggregated")
+
+
+def test_the_command_line_knows_every_router() -> None:
+    from llmsched.cli.app import ROUTER_NAMES
+
+    assert tuple(ROUTER_NAMES) == ROUTERS
+
+
+@pytest.mark.parametrize("mode", ["competition", "fusion"])
+def test_routers_see_only_finishes_that_happened(mode) -> None:
+    """At t = 1 engine 0 (one client) decodes a request of 2,000 tokens and engine 1 (two
+    clients) another: JSQ counts 1 held per client against 0.5 and sends the third to engine 1,
+    and least-work weighs 2,000 predicted tokens against 1,000. Neither may count a finish
+    that comes only at the end of a run still under way."""
+    wl = Workload([10, 10, 10], [2000, 2000, 5], arrival=[0.0, 0.0, 1.0])
+    fleet = simulate_fleet(wl, [Engine(PAPER, 1, mode=mode), Engine(PAPER, 2, mode=mode)], "jsq")
+    assert fleet.request_engine.tolist() == [0, 1, 1] and fleet.ttft[2] < 1.0
+    wl = Workload([10, 10, 10], [2000, 1000, 5], predicted_output=[2000, 1000, 5], arrival=[0.0, 0.0, 1.0])
+    fleet = simulate_fleet(wl, [Engine(PAPER, 1, mode=mode), Engine(PAPER, 1, mode=mode)], "least-work")
+    assert fleet.request_engine.tolist() == [0, 1, 1]
+
+
+def test_round_robin_deals_in_order_of_arrival() -> None:
+    wl = Workload([10] * 4, [5] * 4, arrival=[0.0, 2.0, 1.0, 3.0])
+    fleet = simulate_fleet(wl, [Engine(PAPER, 1), Engine(PAPER, 1)], "round-robin")
+    assert fleet.request_engine.tolist() == [0, 0, 1, 1]
+
+
+def test_idle_clients_cost_nothing_and_names_are_checked() -> None:
+    # Ten million clients and three requests: nothing is sized by the clients.
+    fleet = simulate_fleet(
+        Workload([10, 20, 30], [3, 1, 4]), [Engine(PAPER, 10**7), Engine(PAPER, 10**7)], "jsq"
+    )
+    assert validate_fleet(fleet) == []
+    with pytest.raises(ValueError, match="iteration"):
+        simulate_fleet(
+            Workload([10], [3]), [Engine(PAPER, 2, iteration_policy="psychic", mode="fusion")], "jsq"
+        )
