@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from llmsched import ContextCostModel, LinearCostModel, Workload, lower_bounds, simulate
-from llmsched.engines.disaggregation.schedule import (
-    DisaggregatedCluster,
-    disaggregated_lower_bounds,
-    validate_disaggregated,
-)
-from llmsched.engines.fusion.schedule import fused_iteration_time, fused_lower_bounds, validate_fused
+from llmsched.engines.disaggregation.bounds import disaggregated_lower_bounds
+from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+from llmsched.engines.disaggregation.validate import validate_disaggregated
+from llmsched.engines.fusion.bounds import fused_lower_bounds
+from llmsched.engines.fusion.iteration import fused_iteration_time
+from llmsched.engines.fusion.validate import validate_fused
 from llmsched.online import request_policy_names
 from llmsched.online.simulate import simulate_disaggregated, simulate_fusion
 

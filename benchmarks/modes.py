@@ -26,12 +26,9 @@ import numpy as np
 from instances import PAPER_16K, azure_code, hour_stream
 from llmsched import Workload, simulate, validate, workloads
 from llmsched.core.metrics import weighted_percentile
-from llmsched.engines.disaggregation.schedule import (
-    DisaggregatedCluster,
-    kv_bytes_per_token,
-    validate_disaggregated,
-)
-from llmsched.engines.fusion.schedule import validate_fused
+from llmsched.engines.disaggregation.cluster import DisaggregatedCluster, kv_bytes_per_token
+from llmsched.engines.disaggregation.validate import validate_disaggregated
+from llmsched.engines.fusion.validate import validate_fused
 from llmsched.online.simulate import simulate_disaggregated, simulate_fusion
 from llmsched.workloads import PrepareOptions
 

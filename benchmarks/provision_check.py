@@ -30,7 +30,7 @@ import numpy as np
 
 from instances import PAPER_16K
 from llmsched import DisaggregatedCluster, Engine, LinearCostModel, Workload
-from llmsched.engines.disaggregation.schedule import kv_bytes_per_token
+from llmsched.engines.disaggregation.cluster import kv_bytes_per_token
 from llmsched.fleet.provision import ProvisionResult, provision, provision_disaggregated
 from llmsched.workloads import gsm8k_like, poisson_arrivals
 

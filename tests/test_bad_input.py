@@ -18,16 +18,16 @@ import llmsched
 from llmsched import ContextCostModel, LinearCostModel, Workload
 from llmsched.cli import main
 from llmsched.core.instance import check_instance
-from llmsched.engines.disaggregation.schedule import (
-    DisaggregatedCluster,
-    disaggregated_lower_bounds,
-    validate_disaggregated,
-)
-from llmsched.engines.fusion.schedule import fused_lower_bounds, validate_fused
+from llmsched.engines.disaggregation.bounds import disaggregated_lower_bounds
+from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+from llmsched.engines.disaggregation.validate import validate_disaggregated
+from llmsched.engines.fusion.bounds import fused_lower_bounds
+from llmsched.engines.fusion.validate import validate_fused
 from llmsched.experiments.sweep import sweep
+from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.provision import provision, provision_disaggregated
-from llmsched.fleet.schedule import Backoff, Engine, validate_fleet
 from llmsched.fleet.simulate import simulate_fleet
+from llmsched.fleet.validate import validate_fleet
 from llmsched.online.tuning import TunedThreshold
 from llmsched.workloads import exegpt_task, gsm8k, prepare
 

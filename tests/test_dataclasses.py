@@ -150,7 +150,7 @@ def _fused() -> Any:
 
 
 def _cluster() -> Any:
-    from llmsched.engines.disaggregation.schedule import DisaggregatedCluster
+    from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 
     paper = LinearCostModel.paper()
     return DisaggregatedCluster(1, 2, paper, paper, 2, 1e6, 25.0)
@@ -163,7 +163,7 @@ def _disaggregated() -> Any:
 
 
 def _fleet() -> Any:
-    from llmsched.fleet.schedule import Engine
+    from llmsched.fleet.engine import Engine
     from llmsched.fleet.simulate import simulate_fleet
 
     engines = [Engine(LinearCostModel.paper(), 2), Engine(LinearCostModel.paper(), 1, price=2.0)]
@@ -171,8 +171,8 @@ def _fleet() -> Any:
 
 
 FACTORIES: dict[str, Callable[[], Any]] = {
-    "llmsched.fleet.schedule.Engine": lambda: _fleet().engines[1],
-    "llmsched.fleet.schedule.Backoff": lambda: importlib.import_module("llmsched.fleet.schedule").Backoff(
+    "llmsched.fleet.engine.Engine": lambda: _fleet().engines[1],
+    "llmsched.fleet.engine.Backoff": lambda: importlib.import_module("llmsched.fleet.engine").Backoff(
         0.1, 2
     ),
     "llmsched.fleet.schedule.FleetSchedule": _fleet,
@@ -185,13 +185,13 @@ FACTORIES: dict[str, Callable[[], Any]] = {
         slo_ttft=5.0,
     ),
     "llmsched.engines.fusion.schedule.FusedSchedule": _fused,
-    "llmsched.engines.fusion.schedule.FusedBounds": lambda: llmsched.fused_lower_bounds(
+    "llmsched.engines.fusion.bounds.FusedBounds": lambda: llmsched.fused_lower_bounds(
         _fused().workload, LinearCostModel.paper(), 2, 16
     ),
-    "llmsched.engines.disaggregation.schedule.DisaggregatedCluster": _cluster,
+    "llmsched.engines.disaggregation.cluster.DisaggregatedCluster": _cluster,
     "llmsched.engines.disaggregation.schedule.DisaggregatedSchedule": _disaggregated,
-    "llmsched.engines.disaggregation.schedule.DisaggregatedBounds": lambda: importlib.import_module(
-        "llmsched.engines.disaggregation.schedule"
+    "llmsched.engines.disaggregation.bounds.DisaggregatedBounds": lambda: importlib.import_module(
+        "llmsched.engines.disaggregation.bounds"
     ).disaggregated_lower_bounds(_disaggregated().workload, _cluster()),
     "llmsched.engines.competition.bounds.LowerBounds": lambda: lower_bounds(
         workloads.gsm8k_like(20), LinearCostModel.paper(), 4

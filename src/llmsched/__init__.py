@@ -11,15 +11,17 @@ from llmsched.core.workload import Workload
 from llmsched.engines.competition.bounds import LowerBounds, lower_bounds
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.competition.validate import validate
-from llmsched.engines.disaggregation.schedule import (
-    DisaggregatedCluster,
-    DisaggregatedSchedule,
-    disaggregated_lower_bounds,
-    validate_disaggregated,
-)
-from llmsched.engines.fusion.schedule import FusedSchedule, fused_lower_bounds, validate_fused
-from llmsched.fleet.schedule import Backoff, Engine, FleetSchedule, validate_fleet
+from llmsched.engines.disaggregation.bounds import disaggregated_lower_bounds
+from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+from llmsched.engines.disaggregation.schedule import DisaggregatedSchedule
+from llmsched.engines.disaggregation.validate import validate_disaggregated
+from llmsched.engines.fusion.bounds import fused_lower_bounds
+from llmsched.engines.fusion.schedule import FusedSchedule
+from llmsched.engines.fusion.validate import validate_fused
+from llmsched.fleet.engine import Backoff, Engine
+from llmsched.fleet.schedule import FleetSchedule
 from llmsched.fleet.simulate import simulate_fleet
+from llmsched.fleet.validate import validate_fleet
 from llmsched.online.simulate import simulate, simulate_disaggregated, simulate_fusion
 
 __version__ = "0.1.0"

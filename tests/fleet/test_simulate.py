@@ -16,8 +16,9 @@ from llmsched import (
     simulate_fusion,
     validate,
 )
-from llmsched.fleet.schedule import Backoff, Engine, validate_fleet
+from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.simulate import ROUTERS, simulate_fleet
+from llmsched.fleet.validate import validate_fleet
 from tests.strategies import predicted_instances
 
 PAPER = LinearCostModel.paper()

@@ -637,12 +637,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _simulate_other_mode(args: argparse.Namespace, config: Any, from_file: set[str]) -> int:
     """``llmsched simulate --mode fusion|disaggregated``: the workload on a fused engine
     (chunked prefill) or a disaggregated cluster (Splitwise)."""
-    from llmsched.engines.disaggregation.schedule import (
-        DisaggregatedCluster,
-        disaggregated_lower_bounds,
-        validate_disaggregated,
-    )
-    from llmsched.engines.fusion.schedule import fused_lower_bounds, validate_fused
+    from llmsched.engines.disaggregation.bounds import disaggregated_lower_bounds
+    from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+    from llmsched.engines.disaggregation.validate import validate_disaggregated
+    from llmsched.engines.fusion.bounds import fused_lower_bounds
+    from llmsched.engines.fusion.validate import validate_fused
     from llmsched.online.simulate import simulate_disaggregated, simulate_fusion
 
     unsupported = [flag for field, flag, _ in _SIMULATE_OUTPUTS if getattr(config, field)]
@@ -923,7 +922,7 @@ def _load_inputs(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _backoff(args: argparse.Namespace) -> Any:
-    from llmsched.fleet.schedule import Backoff
+    from llmsched.fleet.engine import Backoff
 
     if not args.backoff:
         if args.backoff_delay is not None or args.backoff_threshold is not None:
@@ -962,8 +961,9 @@ def _resolve_engine_flags(args: argparse.Namespace, given: str) -> None:
 
 
 def _cmd_fleet(args: argparse.Namespace) -> int:
-    from llmsched.fleet.schedule import Engine, validate_fleet
+    from llmsched.fleet.engine import Engine
     from llmsched.fleet.simulate import simulate_fleet
+    from llmsched.fleet.validate import validate_fleet
 
     _resolve_engine_flags(args, "--engine")
     args.router = args.router or "round-robin"
@@ -1089,7 +1089,7 @@ def _cmd_provision(args: argparse.Namespace) -> int:
             "progress": _progress(args),
         }
         if args.mode == "disaggregated":
-            from llmsched.engines.disaggregation.schedule import DisaggregatedCluster
+            from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 
             tops = args.max if len(args.max) == 2 else args.max * 2
             if len(tops) != 2:
@@ -1116,7 +1116,7 @@ def _cmd_provision(args: argparse.Namespace) -> int:
                 **common,
             )
         else:
-            from llmsched.fleet.schedule import Engine
+            from llmsched.fleet.engine import Engine
 
             kinds = [
                 Engine(

@@ -401,8 +401,9 @@ def reproduce_mico(
         ``pulled`` (requests moved by backoff under QI, on average)), ``seeds``, ``cost``,
         ``workload`` and ``invalid`` (fleets that failed validation: 0).
     """
-    from llmsched.fleet.schedule import Backoff, Engine, validate_fleet
+    from llmsched.fleet.engine import Backoff, Engine
     from llmsched.fleet.simulate import simulate_fleet
+    from llmsched.fleet.validate import validate_fleet
 
     engines = _int_list("engines", engines, 1)
     batches = _int_list("batches", batches, 1)

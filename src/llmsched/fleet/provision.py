@@ -1,7 +1,7 @@
 """Provisioning: how many engines of each kind a load needs.
 
 :func:`provision` chooses the number of engines of each kind (each an
-:class:`~llmsched.fleet.schedule.Engine`: a machine with its cost model, clients and price) that
+:class:`~llmsched.fleet.engine.Engine`: a machine with its cost model, clients and price) that
 serves a workload at the most output tokens per unit of cost while the fleet's p99 TTFT
 and p99 time between tokens stay within their targets. Every configuration is a fleet run
 (:func:`llmsched.simulate_fleet`) of the whole workload.
@@ -14,7 +14,7 @@ local cores, or on a Dask or Ray cluster with ``backend``), to check the search.
 no engine cannot run: it meets no target and bounds nothing.
 
 :func:`provision_disaggregated` does the same for a Splitwise cluster
-(:class:`~llmsched.engines.disaggregation.schedule.DisaggregatedCluster`): how many prompt and
+(:class:`~llmsched.engines.disaggregation.cluster.DisaggregatedCluster`): how many prompt and
 token machines, each
 pool at its own price, through :func:`llmsched.simulate_disaggregated`.
 
@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 from llmsched.core.checks import choice, flag, instance, positive_int, real, text
 from llmsched.core.checks import jobs as check_jobs
 from llmsched.core.workload import Workload
-from llmsched.engines.disaggregation.schedule import DisaggregatedCluster
+from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 from llmsched.exegpt.search import Variable, branch_and_bound, exhaustive, grid_size
-from llmsched.fleet.schedule import Backoff, Engine
+from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.simulate import check_fleet, simulate_fleet
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def provision(
     workload
         The load: requests with their arrival times.
     kinds
-        The engine kinds (:class:`~llmsched.fleet.schedule.Engine`, each with its price per hour),
+        The engine kinds (:class:`~llmsched.fleet.engine.Engine`, each with its price per hour),
         with distinct names.
     max_counts
         Most engines of each kind (one number for every kind, or one per kind); counts run

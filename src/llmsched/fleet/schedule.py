@@ -1,32 +1,15 @@
-"""Fleets of engines: what a fleet is, what it ran, and the rules a fleet's run keeps.
-
-A fleet is several engines (:class:`Engine`), each with its own cost model, clients,
-policies, price per hour and mode (competition or fusion). A router sends each arriving request to one engine;
-with backoff (:class:`Backoff`) an engine that runs dry pulls waiting requests from the
-most loaded one, and a pulled request reaches it ``delay`` seconds later. The event loop
-that runs a fleet is :mod:`llmsched.fleet.simulate`; here are the data and the validator.
-
-A :class:`FleetSchedule` keeps every engine's :class:`~llmsched.engines.competition.schedule.Schedule` or
-:class:`~llmsched.engines.fusion.schedule.FusedSchedule` (whose
-workload holds the requests that engine ran, each arriving when it *reached* the engine)
-and, per request of the fleet's workload, its engine, its index there, when it reached
-it, and the engine it was pulled from (-1 when none). Latencies count from the request's
-arrival at the fleet, so a pulled request's transfer is in its TTFT.
-"""
+"""A fleet's schedule: each engine's schedule, and which engine each request was routed to, when
+it reached it and where it was pulled from."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmsched.core.checks import choice, positive_int, real
-from llmsched.core.cost import CostModel
-from llmsched.core.instance import check_instance
 from llmsched.core.schedule import (
     RequestTimes,
     goodput_figures,
@@ -35,133 +18,15 @@ from llmsched.core.schedule import (
     read_only,
     slo_target,
 )
-from llmsched.core.violations import Report, Violation, skipped_rules
 from llmsched.core.workload import Workload
 from llmsched.engines.competition.schedule import Schedule
-from llmsched.engines.competition.validate import validate
-from llmsched.engines.fusion.schedule import (
-    FusedSchedule,
-    check_fused_instance,
-    check_token_budget,
-    validate_fused,
-)
+from llmsched.engines.fusion.schedule import FusedSchedule
+from llmsched.fleet.engine import Engine
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ENGINE_MODES", "FLEET_RULES", "Backoff", "Engine", "FleetSchedule", "validate_fleet"]
-
-#: The engine modes a fleet runs.
-ENGINE_MODES = ("competition", "fusion")
-#: The rules :func:`validate_fleet` checks, in the order it reports them.
-FLEET_RULES = ("structure", "routing", "reached", "engine")
-
-
-@dataclass(frozen=True)
-class Engine:
-    """One engine of a fleet: its cost model, clients, price, policies and mode.
-
-    Parameters
-    ----------
-    cost
-        The engine's cost model (its machine's speed).
-    clients
-        Its clients (batch slots).
-    price
-        What it costs an hour, in any currency (the fleet's figures per cost use it).
-    request_policy, iteration_policy
-        Registered policy names (:func:`llmsched.online.request_policy_names`); each engine
-        gets policies of its own. A fleet needs a request policy that is ``open_ended``
-        (fcfs, batch-wise, shortest-first, longest-first): the others plan over the whole
-        workload up front.
-    name
-        A label for tables; ``engine K`` when empty.
-    mode
-        ``competition`` (a prefill stage pauses decoding; the iteration policy decides when)
-        or ``fusion`` (chunked prefill, :mod:`llmsched.engines.fusion.rule`: every iteration carries the
-        decoding requests and prompt chunks up to ``token_budget`` tokens; no iteration
-        policy).
-    token_budget
-        A fused engine's tokens per iteration: an integer in ``[2, 2**31]``. A competition
-        engine does not use it, but it is checked in either mode, so that a bad value is
-        refused rather than carried along (and a :func:`dataclasses.replace` of the mode
-        does not meet it later).
-    """
-
-    cost: CostModel
-    clients: int
-    price: float = 1.0
-    request_policy: str = "fcfs"
-    iteration_policy: str = "prefill-first"
-    name: str = ""
-    mode: str = "competition"
-    token_budget: int = 512
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.cost, CostModel):
-            raise TypeError(
-                "an engine's cost must be a cost model with prefill_capacity, prefill_time and "
-                f"decode_iteration_time, got {type(self.cost).__name__}"
-            )
-        object.__setattr__(self, "clients", positive_int("clients", self.clients))
-        object.__setattr__(self, "price", real("price", self.price, low=0.0))
-        for what in ("request_policy", "iteration_policy", "name"):
-            if not isinstance(getattr(self, what), str):
-                raise TypeError(f"an engine's {what} must be a str, got {getattr(self, what)!r}")
-        object.__setattr__(self, "mode", choice("mode", self.mode, ENGINE_MODES))
-        object.__setattr__(self, "token_budget", check_token_budget(self.token_budget))
-        # Its times for one token and one client must be finite (what check_instance asks);
-        # the workload's own largest stages are checked when a fleet runs it (check_fleet).
-        if self.mode == "fusion":
-            check_fused_instance(Workload([1], [1]), self.cost, self.clients, self.token_budget)
-        else:
-            check_instance(Workload([1], [1]), self.cost, self.clients)
-
-    @cached_property
-    def tokens_per_s(self) -> float:
-        """Output tokens a second with every client decoding (its speed, for routers that
-        weigh engines): ``clients / decode_iteration_time(clients)``."""
-        seconds = float(self.cost.decode_iteration_time(self.clients))
-        return self.clients / seconds if seconds > 0 else math.inf
-
-    @cached_property
-    def seconds_per_token(self) -> tuple[float, float]:
-        """What a prompt token and an output token cost this engine, in seconds, when it is
-        busy: the prefill's mean marginal time per token over a full stage, and a decode
-        iteration of every client shared among them (``least-work`` routing weighs work so)."""
-        capacity = int(self.cost.prefill_capacity)
-        prefill = (float(self.cost.prefill_time(capacity)) - float(self.cost.prefill_time(0))) / capacity
-        decode = float(self.cost.decode_iteration_time(self.clients)) / self.clients
-        return max(prefill, 0.0), decode
-
-    def label(self, index: int) -> str:
-        return self.name or f"engine {index}"
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Mico's backoff: an engine that runs dry (a client free and nothing waiting) pulls
-    waiting requests from the engine with the most of them.
-
-    Parameters
-    ----------
-    delay
-        Seconds a pulled request takes to reach the engine that pulled it (the transfer).
-    threshold
-        The loaded engine must hold at least this many waiting requests to give any.
-    share
-        At most this fraction of its waiting requests (rounded up) is pulled at once, and
-        never more than the dry engine's free clients.
-    """
-
-    delay: float = 0.02
-    threshold: int = 1
-    share: float = 0.5
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "delay", real("delay", self.delay, low=0.0))
-        object.__setattr__(self, "threshold", positive_int("threshold", self.threshold))
-        object.__setattr__(self, "share", real("share", self.share, low=0.0, low_open=True, high=1.0))
+__all__ = ["FleetSchedule"]
 
 
 def _gather(
@@ -348,110 +213,3 @@ class FleetSchedule(RequestTimes):
         frame["tbt_mean"] = self.tbt_mean
         frame["meets_slo"] = self.meets_slo(slo_ttft, slo_tbt)
         return frame
-
-
-def validate_fleet(
-    fleet: FleetSchedule, skip: str | Iterable[str] = (), rtol: float = 1e-9, atol: float = 1e-9
-) -> list[Violation]:
-    """Every way ``fleet`` breaks a fleet's rules; empty when valid.
-
-    Rules (:data:`FLEET_RULES`):
-
-    * ``structure``: array lengths, engine indices in range, one schedule per engine, each
-      engine's schedule on that engine's cost model and clients (cannot be skipped);
-    * ``routing``: each request of each engine's schedule is exactly one request of the
-      fleet's workload, with the same prompt, output and prediction;
-    * ``reached``: a request reaches its engine no earlier than it arrives at the fleet (a
-      pulled one no earlier than the backoff delay after that), and its engine's workload
-      says it arrived then;
-    * ``engine``: each engine's schedule keeps its mode's rules (:func:`llmsched.validate`,
-      or :func:`llmsched.validate_fused` for a fused engine, with ``rtol`` and ``atol``); the
-      message names the engine and the engine's rule.
-    """
-    skip_set = skipped_rules(skip, FLEET_RULES)
-    if not isinstance(fleet, FleetSchedule):
-        raise TypeError(f"validate_fleet expects a FleetSchedule, got {type(fleet).__name__}")
-    report = Report(skip_set)
-    wl = fleet.workload
-    n, m = len(wl), len(fleet.engines)
-    arrays = (fleet.request_engine, fleet.request_index, fleet.request_reached, fleet.request_pulled_from)
-    problems = []
-    if any(a.shape != (n,) for a in arrays):
-        problems.append(f"per-request arrays must have {n} entries, got {[a.shape for a in arrays]}")
-    elif len(fleet.schedules) != m:
-        problems.append(f"{len(fleet.schedules)} schedules for {m} engines")
-    else:
-        bad_engine = (fleet.request_engine < 0) | (fleet.request_engine >= m)
-        if bad_engine.any():
-            problems.append(
-                f"request {int(np.flatnonzero(bad_engine)[0])} names an engine outside 0..{m - 1}"
-            )
-        for k, (spec, s) in enumerate(zip(fleet.engines, fleet.schedules, strict=True)):
-            kind = FusedSchedule if spec.mode == "fusion" else Schedule
-            if not isinstance(s, kind):
-                problems.append(f"engine {k}'s schedule is a {type(s).__name__}, not a {kind.__name__}")
-            elif (s.cost is not spec.cost and s.cost != spec.cost) or s.clients != spec.clients:
-                problems.append(f"engine {k}'s schedule is not on its cost model and {spec.clients} clients")
-    if problems:
-        return [Violation("structure", p) for p in problems]
-    sizes = np.array([len(s.workload) for s in fleet.schedules], dtype=np.int64)
-    engine, index = fleet.request_engine, fleet.request_index
-    out_of_range = (index < 0) | (index >= sizes[engine])
-    report.add(
-        "structure",
-        np.flatnonzero(out_of_range),
-        lambda i: f"request {i} has index {index[i]} on engine {engine[i]}",
-    )
-    if out_of_range.any():
-        return report.items
-    slot = fleet._offsets[engine] + index
-    counts = np.bincount(slot, minlength=int(sizes.sum()))
-    twice = np.flatnonzero(counts[slot] > 1)
-    report.add("routing", twice, lambda i: f"request {i} shares its place on engine {engine[i]} with another")
-    if int(sizes.sum()) != n:
-        report.items.append(
-            Violation("routing", f"the engines ran {int(sizes.sum())} requests; the fleet has {n}")
-        )
-
-    def column(name: str) -> np.ndarray:
-        parts = [np.asarray(getattr(s.workload, name)) for s in fleet.schedules]
-        return _gather(parts, fleet._offsets, engine, index)
-
-    for name in ("prompt_tokens", "output_tokens"):
-        differs = np.flatnonzero(column(name) != getattr(wl, name))
-        report.add(
-            "routing", differs, lambda i, name=name: f"request {i}'s {name} differs on engine {engine[i]}"
-        )
-    if wl.predicted_output is not None and all(
-        s.workload.predicted_output is not None for s in fleet.schedules
-    ):
-        differs = np.flatnonzero(column("predicted_output") != wl.predicted_output)
-        report.add("routing", differs, lambda i: f"request {i}'s prediction differs on engine {engine[i]}")
-    reached, pulled = fleet.request_reached, fleet.request_pulled_from
-    delay = float(fleet.info.get("backoff_delay", 0.0))
-    earliest = wl.arrival + np.where(pulled >= 0, delay, 0.0)
-    tol = atol + 64 * np.spacing(np.maximum(np.abs(reached), 1.0))
-    early = np.flatnonzero(~(reached >= earliest - tol))
-    report.add(
-        "reached",
-        early,
-        lambda i: f"request {i} reached engine {engine[i]} at {reached[i]:.9g} s, before {earliest[i]:.9g} s",
-    )
-    bad_pull = np.flatnonzero((pulled < -1) | (pulled >= m) | (pulled == engine))
-    report.add(
-        "reached", bad_pull, lambda i: f"request {i} was pulled from engine {pulled[i]} to engine {engine[i]}"
-    )
-    mismatch = np.flatnonzero(~np.isclose(column("arrival"), reached, rtol=0, atol=0) & ~np.isnan(reached))
-    report.add(
-        "reached",
-        mismatch,
-        lambda i: f"request {i} arrives on engine {engine[i]} at another time than it reached it",
-    )
-    if "engine" not in skip_set:
-        for k, s in enumerate(fleet.schedules):
-            if len(s.workload) == 0:
-                continue
-            check = validate_fused if isinstance(s, FusedSchedule) else validate
-            for v in check(s, rtol=rtol, atol=atol):  # type: ignore[arg-type]
-                report.items.append(Violation("engine", f"engine {k}: [{v.rule}] {v.message}"))
-    return report.items

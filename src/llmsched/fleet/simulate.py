@@ -18,13 +18,13 @@ Routers (:data:`ROUTERS`), all non-anticipative unless they say otherwise:
 * ``least-work``: Mico's token balance with predictions: the engine with the least
   predicted work still to do, this request's included, in seconds: prompt and predicted
   output tokens of the requests it holds, each priced at the engine's busy rate
-  (:attr:`~llmsched.fleet.schedule.Engine.seconds_per_token`), so faster engines take more;
+  (:attr:`~llmsched.fleet.engine.Engine.seconds_per_token`), so faster engines take more;
 * ``qcmax`` and ``mico``, for a closed batch (every request arrives at one instant, so the
   router sees them all): the exact Q||Cmax assignment of predicted output tokens over
   engine speeds (:func:`llmsched.mip.solve_pcmax`), or Mico's group distribution
   (:func:`llmsched.mip.mico.mico_distribute`).
 
-Backoff (:class:`~llmsched.fleet.schedule.Backoff`): when an engine is idle or decodes with a
+Backoff (:class:`~llmsched.fleet.engine.Backoff`): when an engine is idle or decodes with a
 client free and has nothing waiting nor on its way, it pulls from the engine with the most
 waiting requests (at least ``threshold``) up to ``share`` of them (rounded up, at most its
 free clients), the ones that engine would start last; they reach it ``delay`` seconds
@@ -53,7 +53,8 @@ from llmsched.core.instance import (
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion.rule import fused_stream_schedule, open_fused_engine
 from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
-from llmsched.fleet.schedule import Backoff, Engine, FleetSchedule
+from llmsched.fleet.engine import Backoff, Engine
+from llmsched.fleet.schedule import FleetSchedule
 from llmsched.online.offline import check_sizes, decode_sizes
 from llmsched.online.registry import make_iteration_policy, make_request_policy
 
@@ -200,12 +201,12 @@ def simulate_fleet(
     workload
         The requests, arriving at the fleet.
     engines
-        The engines (:class:`~llmsched.fleet.schedule.Engine`), each with its own cost model,
+        The engines (:class:`~llmsched.fleet.engine.Engine`), each with its own cost model,
         clients, policies and price.
     router
         One of :data:`ROUTERS`.
     backoff
-        :class:`~llmsched.fleet.schedule.Backoff` to let dry engines pull waiting requests; None: off.
+        :class:`~llmsched.fleet.engine.Backoff` to let dry engines pull waiting requests; None: off.
     seed
         Seeds the ``random`` and ``power-of-two`` draws.
     sizes

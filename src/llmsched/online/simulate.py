@@ -86,7 +86,7 @@ def simulate_fusion(
     Every iteration carries every decoding request and prompt chunks up to ``token_budget``
     tokens in all; ``request_policy`` (a registered name or an object, as for
     :func:`simulate`) decides which waiting requests free clients take. There is no
-    iteration policy: decoding never pauses. ``llmsched.engines.fusion.schedule.validate_fused`` checks the
+    iteration policy: decoding never pauses. ``llmsched.engines.fusion.validate.validate_fused`` checks the
     schedule.
 
     Raises

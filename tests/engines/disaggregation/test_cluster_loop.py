@@ -11,12 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import LevelCostModel, LinearCostModel, Workload
-from llmsched.engines.disaggregation.schedule import (
-    DisaggregatedCluster,
-    disaggregated_lower_bounds,
-    kv_bytes_per_token,
-    validate_disaggregated,
-)
+from llmsched.engines.disaggregation.bounds import disaggregated_lower_bounds
+from llmsched.engines.disaggregation.cluster import DisaggregatedCluster, kv_bytes_per_token
+from llmsched.engines.disaggregation.validate import validate_disaggregated
 from llmsched.online.simulate import simulate_disaggregated
 from tests.strategies import cost_models
 

@@ -9,10 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmsched import ContextCostModel, LevelCostModel, LinearCostModel, Workload
-from llmsched.engines.fusion.schedule import (
-    fused_lower_bounds,
-    validate_fused,
-)
+from llmsched.engines.fusion.bounds import fused_lower_bounds
+from llmsched.engines.fusion.validate import validate_fused
 from llmsched.online import request_policy_names
 from llmsched.online.simulate import simulate_fusion
 from tests.strategies import cost_models, predicted_instances

@@ -26,7 +26,8 @@ import numpy as np
 
 from llmsched.core.cost import context_rate, is_context_aware
 from llmsched.core.workload import Workload
-from llmsched.engines.disaggregation.schedule import DisaggregatedCluster, DisaggregatedSchedule
+from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+from llmsched.engines.disaggregation.schedule import DisaggregatedSchedule
 from llmsched.engines.loop import admits, iteration_times
 
 __all__ = ["simulate_disaggregated"]

@@ -28,7 +28,8 @@ import numpy as np
 
 from llmsched.core.cost import CostModel, context_rate
 from llmsched.core.workload import Workload
-from llmsched.engines.fusion.schedule import FusedSchedule, check_fused_instance, fused_iteration_time
+from llmsched.engines.fusion.iteration import check_fused_instance, fused_iteration_time
+from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.loop import CostClock, EngineStream, _has_methods, _name, _Requests, admits
 from llmsched.policies import KnownRequests, RequestPolicy, oracle_lengths, planned_ahead
 

@@ -1,0 +1,194 @@
+"""A Splitwise cluster: prompt and token machine pools, their cost models, and the KV-cache transfer
+between them (bytes per token, link bandwidth, per-layer overlap)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llmsched.core.checks import flag, positive_int, real
+from llmsched.core.cost import (
+    ContextCostModel,
+    CostModel,
+    LinearCostModel,
+)
+from llmsched.core.instance import (
+    WorkloadTotals,
+    check_cost_model,
+    check_horizon,
+    decode_work_bound,
+    prefill_work_bound,
+)
+from llmsched.core.workload import Workload
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["DisaggregatedCluster", "kv_bytes_per_token", "transfer_seconds"]
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> int:
+    """Bytes of keys and values one token holds: ``2 * layers * kv_heads * head_dim * bytes``
+    (LLaMA-65B in float16: 2 x 80 x 64 x 128 x 2 = 2.6 MB)."""
+    values = [
+        positive_int(n, v) for n, v in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim))
+    ]
+    return 2 * values[0] * values[1] * values[2] * positive_int("dtype_bytes", dtype_bytes)
+
+
+def transfer_seconds(
+    prompt_tokens: Any,
+    stage_seconds: Any,
+    bytes_per_token: float,
+    bandwidth_gbs: float,
+    layers: int,
+    overlap: bool,
+) -> Any:
+    """Seconds from a prefill stage's end until a prompt's keys and values have arrived.
+
+    ``x = prompt_tokens * bytes_per_token / (bandwidth_gbs * 1e9)``; without ``overlap``,
+    ``x``; with it, ``max(x / layers, x - stage_seconds * (layers - 1) / layers)`` (each
+    layer sent once computed, the stage's time spread evenly over its layers).
+
+    Raises
+    ------
+    ValueError
+        If ``bytes_per_token`` is not >= 0, ``bandwidth_gbs`` not > 0, or ``layers`` not a
+        positive integer.
+    """
+    bytes_per_token = real("bytes_per_token", bytes_per_token, low=0.0)
+    bandwidth_gbs = real("bandwidth_gbs", bandwidth_gbs, low=0.0, low_open=True)
+    layers = positive_int("layers", layers)
+    overlap = flag("overlap", overlap)
+    x = np.asarray(prompt_tokens, dtype=np.float64) * bytes_per_token / (bandwidth_gbs * 1e9)
+    if overlap:
+        x = np.maximum(x / layers, x - np.asarray(stage_seconds, dtype=np.float64) * (layers - 1) / layers)
+    return float(x) if x.ndim == 0 else x
+
+
+def _per_token_cost(name: str, cost: Any) -> CostModel:
+    if not isinstance(cost, (LinearCostModel, ContextCostModel)):
+        raise TypeError(f"{name} must be a LinearCostModel or a ContextCostModel, got {type(cost).__name__}")
+    return cost
+
+
+@dataclass(frozen=True)
+class DisaggregatedCluster:
+    """A Splitwise cluster: ``prompt_machines`` and ``token_machines``, each an engine.
+
+    Parameters
+    ----------
+    prompt_machines, token_machines
+        Machines in each pool (at least one each).
+    prompt_cost, token_cost
+        The cost model of each pool's machines (a prompt machine's prefill stages; a token
+        machine's decode iterations, and its prefill stages when lent).
+    token_clients
+        Requests one token machine decodes at once (its KV-cache slots).
+    kv_bytes_per_token
+        Bytes of keys and values per prompt token (:func:`kv_bytes_per_token`).
+    kv_bandwidth
+        GB/s of the link a transfer uses.
+    layers
+        Layers of the model (for the per-layer overlap).
+    overlap
+        Send each layer's keys and values as soon as it is computed (Splitwise's overlap).
+    mixed
+        Lend idle token machines to the prompt pool under load (see the module docstring).
+    """
+
+    prompt_machines: int
+    token_machines: int
+    prompt_cost: CostModel
+    token_cost: CostModel
+    token_clients: int
+    kv_bytes_per_token: float
+    kv_bandwidth: float
+    layers: int = 80
+    overlap: bool = True
+    mixed: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prompt_machines", positive_int("prompt_machines", self.prompt_machines))
+        object.__setattr__(self, "token_machines", positive_int("token_machines", self.token_machines))
+        _per_token_cost("prompt_cost", self.prompt_cost)
+        _per_token_cost("token_cost", self.token_cost)
+        object.__setattr__(self, "token_clients", positive_int("token_clients", self.token_clients))
+        object.__setattr__(
+            self, "kv_bytes_per_token", real("kv_bytes_per_token", self.kv_bytes_per_token, low=0.0)
+        )
+        object.__setattr__(
+            self, "kv_bandwidth", real("kv_bandwidth", self.kv_bandwidth, low=0.0, low_open=True)
+        )
+        object.__setattr__(self, "layers", positive_int("layers", self.layers))
+        object.__setattr__(self, "overlap", flag("overlap", self.overlap))
+        object.__setattr__(self, "mixed", flag("mixed", self.mixed))
+
+    @property
+    def machines(self) -> int:
+        return self.prompt_machines + self.token_machines
+
+    def is_prompt(self, machine: Any) -> Any:
+        """Whether machine indices are prompt machines (``0 .. prompt_machines - 1``); the
+        token machines follow."""
+        return np.asarray(machine) < self.prompt_machines
+
+    def cost_of(self, machine: int) -> CostModel:
+        return self.prompt_cost if machine < self.prompt_machines else self.token_cost
+
+    def transfer(self, prompt_tokens: Any, stage_seconds: Any) -> Any:
+        """:func:`transfer_seconds` on this cluster's link."""
+        return transfer_seconds(
+            prompt_tokens,
+            stage_seconds,
+            self.kv_bytes_per_token,
+            self.kv_bandwidth,
+            self.layers,
+            self.overlap,
+        )
+
+    def check(self, workload: Workload) -> None:
+        """Raise ValueError unless ``workload`` can run on this cluster, before any work.
+
+        Every prompt must fit a prompt machine's stage (and a token machine's, when it may
+        be lent); both cost models must give finite times >= 0 for one token and one client,
+        for the largest stage the workload can ask of each pool (a full prefill stage of the
+        longest prompts; every client decoding at the largest context), and the KV transfer
+        of the longest prompt must be finite. Every time the run can reach (the latest
+        arrival, plus every transfer, plus a bound on each pool's stages) must leave float64
+        enough precision to time the shortest stage (:func:`~llmsched.core.instance.check_horizon`).
+        """
+        prefills = [self.prompt_cost, self.token_cost] if self.mixed else [self.prompt_cost]
+        decodes = [self.prompt_cost, self.token_cost] if self.mixed else [self.token_cost]
+        shortest = [check_cost_model(workload, cost, 1) for cost in prefills]
+        # Token machines never prefill unless lent: their capacity does not matter.
+        shortest += [check_cost_model(Workload([1], [1]), cost, self.token_clients) for cost in decodes]
+        totals = WorkloadTotals.of(workload)
+        # Each pool's work bounded as if one machine did it all.
+        prefill = [prefill_work_bound(totals, cost) for cost in prefills]
+        decode = [decode_work_bound(totals, cost, self.token_clients) for cost in decodes]
+        work = max(bound.seconds for bound in prefill) + max(bound.seconds for bound in decode)
+        # A transfer takes at most x = bytes / bandwidth (the overlap only shortens it).
+        longest = totals.longest_prompt
+        link = self.kv_bandwidth * 1e9
+        slowest = longest * self.kv_bytes_per_token / link
+        if not slowest < math.inf:
+            raise ValueError(
+                f"the KV transfer of a {longest}-token prompt takes {slowest!r} s at "
+                f"kv_bytes_per_token={self.kv_bytes_per_token:g} over kv_bandwidth={self.kv_bandwidth:g} "
+                "GB/s; transfer times must be finite: raise kv_bandwidth or lower kv_bytes_per_token"
+            )
+        transfers = totals.prompt_tokens * self.kv_bytes_per_token / link
+        positive = [t for t in shortest if t > 0]
+        check_horizon(
+            totals,
+            min(positive, default=0.0),
+            work,
+            transfers,
+            "KV transfers",
+            (*prefill, *decode),
+            "a larger kv_bandwidth or a smaller kv_bytes_per_token",
+        )

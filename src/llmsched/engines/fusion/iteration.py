@@ -1,0 +1,97 @@
+"""What one fused iteration is and costs: the token budget, the chunk's attention squares, the
+iteration time under a cost model, and the check of a fused instance."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llmsched.core.checks import positive_int
+from llmsched.core.cost import (
+    ContextCostModel,
+    CostModel,
+    LinearCostModel,
+    decode_seconds,
+    prefill_seconds,
+)
+from llmsched.core.instance import check_cost_model, check_instance
+from llmsched.core.workload import Workload
+from llmsched.engines.fusion.schedule import _fixed_cost
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = [
+    "MAX_TOKEN_BUDGET",
+    "check_fused_instance",
+    "check_token_budget",
+    "chunk_squares",
+    "fused_iteration_time",
+]
+
+
+# The most tokens one fused iteration may carry.
+MAX_TOKEN_BUDGET = 1 << 31
+
+
+def check_fused_instance(workload: Workload, cost: CostModel, clients: int, token_budget: int) -> int:
+    """Check a fused instance before any work; return ``token_budget`` as an int.
+
+    The instance must be valid as under competition (:func:`~llmsched.core.instance.check_instance`,
+    the prefill's work bounded as the budget's chunks), the cost model must price stages per
+    token (a :class:`~llmsched.LinearCostModel` or a :class:`~llmsched.ContextCostModel`: a
+    chunk's time follows from its tokens), and the budget must be at least 2 (a decode token
+    and a prompt token, :func:`check_token_budget`). A budget below the clients
+    still runs: while the decoding requests fill it, no chunk is added until one finishes.
+    """
+    if not isinstance(cost, (LinearCostModel, ContextCostModel)):
+        raise TypeError(
+            f"fusion prices a chunk by its tokens: it needs a LinearCostModel or a ContextCostModel, "
+            f"got {type(cost).__name__} (a LevelCostModel prices whole prefill levels)"
+        )
+    check_cost_model(workload, cost, clients)
+    budget = check_token_budget(token_budget)
+    check_instance(workload, cost, clients, token_budget=budget)
+    return budget
+
+
+def check_token_budget(token_budget: Any) -> int:
+    """``token_budget`` as an int if it is a fused engine's budget: an integer in
+    ``[2, 2**31]`` (a decode token and a prompt token at least)."""
+    budget = positive_int("token_budget", token_budget, maximum=MAX_TOKEN_BUDGET)
+    if budget < 2:
+        raise ValueError(f"token_budget must be at least 2 (a decode token and a prompt token), got {budget}")
+    return budget
+
+
+def chunk_squares(start: Any, tokens: Any) -> Any:
+    """Squared tokens of a chunk of ``tokens`` prompt tokens from position ``start``:
+    ``(start + tokens)^2 - start^2`` (a prompt's chunks add up to its square)."""
+    start = np.asarray(start, dtype=np.int64)
+    tokens = np.asarray(tokens, dtype=np.int64)
+    return tokens * (2 * start + tokens)
+
+
+def fused_iteration_time(
+    cost: CostModel, decoding: Any, context: Any, chunk_tokens: Any, squares: Any
+) -> Any:
+    """Seconds of fused iterations with ``decoding`` requests at ``context`` tokens and
+    ``chunk_tokens`` prompt tokens of ``squares`` squared tokens (scalars or arrays).
+
+    Decoding alone: the decode iteration's time; chunks alone: the prefill stage's time;
+    both: their sum less the fixed cost they share (one pass, not two): the smaller of the
+    prefill stage's and the decode iteration's fixed costs, and never more than the decode
+    batch's own time at no context (a batch table may price a batch below ``a_d``), so an
+    iteration never costs less than either of its parts alone.
+    """
+    decode = decode_seconds(cost, decoding, context)
+    prefill = prefill_seconds(cost, chunk_tokens, squares)
+    price: Any = cost  # LinearCostModel or ContextCostModel: hashable
+    shared = np.minimum(_fixed_cost(price), decode_seconds(cost, decoding, 0))
+    if np.ndim(decoding) == 0 and np.ndim(chunk_tokens) == 0:  # the loop's path: no arrays
+        if chunk_tokens == 0:
+            return float(decode)
+        return float(prefill) if decoding == 0 else float(decode + prefill - shared)
+    d, c = np.asarray(decoding), np.asarray(chunk_tokens)
+    return np.where(c == 0, decode, np.where(d == 0, prefill, decode + prefill - shared)).astype(np.float64)

@@ -1,0 +1,314 @@
+"""The fused mode's validator: every rule of PD fusion a :class:`FusedSchedule` must keep."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llmsched.core.cost import (
+    context_rate,
+)
+from llmsched.core.violations import Report, Violation, skipped_rules
+from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time
+from llmsched.engines.fusion.schedule import FusedSchedule
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["FUSED_RULES", "validate_fused"]
+
+
+# ------------------------------------------------------------------- validator
+FUSED_RULES = (
+    "structure",
+    "timeline",
+    "budget",
+    "chunks",
+    "prompt",
+    "arrival",
+    "decode_start",
+    "decoding",
+    "context",
+    "stage_time",
+    "one_per_client",
+    "tokens",
+    "makespan",
+)
+
+
+def validate_fused(
+    schedule: FusedSchedule, skip: str | Iterable[str] = (), rtol: float = 1e-9, atol: float = 1e-9
+) -> list[Violation]:
+    """Every way ``schedule`` breaks the fused mode's rules; empty when it is valid.
+
+    Rules (:data:`FUSED_RULES`), each checked on its own from the arrays and the workload:
+
+    * ``structure``: array lengths and index ranges (cannot be skipped);
+    * ``timeline``: runs in time order without overlap, none empty (an iteration decodes or
+      prefills something), and no pause while requests decode (a run with decoding
+      requests starts when the run before it ends);
+    * ``budget``: decoding requests plus chunk tokens at most ``token_budget`` in every
+      iteration;
+    * ``chunks``: a run with chunks has one iteration; its chunk tokens and squared tokens
+      are those of its chunks (squares recomputed from each chunk's place in its prompt);
+      a request has at most one chunk per run, each of at least one token;
+    * ``prompt``: each request's chunks add up to its prompt;
+    * ``arrival``: no chunk of a request before it arrives;
+    * ``decode_start``: a request decodes from the iteration right after its last chunk on;
+    * ``decoding``: each run's decoding count is the number of requests whose decode range
+      covers it, and no decode range starts or ends inside a run;
+    * ``context``: each run's context is the sum of ``prompt + tokens decoded`` over the
+      requests decoding in its first iteration;
+    * ``stage_time``: each run's first iteration takes :func:`fused_iteration_time`, and
+      each next one ``c_d * decoding`` longer;
+    * ``one_per_client``: clients in range, and a client holds one request at a time, from
+      its first chunk to its last token;
+    * ``tokens``: each request decodes exactly its output tokens;
+    * ``makespan``: the end of the last run.
+    """
+    skip_set = skipped_rules(skip, FUSED_RULES)
+    if not isinstance(schedule, FusedSchedule):
+        raise TypeError(f"validate_fused expects a FusedSchedule, got {type(schedule).__name__}")
+    report = Report(skip_set)
+
+    def add(rule: str, where: Any, describe: Any) -> None:
+        report.add(rule, np.asarray(where).ravel(), describe)
+
+    s, wl = schedule, schedule.workload
+    n, runs, chunks = len(wl), s.num_runs, int(s.chunk_run.size)
+    # structure
+    broken = []
+    run_arrays = (
+        "run_iterations",
+        "run_first_time",
+        "run_step",
+        "run_decoding",
+        "run_context",
+        "run_chunk_tokens",
+        "run_chunk_squares",
+    )
+    broken += [
+        f"{a} has {getattr(s, a).size} entries for {runs} runs"
+        for a in run_arrays
+        if getattr(s, a).size != runs
+    ]
+    broken += [
+        f"{a} has {getattr(s, a).size} entries for {chunks} chunks"
+        for a in ("chunk_request", "chunk_tokens")
+        if getattr(s, a).size != chunks
+    ]
+    broken += [
+        f"{a} has {getattr(s, a).size} entries for {n} requests"
+        for a in ("request_client", "request_decode_start", "request_decode_end")
+        if getattr(s, a).size != n
+    ]
+    if not broken:
+        floats = ("run_start", "run_first_time", "run_step")
+        broken += [
+            f"{a} holds a value that is not finite" for a in floats if not np.isfinite(getattr(s, a)).all()
+        ]
+        if not math.isfinite(s.makespan):
+            broken.append(f"the makespan {s.makespan!r} is not finite")
+        counts = ("run_decoding", "run_context", "run_chunk_tokens", "run_chunk_squares")
+        broken += [
+            f"{a} holds a negative count" for a in counts if getattr(s, a).size and getattr(s, a).min() < 0
+        ]
+        if runs and s.run_iterations.min() < 1:
+            broken.append("a run has fewer than one iteration")
+        if chunks and not (s.chunk_request.min() >= 0 and s.chunk_request.max() < n):
+            broken.append("a chunk names a request that does not exist")
+        if chunks and not (s.chunk_run.min() >= 0 and s.chunk_run.max() < runs):
+            broken.append("a chunk names a run that does not exist")
+        lo, hi = s.request_decode_start, s.request_decode_end
+        if n and not ((lo >= 0) & (lo <= hi) & (hi <= s.num_iterations)).all():
+            broken.append("a request's decode range is not a range of the schedule's iterations")
+    if broken:
+        return [Violation("structure", b) for b in broken]
+
+    cost, budget = s.cost, s.token_budget
+    prompt, output = wl.prompt_tokens, wl.output_tokens
+    scale = max(1.0, float(np.max(s.run_end, initial=0.0)))
+    tol = atol + 64 * math.ulp(scale)
+    first, ends = s.run_first_iteration, s.run_end
+    # timeline
+    if runs:
+        overlap = np.flatnonzero(s.run_start[1:] < ends[:-1] - tol) + 1
+        add(
+            "timeline", overlap, lambda r: f"run {r} starts at {s.run_start[r]:.9g}s, before run {r - 1} ends"
+        )
+        if s.run_start[0] < -tol:
+            add("timeline", [0], lambda _: f"run 0 starts at {s.run_start[0]:.9g}s, before time 0")
+        empty = np.flatnonzero((s.run_decoding == 0) & (s.run_chunk_tokens == 0))
+        add("timeline", empty, lambda r: f"run {r} neither decodes nor prefills")
+        paused = np.flatnonzero((s.run_decoding[1:] > 0) & (s.run_start[1:] > ends[:-1] + tol)) + 1
+        add(
+            "timeline",
+            paused,
+            lambda r: (
+                f"run {r} has decoding requests but starts {s.run_start[r] - ends[r - 1]:.9g}s "
+                f"after run {r - 1}"
+            ),
+        )
+    # budget
+    over = np.flatnonzero(s.run_decoding + s.run_chunk_tokens > budget)
+    add(
+        "budget",
+        over,
+        lambda r: (
+            f"run {r} carries {s.run_decoding[r]} decoding + {s.run_chunk_tokens[r]} chunk tokens "
+            f"> budget {budget}"
+        ),
+    )
+    # chunks: per run totals, one chunk per request and run, sizes >= 1
+    order = np.lexsort((s.chunk_run, s.chunk_request))
+    c_req, c_run, c_tok = s.chunk_request[order], s.chunk_run[order], s.chunk_tokens[order]
+    small = np.flatnonzero(c_tok < 1)
+    add("chunks", small, lambda k: f"a chunk of request {c_req[k]} in run {c_run[k]} has {c_tok[k]} tokens")
+    twice = np.flatnonzero((c_req[1:] == c_req[:-1]) & (c_run[1:] == c_run[:-1])) + 1
+    add("chunks", twice, lambda k: f"request {c_req[k]} has two chunks in run {c_run[k]}")
+    # Each chunk's start in its prompt: the tokens of the request's earlier chunks.
+    before = np.cumsum(c_tok) - c_tok
+    request_first = np.searchsorted(c_req, c_req, side="left")
+    start = before - before[request_first]
+    squares = chunk_squares(start, c_tok)
+    run_tokens = np.zeros(runs, dtype=np.int64)
+    run_squares = np.zeros(runs, dtype=np.int64)
+    np.add.at(run_tokens, c_run, c_tok)
+    np.add.at(run_squares, c_run, squares)
+    multi = np.flatnonzero((s.run_chunk_tokens > 0) & (s.run_iterations != 1))
+    add(
+        "chunks", multi, lambda r: f"run {r} holds chunks over {s.run_iterations[r]} iterations (one allowed)"
+    )
+    wrong = np.flatnonzero(run_tokens != s.run_chunk_tokens)
+    add(
+        "chunks",
+        wrong,
+        lambda r: f"run {r} says {s.run_chunk_tokens[r]} chunk tokens; its chunks hold {run_tokens[r]}",
+    )
+    wrong_sq = np.flatnonzero(run_squares != s.run_chunk_squares)
+    add(
+        "chunks",
+        wrong_sq,
+        lambda r: (
+            f"run {r} says {s.run_chunk_squares[r]} squared chunk tokens; its chunks give {run_squares[r]}"
+        ),
+    )
+    # prompt
+    total = np.zeros(n, dtype=np.int64)
+    np.add.at(total, c_req, c_tok)
+    short = np.flatnonzero(total != prompt)
+    add("prompt", short, lambda i: f"request {i}'s chunks hold {total[i]} of its {prompt[i]} prompt tokens")
+    has_chunks = total > 0
+    first_run = np.full(n, runs, dtype=np.int64)
+    last_run = np.full(n, -1, dtype=np.int64)
+    np.minimum.at(first_run, c_req, c_run)
+    np.maximum.at(last_run, c_req, c_run)
+    # arrival
+    if chunks:
+        early = np.flatnonzero(has_chunks & (s.run_start[np.minimum(first_run, runs - 1)] < wl.arrival - tol))
+        add(
+            "arrival",
+            early,
+            lambda i: (
+                f"request {i} arrives at {wl.arrival[i]:.9g}s; its first chunk starts at "
+                f"{s.run_start[first_run[i]]:.9g}s"
+            ),
+        )
+    # decode_start: the iteration after the last chunk's (runs with chunks hold one iteration)
+    lo, hi = s.request_decode_start, s.request_decode_end
+    expected = np.where(has_chunks, first[np.maximum(last_run, 0)] + 1 if runs else 0, -1)
+    late = np.flatnonzero(has_chunks & (lo != expected))
+    add(
+        "decode_start",
+        late,
+        lambda i: f"request {i}'s last chunk is in iteration {expected[i] - 1}; it decodes from {lo[i]}",
+    )
+    # decoding: counts at each run's first iteration; ranges begin and end on run boundaries
+    decoding = lo < hi
+    opens, closes = np.sort(lo[decoding]), np.sort(hi[decoding])
+    count = np.searchsorted(opens, first, side="right") - np.searchsorted(closes, first, side="right")
+    wrong_count = np.flatnonzero(count != s.run_decoding)
+    add(
+        "decoding",
+        wrong_count,
+        lambda r: f"run {r} says {s.run_decoding[r]} decoding requests; {count[r]} decode ranges cover it",
+    )
+    boundaries = np.concatenate([first, [s.num_iterations]])
+    inside = decoding & (~np.isin(lo, boundaries) | ~np.isin(hi, boundaries))
+    add(
+        "decoding",
+        np.flatnonzero(inside),
+        lambda i: f"request {i}'s decode range [{lo[i]}, {hi[i]}) cuts a run",
+    )
+    # context at each run's first iteration: sum over decoding requests of prompt - start, plus count * g
+    if decoding.any():
+        key = (prompt - lo)[decoding]
+        by_open, by_close = np.argsort(lo[decoding], kind="stable"), np.argsort(hi[decoding], kind="stable")
+        open_prefix = np.concatenate([[0], np.cumsum(key[by_open])])
+        close_prefix = np.concatenate([[0], np.cumsum(key[by_close])])
+        started = open_prefix[np.searchsorted(opens, first, side="right")]
+        ended = close_prefix[np.searchsorted(closes, first, side="right")]
+        context = started - ended + count * first
+    else:
+        context = np.zeros(runs, dtype=np.int64)
+    wrong_ctx = np.flatnonzero((s.run_context != context) & (s.run_decoding > 0))
+    add(
+        "context",
+        wrong_ctx,
+        lambda r: f"run {r} says context {s.run_context[r]}; its requests hold {context[r]}",
+    )
+    # stage_time
+    if runs:
+        # From the recomputed counts, context and chunks: a wrong stated figure is its own rule's.
+        want = np.asarray(
+            # Chunks of fewer than one token are the chunks rule's; price the rest.
+            fused_iteration_time(
+                cost, count, np.maximum(context, 0), np.maximum(run_tokens, 0), np.maximum(run_squares, 0)
+            ),
+            dtype=np.float64,
+        )
+        off = np.flatnonzero(np.abs(s.run_first_time - want) > tol + rtol * np.abs(want))
+        add(
+            "stage_time",
+            off,
+            lambda r: f"run {r}'s first iteration takes {s.run_first_time[r]:.9g}s, not {want[r]:.9g}s",
+        )
+        step = context_rate(cost) * count.astype(np.float64)
+        long = s.run_iterations >= 2
+        off_step = np.flatnonzero(long & (np.abs(s.run_step - step) > tol + rtol * np.abs(want)))
+        add(
+            "stage_time",
+            off_step,
+            lambda r: f"run {r}'s iterations lengthen by {s.run_step[r]:.9g}s, not {step[r]:.9g}s",
+        )
+    # one_per_client: [first chunk iteration, decode end) per client, disjoint
+    client = s.request_client
+    bad = np.flatnonzero((client < 0) | (client >= s.clients))
+    add(
+        "one_per_client",
+        bad,
+        lambda i: f"request {i} is on client {client[i]}, not one of 0..{s.clients - 1}",
+    )
+    held = has_chunks & (client >= 0) & (client < s.clients)
+    if held.any() and runs:
+        begin = first[np.minimum(first_run, runs - 1)]
+        idx = np.flatnonzero(held)
+        by = idx[np.lexsort((begin[idx], client[idx]))]
+        same = client[by[1:]] == client[by[:-1]]
+        clash = np.flatnonzero(same & (begin[by[1:]] < np.maximum(hi[by[:-1]], begin[by[:-1]] + 1)))
+        add(
+            "one_per_client",
+            by[clash + 1],
+            lambda i: f"request {i} starts on client {client[i]} while another request holds it",
+        )
+    # tokens
+    wrong_tok = np.flatnonzero(hi - lo != output)
+    add("tokens", wrong_tok, lambda i: f"request {i} decodes {hi[i] - lo[i]} tokens, not {output[i]}")
+    # makespan
+    end = float(ends[-1]) if runs else 0.0
+    if abs(s.makespan - end) > tol:
+        add("makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s; the last run ends at {end:.9g}s")
+    return report.items

@@ -1,0 +1,41 @@
+"""A fused iteration's cost: one pass for decode rows and prompt chunks, never less than its parts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time
+from tests.engines.fusion.test_rule import CONTEXT, PAPER
+
+
+def test_a_fused_iteration_is_priced_as_one_pass() -> None:
+    """Decoding alone is a decode iteration, chunks alone a prefill stage, both their sum
+    less the smaller fixed cost; a prompt's chunks add up to its square."""
+    assert fused_iteration_time(PAPER, 10, 0, 0, 0) == pytest.approx(PAPER.decode_iteration_time(10))
+    assert fused_iteration_time(PAPER, 0, 0, 300, 0) == pytest.approx(PAPER.prefill_time(300))
+    both = (
+        PAPER.decode_iteration_time(10) + PAPER.prefill_time(300) - min(PAPER.prefill_base, PAPER.decode_base)
+    )
+    assert fused_iteration_time(PAPER, 10, 0, 300, 0) == pytest.approx(both)
+    chunks = np.array([100, 100, 37])
+    starts = np.cumsum(chunks) - chunks
+    assert int(chunk_squares(starts, chunks).sum()) == 237**2
+    got = fused_iteration_time(
+        CONTEXT, np.array([0, 4]), np.array([0, 900]), np.array([64, 64]), np.array([4096, 4096])
+    )
+    assert got[0] == pytest.approx(CONTEXT.prefill_time(64, 4096))
+    assert got[1] == pytest.approx(
+        CONTEXT.decode_iteration_time(4, 900) + CONTEXT.prefill_time(64, 4096) - CONTEXT.decode_base
+    )
+
+
+def test_a_fused_iteration_never_costs_less_than_its_parts() -> None:
+    """Under a batch table that prices one request below a_d, the shared fixed cost is
+    capped by the batch's own time: chunks plus decoding cost at least the chunks alone."""
+    from llmsched import ContextCostModel
+
+    model = ContextCostModel(1.0, 0.0, 1e-9, 0.5, 0.0, 0.0, 50, decode_by_batch=(0.01,))
+    alone = fused_iteration_time(model, 0, 0, 10, 100)
+    both = fused_iteration_time(model, 1, 0, 10, 100)
+    assert both >= alone >= fused_iteration_time(model, 1, 0, 0, 0)
