@@ -11,7 +11,7 @@ and checks the targets of the hybrid:
 * hybrid (mico) and hybrid-oracle, with the Lagrangian rule, end within 0.5% of the best
   other policy's makespan, with a p99 TTFT at most 1.2x that of fcfs / prefill-first + 1 s.
 
-    python benchmarks/arrivals.py [--rates 0.5,0.75,1] [--slo-ttft 10] [--slo-tbt 0.5] [--json PATH]
+    python benchmarks/arrivals.py [--rates 0.5,0.75,1] [--slo-ttft 10] [--slo-tbt-mean 0.5] [--json PATH]
 
 Without the trace (``../shared/data/azure-llm-2023`` beside the repository) it runs the
 hour-long stream of :func:`instances.hour_stream` instead and says so.
@@ -55,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="0.5,0.75,1", help="rate multipliers (default 0.5,0.75,1)")
     parser.add_argument("--slo-ttft", type=float, default=10.0, help="TTFT target, seconds (default 10)")
-    parser.add_argument("--slo-tbt", type=float, default=0.5, help="mean TBT target, seconds (default 0.5)")
+    parser.add_argument("--slo-tbt-mean", type=float, default=0.5, help="mean TBT target, seconds (default 0.5)")
     parser.add_argument("--gsm8k-rates", default="4,6,7", help="Poisson rates of the GSM8K stream")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
@@ -93,7 +93,7 @@ def _gsm8k_stream(rates: list[float], args: argparse.Namespace) -> None:
                 workload, cost, 200, make_request_policy(request), make_iteration_policy(iteration, **params)
             )
             assert not validate(schedule)
-            summary = schedule.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt)
+            summary = schedule.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt_mean)
             label = f"{request} / {iteration} {params or ''}"
             print(f"  {label:58}" + "".join(f"{summary[k]:>13.2f}" for k in (*KEYS, "tokens_per_s")))
 
@@ -104,7 +104,7 @@ def _azure(rates: list[float], args: argparse.Namespace) -> list[str]:
         print("the Azure code trace is absent: running the synthetic hour-long stream instead")
         base = hour_stream()
     print(f"{base!r}; 200 clients; paper coefficients, capacity 16,384")
-    print(f"SLO targets: TTFT {args.slo_ttft} s, mean TBT {args.slo_tbt} s")
+    print(f"SLO targets: TTFT {args.slo_ttft} s, mean TBT {args.slo_tbt_mean} s")
     rows = []
     failures: list[str] = []
     for rate in rates:
@@ -122,7 +122,7 @@ def _azure(rates: list[float], args: argparse.Namespace) -> list[str]:
             violations = validate(schedule)
             if violations:
                 failures.append(f"x{rate} {request}/{iteration}: invalid schedule: {violations[:2]}")
-            summary = schedule.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt)
+            summary = schedule.summary(slo_ttft=args.slo_ttft, slo_tbt=args.slo_tbt_mean)
             row = {"rate_scale": rate, "request_policy": request, "iteration_policy": iteration}
             row.update({k: summary[k] for k in KEYS})
             row["valid"] = not violations

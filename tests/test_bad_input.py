@@ -7,6 +7,7 @@ ValueError (or a TypeError for the wrong type) that says what was wrong and what
 
 from __future__ import annotations
 
+import json
 import math
 import tracemalloc
 from typing import Any
@@ -127,8 +128,8 @@ def test_a_kv_link_too_slow_for_double_precision_is_refused() -> None:
 
 
 def test_the_fleet_command_refuses_an_arrival_rate_beyond_precision(capsys) -> None:
-    """llmsched fleet --arrival-rate 1e-300 used to report a makespan of 4.5e301 s."""
-    assert main(["fleet", "--requests", "20", "--workload", "exegpt:S", "--arrival-rate", "1e-300"]) == 2
+    """llmsched fleet --arrivals poisson:1e-300 used to report a makespan of 4.5e301 s."""
+    assert main(["fleet", "--requests", "20", "--workload", "exegpt:S", "--arrivals", "poisson:1e-300"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("llmsched: error: ") and "beyond the precision the validator can check" in err
 
@@ -286,10 +287,6 @@ SIMULATE_FLAGS = [
     (["--no-kv-overlap"], "--no-kv-overlap applies to --mode disaggregated only"),
     (["--mixed-pool"], "--mixed-pool applies to --mode disaggregated only"),
     (
-        ["--mode", "disaggregated", "--request-policy", "hybrid"],
-        "--request-policy applies to --mode competition or",
-    ),
-    (
         ["--mode", "fusion", "--iteration-policy", "lagrangian"],
         "--iteration-policy applies to --mode competition",
     ),
@@ -301,10 +298,6 @@ SIMULATE_FLAGS = [
         ["--mode", "disaggregated", "--clairvoyant"],
         "--clairvoyant applies to --mode competition or fusion only",
     ),
-    (
-        ["--mode", "disaggregated", "--predictor", "mico"],
-        "--predictor applies to --mode competition or fusion",
-    ),
 ]
 FLEET_FLAGS = [
     (["provision", "--kv-bandwidth", "10"], "--kv-bandwidth applies to --mode disaggregated only"),
@@ -315,11 +308,17 @@ FLEET_FLAGS = [
     (["provision", "--mixed-pool"], "--mixed-pool applies to --mode disaggregated only"),
     (["provision", "--prompt-price", "2"], "--prompt-price applies to --mode disaggregated only"),
     (["provision", "--token-price", "2"], "--token-price applies to --mode disaggregated only"),
-    (["provision", "--mode", "disaggregated", "--router", "jsq"], "--router applies to --mode fleet only"),
-    (["provision", "--mode", "disaggregated", "--backoff"], "--backoff applies to --mode fleet only"),
+    (
+        ["provision", "--mode", "disaggregated", "--router", "jsq"],
+        "--router applies to --mode competition or fusion only",
+    ),
+    (
+        ["provision", "--mode", "disaggregated", "--backoff"],
+        "--backoff applies to --mode competition or fusion only",
+    ),
     (
         ["provision", "--mode", "disaggregated", "--backoff-delay", "1"],
-        "--backoff-delay applies to --mode fleet",
+        "--backoff-delay applies to --mode competition or fusion",
     ),
     (["provision", "--mode", "disaggregated", "--backoff-threshold", "2"], "--backoff-threshold applies to"),
     (
@@ -331,26 +330,26 @@ FLEET_FLAGS = [
         "--iteration-policy applies",
     ),
     (
-        ["provision", "--mode", "disaggregated", "--engine-mode", "fusion"],
-        "--engine-mode applies to --mode fleet",
+        ["fleet", "--mode", "disaggregated"],
+        "fleet runs --mode competition or fusion, not --mode disaggregated",
     ),
     (
         ["provision", "--mode", "disaggregated", "--token-budget", "64"],
-        "--token-budget applies to --mode fleet",
+        "--token-budget applies to --mode fusion only",
     ),
     (
         ["provision", "--mode", "disaggregated", "--predictor", "mico"],
-        "--predictor applies to --mode fleet only",
+        "--predictor applies to --mode competition or fusion only",
     ),
-    (["provision", "--token-budget", "64"], "--token-budget applies to --engine-mode fusion only"),
+    (["provision", "--token-budget", "64"], "--token-budget applies to --mode fusion only"),
     (
-        ["provision", "--engine-mode", "fusion", "--iteration-policy", "threshold"],
+        ["provision", "--mode", "fusion", "--iteration-policy", "threshold"],
         "--iteration-policy applies to",
     ),
     (["provision", "--kind", "a:2", "--clients", "8"], "--clients applies only without --kind"),
-    (["fleet", "--token-budget", "64"], "--token-budget applies to --engine-mode fusion only"),
+    (["fleet", "--token-budget", "64"], "--token-budget applies to --mode fusion only"),
     (
-        ["fleet", "--engine-mode", "fusion", "--iteration-policy", "lagrangian"],
+        ["fleet", "--mode", "fusion", "--iteration-policy", "lagrangian"],
         "--iteration-policy applies to",
     ),
     (["fleet", "--engine", "a:2", "--clients", "8"], "--clients applies only without --engine"),
@@ -369,8 +368,8 @@ def test_simulate_refuses_a_flag_of_another_mode(capsys, flags: list[str], messa
 
 @pytest.mark.parametrize(("argv", "message"), FLEET_FLAGS)
 def test_fleet_and_provision_refuse_a_flag_of_another_mode(capsys, argv: list[str], message: str) -> None:
-    """fleet and provision refuse, by name, a flag their mode (--mode, --engine-mode, the
-    default engine or the router) ignores."""
+    """fleet and provision refuse, by name, a flag their mode (--mode, the default engine or
+    the router) ignores, and fleet a mode it cannot run."""
     assert main([*argv, "--requests", "20", "--workload", "exegpt:S", "--slo-ttft", "1"]) == 2
     err = capsys.readouterr().err
     assert f"llmsched: error: {message}" in err or f"llmsched: error: argument {message}" in err
@@ -384,8 +383,8 @@ def test_flags_of_the_chosen_mode_still_run(capsys) -> None:
         main([*base, "--mode", "disaggregated", "--kv-bandwidth", "10", "--layers", "40", "--mixed-pool"])
         == 0
     )
-    fleet = ["fleet", "--workload", "exegpt:S", "--requests", "20", "--arrival-rate", "4", "--json"]
-    assert main([*fleet, "--engine-mode", "fusion", "--token-budget", "64"]) == 0
+    fleet = ["fleet", "--workload", "exegpt:S", "--requests", "20", "--arrivals", "poisson:4", "--json"]
+    assert main([*fleet, "--mode", "fusion", "--token-budget", "64"]) == 0
     assert main([*fleet, "--router", "least-work", "--predictor", "mico", "--sizes", "oracle"]) == 0
     capsys.readouterr()
 
@@ -407,3 +406,12 @@ def test_tuned_threshold_trials_keep_the_predictions(policy: str) -> None:
     tuned = TunedThreshold(request_policy=policy)
     schedule = llmsched.simulate(wl, PAPER, 8, policy, tuned)
     assert llmsched.validate(schedule) == [] and tuned.trials and tuned.k in tuned.trials
+
+
+def test_a_cluster_takes_the_request_policy_and_predictor_it_is_given(capsys) -> None:
+    """--mode disaggregated runs each prompt machine's stages through --request-policy, with
+    --predictor's predictions: what it reports is what ran."""
+    argv = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--mode", "disaggregated", "--json"]
+    assert main([*argv, "--request-policy", "shortest-first", "--predictor", "mico"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["request_policy"] == "shortest-first" and report["iteration_policy"] is None

@@ -28,7 +28,8 @@ def test_simulate_json(capsys) -> None:
 
 def test_simulate_in_each_engine_mode(capsys, tmp_path) -> None:
     """--mode fusion and --mode disaggregated run, validate, and report their own figures in
-    --json and in text; a config file carries the same keys; outputs they lack are refused."""
+    --json and in text; a config file carries the same keys; the Gantt chart they lack is
+    refused (their traces and CSVs: tests/cli/test_trace_flags.py)."""
     base = [
         "simulate",
         "--workload",
@@ -67,8 +68,8 @@ def test_simulate_in_each_engine_mode(capsys, tmp_path) -> None:
     )
     assert main(["simulate", "--config", str(config), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["token_budget"] == 64
-    assert main([*base, "--mode", "fusion", "--trace", str(tmp_path / "t.json")]) == 2
-    assert "not available with --mode fusion" in capsys.readouterr().err
+    assert main([*base, "--mode", "fusion", "--plot", str(tmp_path / "g.png")]) == 2
+    assert "--plot applies to --mode competition only" in capsys.readouterr().err
     assert main([*base, "--mode", "sideways"]) == 2
 
 
@@ -100,7 +101,7 @@ def test_simulate_writes_a_trace_and_csvs(capsys, tmp_path) -> None:
     assert len(requests) == 51 and "meets_slo" in requests[0]
     assert sum(row.endswith(",True") for row in requests[1:]) == round(out["slo_attainment"] * 50)
     stages = files["--stages-csv"].read_text().splitlines()
-    assert len(stages) - 1 == len(engine) and stages[0].startswith("stage,kind,start,end")
+    assert len(stages) - 1 == len(engine) and stages[0].startswith("stage,") and "kind,start,end" in stages[0]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert f"Chrome trace written to {files['--trace']}" in text and "ui.perfetto.dev" in text
@@ -127,19 +128,19 @@ def test_simulate_output_paths_are_checked_before_the_run(flag, tmp_path, capsys
 
 def test_fleet_json_and_text(capsys) -> None:
     """fleet: the fleet's figures and one row per engine; every engine's schedule valid."""
-    base = ["fleet", "--arrival-rate", "8", "--clients", "32", "--engines", "3", "--router", "jsq"]
+    base = ["fleet", "--arrivals", "poisson:8", "--clients", "32", "--engines", "3", "--router", "jsq"]
     assert main([*base, "--backoff", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["valid"] and out["summary"]["engines"] == 3 and out["info"]["backoff"]
     assert [e["engine"] for e in out["engines"]] == ["engine 0", "engine 1", "engine 2"]
     assert sum(e["requests"] for e in out["engines"]) == out["summary"]["requests"] == 1319
-    kinds = ["fleet", "--arrival-rate", "8", "--engine", "big:64:1", "--engine", "slow:32:0.4:0.5"]
+    kinds = ["fleet", "--arrivals", "poisson:8", "--engine", "big:64:1", "--engine", "slow:32:0.4:0.5"]
     assert main([*kinds, "--cost", "linear:0.025,0.00013,0.029,0.00021,5000", "--router", "round-robin"]) == 0
     text = capsys.readouterr().out
     assert (
         "router round-robin" in text and "big" in text and "slow" in text and "valid           True" in text
     )
-    assert main([*base, "--engine-mode", "fusion", "--token-budget", "256", "--json"]) == 0
+    assert main([*base, "--mode", "fusion", "--token-budget", "256", "--json"]) == 0
     fused = json.loads(capsys.readouterr().out)
     assert fused["valid"] and fused["summary"]["requests"] == 1319
 
@@ -147,8 +148,18 @@ def test_fleet_json_and_text(capsys) -> None:
 def test_provision_text_json_and_dask(capsys) -> None:
     """provision: the chosen fleet and its evaluations; the exhaustive search on a local Dask
     cluster chooses the same."""
-    base = ["provision", "--requests", "300", "--arrival-rate", "6", "--kind", "a:32:1", "--kind", "b:16:0.6"]
-    base += ["--max", "4", "--slo-ttft", "1", "--slo-tbt", "0.12", "--no-progress"]
+    base = [
+        "provision",
+        "--requests",
+        "300",
+        "--arrivals",
+        "poisson:6",
+        "--kind",
+        "a:32:1",
+        "--kind",
+        "b:16:0.6",
+    ]
+    base += ["--max", "4", "--slo-ttft", "1", "--slo-tbt-p99", "0.12", "--no-progress"]
     assert main(base) == 0
     text = capsys.readouterr().out
     assert "chosen" in text and "evaluations" in text and "(bnb)" in text
@@ -159,7 +170,7 @@ def test_provision_text_json_and_dask(capsys) -> None:
     assert main([*base, "--json", "--method", "exhaustive", "--backend", "dask", "--jobs", "2"]) == 0
     every = json.loads(capsys.readouterr().out)
     assert every["counts"] == found["counts"] and every["evaluations"] == 25
-    pools = ["provision", "--mode", "disaggregated", "--requests", "300", "--arrival-rate", "10"]
+    pools = ["provision", "--mode", "disaggregated", "--requests", "300", "--arrivals", "poisson:10"]
     assert (
         main([*pools, "--clients", "32", "--max", "3,3", "--slo-ttft", "1", "--json", "--no-progress"]) == 0
     )
@@ -297,7 +308,10 @@ SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4
             "unused; choose 'hybrid'",
         ),
         (["simulate", "--slo-ttft", "-1"], "argument --slo-ttft: must be a finite number > 0, got -1"),
-        (["simulate", "--slo-tbt", "x"], "argument --slo-tbt: must be a finite number > 0, got 'x'"),
+        (
+            ["simulate", "--slo-tbt-mean", "x"],
+            "argument --slo-tbt-mean: must be a finite number > 0, got 'x'",
+        ),
         (["reproduce", "gsm8k", "--seed", "x"], "argument --seed: must be an integer >= 0, got 'x'"),
         (["reproduce", "gsm8k", "--predictor", "psychic"], "unknown predictor 'psychic'"),
         (["reproduce", "mmlu"], "argument experiment: invalid choice: 'mmlu'"),
@@ -563,7 +577,7 @@ def test_simulate_reports_serving_metrics_and_what_the_policies_knew(capsys) -> 
     """--json carries the serving metrics beside today's keys, the SLO targets and their
     goodput, and whether the run was clairvoyant; a clairvoyant run says so."""
     args = ["simulate", "--workload", "exegpt:S", "--requests", "60", "--clients", "8", "--json"]
-    assert main([*args, "--arrivals", "poisson:4", "--slo-ttft", "5", "--slo-tbt", "0.2"]) == 0
+    assert main([*args, "--arrivals", "poisson:4", "--slo-ttft", "5", "--slo-tbt-mean", "0.2"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in (
         "tbt_p50_s",
@@ -650,7 +664,7 @@ PLOTTING_COMMANDS = {
     "simulate": ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "2", "--json"],
     "study": ["study", "--cases", "1", "--requests", "20", "--clients", "2", "--jobs", "1", "--json"],
     "sweep": [
-        *("sweep", "--workload", "exegpt:S", "--requests", "20", "--clients", "2", "--arrival-rate", "1"),
+        *("sweep", "--workload", "exegpt:S", "--requests", "20", "--clients", "2", "--arrivals", "poisson:1"),
         *("--rates", "1", "--jobs", "1", "--json"),
     ],
 }

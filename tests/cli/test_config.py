@@ -75,7 +75,7 @@ def test_the_example_as_flags_gives_the_same_run(tmp_path, monkeypatch, capsys) 
         "--workload", "gsm8k", "--seed", "0", "--arrivals", "poisson:7", "--max-output", "512",
         "--cost", "linear:0.025,0.00013,0.029,0.00021,5000", "--clients", "200", "--predictor", "mico",
         "--request-policy", "hybrid", "--iteration-policy", "lagrangian",
-        "--slo-ttft", "5", "--slo-tbt", "0.1", "--json",
+        "--slo-ttft", "5", "--slo-tbt-mean", "0.1", "--json",
     ]  # fmt: skip
     config = tmp_path / "weight.toml"
     _write(config, '[iteration_policy]\nname = "lagrangian"\nttft_weight = 0.5\n')
@@ -94,7 +94,7 @@ def test_the_example_as_flags_gives_the_same_run(tmp_path, monkeypatch, capsys) 
         [*SMALL, "--arrivals", "gamma:3,2", "--seed", "4", "--max-prompt", "900", "--rate-scale", "1.5"],
         [*SMALL, "--cost", "levels:500=0.1,2000=0.3;0.02", "--request-policy", "shortest-first-oracle"],
         [*SMALL, "--request-policy", "hybrid", "--predictor", "mico", "--iteration-policy", "lagrangian"],
-        [*SMALL, "--iteration-policy", "slo", "--slo-ttft", "0.5", "--slo-tbt", "0.05", "--clairvoyant"],
+        [*SMALL, "--iteration-policy", "slo", "--slo-ttft", "0.5", "--slo-tbt-mean", "0.05", "--clairvoyant"],
     ],
 )
 def test_the_echoed_config_written_as_toml_runs_the_same(argv, tmp_path, capsys) -> None:
@@ -199,7 +199,7 @@ BAD = [
     ("predictor = 'mico'\nrequest_policy = 'hybrid-oracle'\n", "'hybrid-oracle' plans with the true"),
     ("[slo]\nttft = -1.0\n", r"slo.ttft must be a finite number > 0, got -1.0"),
     ("[slo]\nttft = inf\n", r"slo.ttft must be a finite number > 0, got inf"),
-    ("[slo]\nlatency = 1.0\n", r"unknown key 'slo.latency'; expected one of \['tbt', 'ttft'\]"),
+    ("[slo]\nlatency = 1.0\n", r"unknown key 'slo.latency'; expected one of \['tbt_mean', 'ttft'\]"),
     ("[output]\njson = 'yes'\n", "output.json must be True or False, got str 'yes'"),
     ("[output]\ntrace = 3\n", "output.trace must be a str, got int 3"),
     ("[output]\ntrace = '/nonexistent-folder/t.json'\n", "output.trace '/nonexistent-folder/t.json': folder"),
@@ -274,7 +274,7 @@ def test_run_config_checks_itself_and_round_trips() -> None:
             "workload": "exegpt:T",
             "cost": {"kind": "levels", "levels": [[100, 0.1]], "decode_token_time": 0.01},
             "request_policy": {"name": "sorted-preemptive", "initial": "round-robin", "sizes": "oracle"},
-            "slo": {"tbt": 0.2},
+            "slo": {"tbt_mean": 0.2},
         }
     )
     assert config.workload == "exegpt:T" and config.request_policy.params == {

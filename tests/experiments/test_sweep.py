@@ -208,15 +208,6 @@ def test_parse_policy_accepts_pairs_and_specs() -> None:
 
 
 # ------------------------------------------------------------------ the figure
-@pytest.fixture
-def svg_backend():
-    """The svg backend for the test, the previous one after."""
-    previous = matplotlib.get_backend()
-    matplotlib.use("svg")
-    yield "svg"
-    matplotlib.use(previous)
-
-
 def test_plot_sweep_draws_one_line_per_policy_without_pyplot(frame, svg_backend, tmp_path) -> None:
     """One line per policy over the rates (sorted), the TTFT target dashed; the figure is not
     registered with pyplot and the caller's backend stays."""
@@ -270,7 +261,7 @@ def test_plot_sweep_wants_a_sweep_frame() -> None:
 
 
 # ------------------------------------------------------------------ the command
-SWEEP = ["sweep", "--workload", "exegpt:S", "--requests", "60", "--clients", "8", "--arrival-rate", "3"]
+SWEEP = ["sweep", "--workload", "exegpt:S", "--requests", "60", "--clients", "8", "--arrivals", "poisson:3"]
 SWEEP += ["--policy", "fcfs/prefill-first", "--policy", "hybrid-oracle/lagrangian"]
 SWEEP += ["--rates", "0.5,1,2"]
 
@@ -278,13 +269,13 @@ SWEEP += ["--rates", "0.5,1,2"]
 def test_sweep_command_json_and_plot(capsys, tmp_path) -> None:
     """--json prints the settings and one row per (rate, policy); --plot writes the figure."""
     png = tmp_path / "sweep.png"
-    argv = [*SWEEP, "--slo-ttft", "1", "--slo-tbt", "0.1", "--jobs", "1", "--json", "--no-progress"]
+    argv = [*SWEEP, "--slo-ttft", "1", "--slo-tbt-mean", "0.1", "--jobs", "1", "--json", "--no-progress"]
     assert main([*argv, "--plot", str(png), "--metric", "e2e_p99_s"]) == 0
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert captured.err == ""
     assert report["policies"] == ["fcfs/prefill-first", "hybrid-oracle/lagrangian"]
-    assert report["rates"] == [0.5, 1.0, 2.0] and report["arrival_rate"] == 3.0
+    assert report["rates"] == [0.5, 1.0, 2.0] and report["arrivals"] == "poisson:3"
     assert len(report["rows"]) == 6 and list(report["rows"][0]) == list(COLUMNS)
     assert [row["rate_scale"] for row in report["rows"]] == [0.5, 0.5, 1.0, 1.0, 2.0, 2.0]
     assert report["rows"][0]["slo_ttft_s"] == 1.0 and 0 <= report["rows"][0]["slo_attainment"] <= 1
@@ -316,8 +307,8 @@ def test_sweep_command_on_a_local_dask_cluster(capsys) -> None:
     [
         (["--rates", "0.5,0"], "argument --rates: each rate must be a finite number > 0, got '0'"),
         (["--rates", "1,fast"], "argument --rates: must be comma-separated numbers > 0"),
-        (["--slo-ttft", "0"], r"argument --slo-ttft: must be a number in \(0, inf\]"),
-        (["--arrival-rate", "inf"], r"argument --arrival-rate: must be a number in \(0, inf\)"),
+        (["--slo-ttft", "0"], r"argument --slo-ttft: must be a finite number > 0, got 0"),
+        (["--arrivals", "poisson:inf"], r"argument --arrivals: .*rate must be a finite number > 0"),
         (["--backend", "spark"], "argument --backend: invalid choice: 'spark'"),
         (["--metric", "speed"], "argument --metric: invalid choice: 'speed'"),
         (["--policy", "fcfs"], "a policy spec is 'REQUEST/ITERATION'"),
@@ -334,7 +325,7 @@ def test_sweep_command_refuses_bad_arguments(capsys, argv, message) -> None:
 
 def test_sweep_command_checks_before_the_work(capsys, monkeypatch) -> None:
     """A --plot folder that does not exist is refused before any case runs, and an offline
-    workload without --arrival-rate is told what to pass."""
+    workload without --arrivals is told what to pass."""
     import llmsched.experiments.sweep
 
     def no_work(*args, **kwargs):
@@ -345,13 +336,23 @@ def test_sweep_command_checks_before_the_work(capsys, monkeypatch) -> None:
     assert "does not exist" in capsys.readouterr().err
     monkeypatch.undo()
     assert main(["sweep", "--workload", "gsm8k", "--clients", "8", "--no-progress", "--jobs", "1"]) == 2
-    assert "--arrival-rate" in capsys.readouterr().err
+    assert "--arrivals poisson:RATE" in capsys.readouterr().err
 
 
 def test_sweep_command_attaches_predictions_and_clips(capsys) -> None:
     """--predictor gives the policies that plan with predictions something to plan with, as
     simulate's does; a policy that plans with the truth refuses a predictor it would not use."""
-    argv = ["sweep", "--workload", "exegpt:S", "--requests", "40", "--arrival-rate", "2", "--clients", "6"]
+    argv = [
+        "sweep",
+        "--workload",
+        "exegpt:S",
+        "--requests",
+        "40",
+        "--arrivals",
+        "poisson:2",
+        "--clients",
+        "6",
+    ]
     argv += ["--policy", "hybrid/lagrangian", "--rates", "1,2", "--jobs", "1", "--json", "--no-progress"]
     assert main([*argv, "--predictor", "mico", "--max-prompt", "300"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -377,3 +378,100 @@ def test_the_slo_rule_serves_the_sweeps_ttft_target(workload) -> None:
     tight = run_case(workload, COST, 8, "fcfs", "slo", 1.0, slo_ttft=0.05)
     default = run_case(workload, COST, 8, "fcfs", "slo", 1.0)
     assert tight["ttft_p99_s"] < default["ttft_p99_s"]
+
+
+# ------------------------------------------------------------------ other engine modes
+def test_a_fused_sweep_runs_each_request_policy_on_a_fused_engine(workload) -> None:
+    """mode="fusion": one row per (rate, request policy), no iteration policy; each row is the
+    fused engine's summary on the scaled arrivals, at the sweep's budget."""
+    from llmsched import simulate_fusion
+
+    frame = sweep(
+        workload, COST, 8, ["fcfs", "shortest-first-oracle"], RATES, slo_ttft=1.0, progress=False,
+        mode="fusion", token_budget=256,
+    )  # fmt: skip
+    assert frame["request_policy"].tolist() == ["fcfs", "shortest-first-oracle"] * 3
+    assert frame["iteration_policy"].isna().all()
+    scaled = workload.replace(arrival=workload.arrival / 2.0)
+    summary = simulate_fusion(scaled, COST, 8, "shortest-first-oracle", 256).summary(slo_ttft=1.0)
+    row = frame.iloc[5]
+    for key in ("makespan_s", "ttft_p99_s", "tbt_p99_s", "goodput_rps", "utilization"):
+        assert row[key] == summary[key], key
+    competition = sweep(workload, COST, 8, ["fcfs/prefill-first"], [2.0], slo_ttft=1.0, progress=False)
+    assert competition.iloc[0]["makespan_s"] != frame.iloc[4]["makespan_s"]
+    lines = [line.get_label() for line in plot_sweep(frame).axes[0].get_lines()]
+    assert lines[:2] == ["fcfs", "shortest-first-oracle"]
+
+
+def test_a_disaggregated_sweep_runs_the_cluster_at_each_rate(workload) -> None:
+    """mode="disaggregated": one row per rate and request policy on the cluster (each prompt
+    machine takes its stages through the policy), each its schedule's summary; more prompt
+    machines shorten the TTFT under load."""
+    from llmsched import simulate_disaggregated
+    from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+
+    cluster = DisaggregatedCluster(1, 2, COST, COST, 8, 2621440.0, 25.0)
+    frame = sweep(
+        workload,
+        COST,
+        8,
+        ["fcfs", "shortest-first-oracle"],
+        RATES,
+        progress=False,
+        mode="disaggregated",
+        cluster=cluster,
+    )
+    assert frame["request_policy"].tolist() == ["fcfs", "shortest-first-oracle"] * 3
+    assert frame["iteration_policy"].isna().all()
+    scaled = workload.replace(arrival=workload.arrival / 2.0)
+    summary = simulate_disaggregated(scaled, cluster).summary()
+    shortest = simulate_disaggregated(scaled, cluster, "shortest-first-oracle").summary()
+    assert frame.iloc[5]["ttft_p99_s"] == shortest["ttft_p99_s"]
+    for key in ("makespan_s", "ttft_p99_s", "tbt_p99_s", "e2e_p50_s"):
+        assert frame.iloc[4][key] == summary[key], key
+    wider = DisaggregatedCluster(3, 2, COST, COST, 8, 2621440.0, 25.0)
+    more = sweep(workload, COST, 8, ["fcfs"], [2.0], progress=False, mode="disaggregated", cluster=wider)
+    assert more.iloc[0]["ttft_p99_s"] < frame.iloc[4]["ttft_p99_s"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"mode": "sideways"}, ValueError, "mode must be one of"),
+        ({"mode": "fusion"}, ValueError, "a fused engine or a cluster has no iteration policy"),
+        (
+            {"mode": "fusion", "policies": ["fcfs"], "token_budget": 1},
+            ValueError,
+            "token_budget must be at least 2",
+        ),
+        ({"mode": "disaggregated"}, ValueError, "a fused engine or a cluster has no iteration policy"),
+        (
+            {"mode": "disaggregated", "policies": ["fcfs"]},
+            TypeError,
+            "cluster must be a DisaggregatedCluster",
+        ),
+        ({"policies": ["fcfs/prefill-first"], "cluster": "split"}, ValueError, "cluster is a disaggregated"),
+    ],
+)
+def test_a_mode_its_arguments_do_not_make_is_refused_before_any_case(
+    workload, kwargs, error, message
+) -> None:
+    """An unknown mode, an iteration policy for a fused engine or a cluster, a budget below 2, no
+    cluster for a disaggregated sweep, a cluster for another mode: refused up front."""
+    args = {"policies": POLICIES, "rates": RATES, "clients": 8, "progress": False, **kwargs}
+    with pytest.raises(error, match=message):
+        sweep(workload, COST, **args)
+
+
+def test_a_cluster_must_have_the_sweeps_cost_and_clients(workload) -> None:
+    """The cluster's token machines are the sweep's clients and cost model; another cluster
+    is refused, and so is a fused engine of a cost model that cannot price a chunk."""
+    from llmsched import LevelCostModel
+    from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+
+    cluster = DisaggregatedCluster(1, 1, COST, COST, 4, 2621440.0, 25.0)
+    with pytest.raises(ValueError, match="got 8 clients against the cluster's 4"):
+        sweep(workload, COST, 8, ["fcfs"], RATES, progress=False, mode="disaggregated", cluster=cluster)
+    levels = LevelCostModel([(5000, 0.675)], 0.071)
+    with pytest.raises(TypeError, match="fusion prices a chunk by its tokens"):
+        sweep(workload, levels, 8, ["fcfs"], RATES, progress=False, mode="fusion")

@@ -1,10 +1,18 @@
-"""Experiment configs: everything ``llmsched simulate`` can be told, in one TOML file.
+"""Run configurations: a command's options as one TOML file, read with ``--config``.
 
-``llmsched simulate --config run.toml`` runs what the file says; a flag given on the command
-line overrides the file's value. Every key means what its flag means (``--max-prompt`` is
-``workload.max_prompt``), and a key left out takes the flag's default. Relative paths are
-relative to the current folder, as on the command line. A full example (``examples/run.toml``
-is one that runs)::
+``llmsched simulate``, ``sweep``, ``fleet`` and ``provision`` read their options from a TOML
+file given with ``--config FILE``; a flag given on the command line overrides the file's value.
+The keys come from the same declaration as the flags (:mod:`llmsched.cli.options` and each
+command's module), so every key means what its flag means and a key left out takes the flag's
+default: the workload's options go in ``[workload]`` (``--max-prompt`` is
+``workload.max_prompt``, ``--workload`` is ``workload.spec``), the latency targets in ``[slo]``
+(``--slo-ttft`` is ``slo.ttft``, ``--slo-tbt-mean`` is ``slo.tbt_mean``), what the command writes
+in ``[output]`` (``--json`` is ``output.json``, ``--trace`` is ``output.trace``), and every other
+option is a top-level key named like its flag (``--kv-bandwidth`` is ``kv_bandwidth``, a
+repeated ``--kind`` an array ``kind = ["a:64:1", "b:32:0.6"]``). Relative paths are relative to
+the current folder, as on the command line. ``llmsched COMMAND --help`` lists a command's options.
+
+A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
 
     clients = 200                  # --clients
     mode = "competition"           # --mode: competition | fusion | disaggregated
@@ -54,7 +62,7 @@ is one that runs)::
 
     [slo]
     ttft = 5.0                     # --slo-ttft (seconds; left out: no target)
-    tbt = 0.2                      # --slo-tbt
+    tbt_mean = 0.2                 # --slo-tbt-mean (each request's mean time between tokens)
 
     [output]
     plot = "gantt.png"             # --plot
@@ -68,36 +76,49 @@ A policy's parameters are those of :func:`llmsched.online.make_request_policy` a
 ``--iteration-policy``) flag replaces the file's policy; the file's parameters stay only when
 the flag names the same policy. The ``slo`` iteration policy serves ``slo.ttft`` unless it is
 given a ``slo_ttft`` of its own, as on the command line. TOML has no null: a key whose value
-is "none" is left out.
+is "none" is left out. ``fleet`` and ``provision`` name their engines' policies alone
+(``request_policy = "fcfs"``), and ``sweep`` its policy pairs as ``policy = ["fcfs/prefill-first"]``.
 
 Unknown keys, values of the wrong type and values out of range are a ``ValueError`` that
 names the file and the key, raised when the file is read (before any work). The cost model's
 and the workload's spec strings are read by the command's parsers
-(:func:`llmsched.cli.parse_cost`, :func:`~llmsched.cli.parse_workload`), also before any work.
+(:func:`llmsched.cli.options.parse_cost`, :func:`~llmsched.cli.options.parse_workload`), also
+before any work.
 
 ``simulate --json`` echoes the resolved config (file, flags and defaults together) as its
 ``config`` object, in this layout; :func:`dump_toml` writes it back as a file that runs the
-same experiment.
+same experiment. Each command's config class (:class:`~llmsched.cli.config.RunConfig` for ``simulate``,
+:class:`llmsched.cli.sweep.SweepConfig`, :class:`llmsched.cli.fleet.FleetConfig`,
+:class:`llmsched.cli.provision.ProvisionConfig`) is a frozen dataclass made by
+:func:`config_class` from the command's declared options; it checks every field when it is made.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llmsched.core.checks import MAX_REQUESTS, MAX_TOKENS, flag, path_arg, positive_int, real, seed, text
+from llmsched.core.checks import path_arg, positive_int, real, text
 from llmsched.core.cost import ContextCostModel
+
+if TYPE_CHECKING:
+    from llmsched.cli.options import Option
 
 __all__ = [
     "MAX_CLIENTS",
+    "CommandConfig",
     "PolicyConfig",
-    "RunConfig",
+    "RunConfig",  # noqa: F822 (simulate's config class, given by __getattr__)
+    "check_cost",
+    "check_policy",
+    "config_class",
     "config_from_dict",
     "cost_model",
     "dump_toml",
@@ -106,50 +127,14 @@ __all__ = [
 
 # The most clients a run may have (the command's --clients limit).
 MAX_CLIENTS = 1_000_000
-# The most machines of one pool of a disaggregated cluster.
-MAX_MACHINES = 10_000
 
 
-def _text(name: str, value: Any) -> str:
+def nonempty_text(name: str, value: Any) -> str:
+    """``value`` if it is a str that is not empty."""
     text(name, value)
     if not value:
         raise ValueError(f"{name} must not be empty")
     return str(value)
-
-
-def _optional(check: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
-    return lambda name, value: None if value is None else check(name, value)
-
-
-def _positive(name: str, value: Any) -> float:
-    return real(name, value, low=0.0, low_open=True)
-
-
-def _tokens(name: str, value: Any) -> int:
-    return positive_int(name, value, maximum=MAX_TOKENS)
-
-
-#: Engine modes ``simulate`` runs: PD competition (a prefill stage pauses decoding), PD
-#: fusion (chunked prefill, :mod:`llmsched.engines.fusion.schedule`) and PD disaggregation (Splitwise's prompt
-#: and token machines, :mod:`llmsched.engines.disaggregation.schedule`).
-MODES = ("competition", "fusion", "disaggregated")
-
-
-def _mode(name: str, value: Any) -> str:
-    _text(name, value)
-    if value not in MODES:
-        raise ValueError(f"{name} must be one of {list(MODES)}, got {value!r}")
-    return str(value)
-
-
-def _arrivals(name: str, value: Any) -> str:
-    from llmsched.workloads import ArrivalProcess
-
-    _text(name, value)
-    try:
-        return str(ArrivalProcess.parse(value))
-    except ValueError as exc:
-        raise ValueError(f"{name}: {exc}") from None
 
 
 def _param_value(name: str, value: Any) -> Any:
@@ -174,12 +159,12 @@ class PolicyConfig:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _text("name", self.name)
+        nonempty_text("name", self.name)
         if not isinstance(self.params, Mapping):
             raise TypeError(f"params must be a mapping of parameter names to values, got {self.params!r}")
         params = {}
         for key, value in self.params.items():
-            _text("a parameter name", key)
+            nonempty_text("a parameter name", key)
             if key == "name":
                 raise ValueError("params may not hold 'name' (the policy's name is its own field)")
             params[key] = _param_value(key, value)
@@ -278,10 +263,11 @@ def cost_model(table: Mapping[str, Any]) -> Any:
         raise ValueError(f"cost: {exc}") from None
 
 
-def _cost(name: str, value: Any) -> str | Mapping[str, Any]:
+def check_cost(name: str, value: Any) -> str | Mapping[str, Any]:
+    """A ``cost`` value: a ``--cost`` spec string (read by :func:`llmsched.cli.options.parse_cost`
+    when the run starts) or a ``[cost]`` table, checked now and read-only."""
     if isinstance(value, str):
-        # A --cost spec, read by llmsched.cli.parse_cost when the run starts.
-        return _text(name, value)
+        return nonempty_text(name, value)
     table = _cost_table(name, value)
     cost_model(table)  # the model's own checks (a prefill stage must take some time, ...)
     if "levels" in table:
@@ -289,7 +275,17 @@ def _cost(name: str, value: Any) -> str | Mapping[str, Any]:
     return MappingProxyType(table)
 
 
-def _policy(kind: str) -> Callable[[str, Any], PolicyConfig]:
+def cost_as_toml(value: Any) -> Any:
+    """A ``cost`` value as TOML holds it: a spec string, or the table with its levels as arrays."""
+    if isinstance(value, Mapping):
+        return {k: [list(level) for level in v] if k == "levels" else v for k, v in value.items()}
+    return value
+
+
+def check_policy(kind: str) -> Callable[[str, Any], PolicyConfig]:
+    """The check of a ``request_policy`` (``kind="request"``) or ``iteration_policy`` value: a
+    registered name, or a table with its ``name`` and the factory's parameters."""
+
     def check(name: str, value: Any) -> PolicyConfig:
         if isinstance(value, PolicyConfig):
             policy = value
@@ -299,12 +295,13 @@ def _policy(kind: str) -> Callable[[str, Any], PolicyConfig]:
             if "name" not in value:
                 raise ValueError(f"{name}.name is missing: the table names the {kind} policy")
             policy = PolicyConfig(
-                _text(f"{name}.name", value["name"]), {k: v for k, v in value.items() if k != "name"}
+                nonempty_text(f"{name}.name", value["name"]),
+                {k: v for k, v in value.items() if k != "name"},
             )
         else:
             raise TypeError(f"{name} must be a policy name or a table with a name, got {value!r}")
         try:
-            _make_policy(kind, policy)  # an unknown name or parameter, a bad value
+            make_policy(kind, policy)  # an unknown name or parameter, a bad value
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{name}: {exc}") from None
         return policy
@@ -312,163 +309,82 @@ def _policy(kind: str) -> Callable[[str, Any], PolicyConfig]:
     return check
 
 
-def _make_policy(kind: str, policy: PolicyConfig, **extra: Any) -> Any:
+def make_policy(kind: str, policy: PolicyConfig, **extra: Any) -> Any:
+    """A fresh ``kind`` ("request" or "iteration") policy: ``policy``'s name and parameters."""
     from llmsched.online import make_iteration_policy, make_request_policy
 
     make = make_request_policy if kind == "request" else make_iteration_policy
     return make(policy.name, **{**policy.params, **extra})
 
 
-def _predictor(name: str, value: Any) -> str:
-    from llmsched.online import make_predictor
+# ---------------------------------------------------------------- config classes
+class CommandConfig:
+    """What every command's config class is (see :func:`config_class`): one frozen field per
+    declared option, each checked when the config is made, and the TOML layout of the fields.
 
-    make_predictor(_text(name, value))
-    return str(value)
-
-
-# Each field of RunConfig: its place in the TOML layout (section, key) and its check.
-_FIELDS: dict[str, tuple[str | None, str, Callable[[str, Any], Any]]] = {
-    "workload": ("workload", "spec", _text),
-    "seed": ("workload", "seed", seed),
-    "requests": ("workload", "requests", lambda n, v: positive_int(n, v, maximum=MAX_REQUESTS)),
-    "rate_scale": ("workload", "rate_scale", _positive),
-    "max_prompt": ("workload", "max_prompt", _optional(_tokens)),
-    "max_output": ("workload", "max_output", _optional(_tokens)),
-    "arrivals": ("workload", "arrivals", _optional(_arrivals)),
-    "replace_arrivals": ("workload", "replace_arrivals", flag),
-    "cost": (None, "cost", _cost),
-    "clients": (None, "clients", lambda n, v: positive_int(n, v, maximum=MAX_CLIENTS)),
-    "mode": (None, "mode", _mode),
-    "token_budget": (None, "token_budget", lambda n, v: positive_int(n, v, maximum=1 << 31)),
-    "prompt_machines": (None, "prompt_machines", lambda n, v: positive_int(n, v, maximum=MAX_MACHINES)),
-    "token_machines": (None, "token_machines", lambda n, v: positive_int(n, v, maximum=MAX_MACHINES)),
-    "kv_bandwidth": (None, "kv_bandwidth", _positive),
-    "kv_bytes_per_token": (None, "kv_bytes_per_token", _positive),
-    "layers": (None, "layers", lambda n, v: positive_int(n, v, maximum=100_000)),
-    "kv_overlap": (None, "kv_overlap", flag),
-    "mixed_pool": (None, "mixed_pool", flag),
-    "request_policy": (None, "request_policy", _policy("request")),
-    "iteration_policy": (None, "iteration_policy", _policy("iteration")),
-    "predictor": (None, "predictor", _optional(_predictor)),
-    "clairvoyant": (None, "clairvoyant", flag),
-    "slo_ttft": ("slo", "ttft", _optional(_positive)),
-    "slo_tbt": ("slo", "tbt", _optional(_positive)),
-    "plot": ("output", "plot", _optional(_text)),
-    "trace": ("output", "trace", _optional(_text)),
-    "requests_csv": ("output", "requests_csv", _optional(_text)),
-    "stages_csv": ("output", "stages_csv", _optional(_text)),
-    "json": ("output", "json", flag),
-}
-_SECTIONS = ("workload", "slo", "output")  # tables whose keys are fields (cost and policies are values)
-
-
-def _key(field_name: str) -> str:
-    section, key, _ = _FIELDS[field_name]
-    return key if section is None else f"{section}.{key}"
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """One ``simulate`` run, resolved: every field has its value (the module docstring gives
-    the TOML layout; each field is the flag of the same name, ``workload`` is the spec).
-
-    ``cost`` is a ``--cost`` spec string or a checked ``[cost]`` table (read-only);
-    ``arrivals`` is an arrival-process spec; output paths are strings.
-
-    Raises
-    ------
-    TypeError, ValueError
-        A field of the wrong type or out of range (the message names it), arrivals to
-        replace without arrivals, a policy that refuses its parameters, or a predictor the
-        request policy would not use.
+    ``OPTIONS`` are the command's declared options, in order.
     """
 
-    workload: str = "gsm8k"
-    seed: int = 0
-    requests: int = 1000
-    rate_scale: float = 1.0
-    max_prompt: int | None = None
-    max_output: int | None = None
-    arrivals: str | None = None
-    replace_arrivals: bool = False
-    cost: str | Mapping[str, Any] = "paper"
-    clients: int = 200
-    mode: str = "competition"
-    token_budget: int = 512
-    prompt_machines: int = 1
-    token_machines: int = 1
-    kv_bandwidth: float = 25.0
-    kv_bytes_per_token: float = 2_621_440.0
-    layers: int = 80
-    kv_overlap: bool = True
-    mixed_pool: bool = False
-    request_policy: PolicyConfig = field(default_factory=lambda: PolicyConfig("fcfs"))
-    iteration_policy: PolicyConfig = field(default_factory=lambda: PolicyConfig("prefill-first"))
-    predictor: str | None = None
-    clairvoyant: bool = False
-    slo_ttft: float | None = None
-    slo_tbt: float | None = None
-    plot: str | None = None
-    trace: str | None = None
-    requests_csv: str | None = None
-    stages_csv: str | None = None
-    json: bool = False
+    OPTIONS: tuple[Option, ...] = ()
+
+    if TYPE_CHECKING:  # the fields are the declared options, made by config_class
+
+        def __init__(self, **values: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def __post_init__(self) -> None:
-        for name, (_, _, check) in _FIELDS.items():
-            object.__setattr__(self, name, check(name, getattr(self, name)))
-        self.prepare_options()  # replace_arrivals needs arrivals
-        if self.predictor is not None and self.predictor != "oracle":
-            sizes = getattr(_make_policy("request", self.request_policy), "sizes", None)
-            if sizes == "oracle":
-                name = self.request_policy.name
-                base = name.removesuffix("-oracle")
-                hint = f"; choose {base!r} to plan with the predictions" if base != name else ""
-                raise ValueError(
-                    f"request policy {name!r} plans with the true output lengths, so --predictor "
-                    f"{self.predictor} would go unused{hint}"
-                )
+        for option in self.OPTIONS:
+            object.__setattr__(self, option.name, option.check(option.name, getattr(self, option.name)))
+        self.check_together()
 
-    def prepare_options(self) -> Any:
-        """The workload options as :class:`llmsched.workloads.PrepareOptions`."""
-        from llmsched.workloads import ArrivalProcess, PrepareOptions
-
-        return PrepareOptions(
-            rate_scale=self.rate_scale,
-            max_prompt=self.max_prompt,
-            max_output=self.max_output,
-            arrivals=None if self.arrivals is None else ArrivalProcess.parse(self.arrivals),
-            replace_arrivals=self.replace_arrivals,
-            seed=self.seed,
-        )
-
-    def make_request_policy(self) -> Any:
-        """A fresh request policy: the named one with its parameters."""
-        return _make_policy("request", self.request_policy)
-
-    def make_iteration_policy(self) -> Any:
-        """A fresh iteration policy: the named one with its parameters; the ``slo`` rule
-        serves ``slo_ttft`` unless its parameters give a target of its own."""
-        policy = self.iteration_policy
-        if policy.name == "slo" and "slo_ttft" not in policy.params and self.slo_ttft is not None:
-            return _make_policy("iteration", policy, slo_ttft=self.slo_ttft)
-        return _make_policy("iteration", policy)
+    def check_together(self) -> None:
+        """Checks of fields that go together (a command's config class may add them)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The config in the TOML layout (None for a value left unset); :func:`dump_toml`
         writes it, and :func:`config_from_dict` reads it back to an equal config."""
         out: dict[str, Any] = {}
-        for name, (section, key, _) in _FIELDS.items():
-            value = getattr(self, name)
-            if isinstance(value, PolicyConfig):
-                value = value.as_dict()
-            elif isinstance(value, Mapping):  # a cost table; its levels as arrays
-                value = {k: [list(level) for level in v] if k == "levels" else v for k, v in value.items()}
-            if section is None:
-                out[key] = value
+        for option in self.OPTIONS:
+            value = option.as_toml(getattr(self, option.name))
+            if option.section is None:
+                out[option.toml_key] = value
             else:
-                out.setdefault(section, {})[key] = value
+                out.setdefault(option.section, {})[option.toml_key] = value
         return out
+
+
+def config_class(
+    name: str,
+    options: Sequence[Option],
+    module: str,
+    doc: str,
+    bases: tuple[type, ...] = (),
+    methods: Mapping[str, Callable[..., Any]] | None = None,
+) -> Any:
+    """A frozen dataclass named ``name`` (of module ``module``) with one field per option of
+    ``options``: its default the option's, checked by the option when a config is made.
+
+    ``bases`` add methods (the load's workload options, say) and ``methods`` more, such as a
+    ``check_together`` of fields that go together.
+
+    Raises
+    ------
+    ValueError
+        Two options of one name, or two of one TOML key in one table.
+    """
+    names = [option.name for option in options]
+    keys = [option.toml_name for option in options]
+    for what, items in (("name", names), ("TOML key", keys)):
+        twice = sorted({item for item in items if items.count(item) > 1})
+        if twice:
+            raise ValueError(f"{name}: options declared twice by {what}: {twice}")
+    fields = [(option.name, Any, dataclasses.field(default=option.default)) for option in options]
+    namespace: dict[str, Any] = {"OPTIONS": tuple(options), "__doc__": doc, "__module__": module}
+    namespace.update(methods or {})
+    return dataclasses.make_dataclass(
+        name, fields, bases=(*bases, CommandConfig), frozen=True, namespace=namespace
+    )
 
 
 def _known_keys(where: str, table: Mapping[str, Any], allowed: Any) -> None:
@@ -480,8 +396,9 @@ def _known_keys(where: str, table: Mapping[str, Any], allowed: Any) -> None:
             raise ValueError(f"unknown key {name!r}{hint}; expected one of {sorted(allowed)}")
 
 
-def config_from_dict(data: Mapping[str, Any], source: str = "config") -> RunConfig:
-    """A config from a dict in the TOML layout (what ``tomllib`` reads; see the module docstring).
+def config_from_dict(data: Mapping[str, Any], source: str = "config", cls: Any = None) -> Any:
+    """A config of class ``cls`` (default :class:`~llmsched.cli.config.RunConfig`, simulate's) from a dict in the
+    TOML layout (what ``tomllib`` reads; see the module docstring).
 
     Keys left out take their defaults. ``source`` names the origin in messages (the file).
 
@@ -491,32 +408,36 @@ def config_from_dict(data: Mapping[str, Any], source: str = "config") -> RunConf
         An unknown key, a value of the wrong type or out of range, or values that do not go
         together; the message starts with ``source`` and names the key.
     """
+    if cls is None:
+        from llmsched.cli.simulate import RunConfig as cls
+    options: tuple[Option, ...] = cls.OPTIONS
     try:
         if not isinstance(data, Mapping):
             raise TypeError(f"a config must be a table of keys, got {type(data).__name__}")
-        top = {key for section, key, _ in _FIELDS.values() if section is None}
-        _known_keys("", data, top | set(_SECTIONS))
+        sections = list(dict.fromkeys(o.section for o in options if o.section is not None))
+        _known_keys("", data, {o.toml_key for o in options if o.section is None} | set(sections))
         tables: dict[str | None, Mapping[str, Any]] = {None: data}
-        for section in _SECTIONS:
+        for section in sections:
             table = data.get(section, {})
-            if section == "workload" and isinstance(table, str):
-                table = {"spec": table}  # workload = "SPEC": the spec with default options
+            shorthand = [o.toml_key for o in options if o.section == section and o.shorthand]
+            if shorthand and isinstance(table, str):
+                table = {shorthand[0]: table}  # workload = "SPEC": the spec with default options
             if not isinstance(table, Mapping):
                 raise TypeError(f"{section} must be a table, got {type(table).__name__} {table!r}")
-            _known_keys(section, table, [key for s, key, _ in _FIELDS.values() if s == section])
+            _known_keys(section, table, [o.toml_key for o in options if o.section == section])
             tables[section] = table
         values = {
-            name: check(_key(name), tables[section][key])
-            for name, (section, key, check) in _FIELDS.items()
-            if key in tables[section]
+            o.name: o.check(o.toml_name, tables[o.section][o.toml_key])
+            for o in options
+            if o.toml_key in tables[o.section]
         }
-        return RunConfig(**values)
+        return cls(**values)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{source}: {exc}") from None
 
 
-def load_config(path: str | os.PathLike[str]) -> RunConfig:
-    """The config a TOML file holds (see the module docstring).
+def load_config(path: str | os.PathLike[str], cls: Any = None) -> Any:
+    """The config of class ``cls`` (default :class:`~llmsched.cli.config.RunConfig`) a TOML file holds.
 
     Raises
     ------
@@ -538,7 +459,17 @@ def load_config(path: str | os.PathLike[str]) -> RunConfig:
         raise ValueError(f"config {name!r} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ValueError(f"config {name!r} is not UTF-8 text") from None
-    return config_from_dict(data, source=name)
+    return config_from_dict(data, source=name, cls=cls)
+
+
+def __getattr__(name: str) -> Any:
+    # RunConfig is simulate's config class, declared with the simulate command
+    # (llmsched.cli.simulate); it has always been importable from here.
+    if name == "RunConfig":
+        from llmsched.cli.simulate import RunConfig
+
+        return RunConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------- TOML writer
@@ -587,8 +518,8 @@ def _toml_value(value: Any, where: str) -> str:
     raise TypeError(f"{where}: cannot write {type(value).__name__} {value!r} as TOML")
 
 
-def dump_toml(config: RunConfig | Mapping[str, Any]) -> str:
-    """TOML text of a config (a :class:`RunConfig`, or a dict such as ``--json``'s ``config``).
+def dump_toml(config: Any) -> str:
+    """TOML text of a config (any command's config, or a dict such as ``--json``'s ``config``).
 
     A small writer for the values configs hold: tables of tables, strings, integers, floats
     (written so that they read back bit for bit), booleans and arrays of them. None is "not
@@ -600,9 +531,9 @@ def dump_toml(config: RunConfig | Mapping[str, Any]) -> str:
     TypeError
         A key that is not a str, or a value of another type.
     """
-    data = config.as_dict() if isinstance(config, RunConfig) else config
+    data = config.as_dict() if isinstance(config, CommandConfig) else config
     if not isinstance(data, Mapping):
-        raise TypeError(f"config must be a RunConfig or a mapping, got {type(data).__name__}")
+        raise TypeError(f"config must be a command's config or a mapping, got {type(data).__name__}")
     lines: list[str] = []
 
     def table(mapping: Mapping[str, Any], prefix: str) -> None:

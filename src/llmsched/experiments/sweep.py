@@ -12,13 +12,13 @@ cluster the caller has connected to (``backend="dask"`` with a ``distributed.Cli
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmsched.core.checks import flag, instance, positive_int, real, real_array, text
+from llmsched.core.checks import choice, flag, instance, positive_int, real, real_array, text
 from llmsched.core.checks import jobs as check_jobs
 from llmsched.core.cost import CostModel
 from llmsched.core.progress import progress_parallel
@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLUMNS",
+    "MODES",
     "PLOT_METRICS",
+    "case_policies",
     "offered_rps",
     "parse_policy",
     "plot_sweep",
@@ -42,6 +44,9 @@ __all__ = [
 
 # Cases beyond this are a run without end, refused up front.
 MAX_CASES = 1_000_000
+
+#: The engine modes a sweep runs.
+MODES = ("competition", "fusion", "disaggregated")
 
 # The summary figures each row carries (see Schedule.summary), after the case's own columns.
 SUMMARY_COLUMNS = (
@@ -113,20 +118,50 @@ def parse_policy(spec: Any) -> tuple[str, str]:
     return request, iteration
 
 
-def _policies(policies: Any) -> list[tuple[str, str]]:
+def case_policies(policies: Any, mode: str = "competition") -> list[tuple[str, str | None]]:
+    """The policies of a sweep's cases in ``mode``: (request, iteration) pairs from pairs or
+    specs; under fusion and on a disaggregated cluster (whose prompt machines take their stages
+    through a request policy), request policies alone (iteration None).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Policies of the wrong shape, unknown names, one given twice, an iteration policy for a
+        fused engine or a cluster.
+    """
     if isinstance(policies, str):
         policies = [policies]
     if not isinstance(policies, Sequence) or isinstance(policies, bytes):
         raise TypeError(f"policies must be a list of (request, iteration) pairs or specs, got {policies!r}")
     if not policies:
         raise ValueError("policies is empty; give at least one (request, iteration) pair")
-    pairs = [parse_policy(spec) for spec in policies]
-    seen: set[tuple[str, str]] = set()
+    parse: Callable[[Any], tuple[str, str | None]] = parse_policy if mode == "competition" else _fused_policy
+    pairs = [parse(spec) for spec in policies]
+    seen: set[tuple[str, str | None]] = set()
     for pair in pairs:
         if pair in seen:
-            raise ValueError(f"policy {'/'.join(pair)!r} is given twice")
+            raise ValueError(f"policy {_label(*pair)!r} is given twice")
         seen.add(pair)
     return pairs
+
+
+def _fused_policy(spec: Any) -> tuple[str, None]:
+    """A fused engine's or a cluster's request policy, by name: neither has an iteration
+    policy (a fused engine never pauses decoding; a cluster's machines each do one phase)."""
+    from llmsched.online.registry import make_request_policy
+
+    if not isinstance(spec, str) or "/" in spec:
+        raise ValueError(
+            "a fused engine or a cluster has no iteration policy (no prefill-or-decode choice): give "
+            f"each request policy alone, as 'fcfs', got {spec!r}"
+        )
+    make_request_policy(spec)
+    return spec, None
+
+
+def _label(request: str, iteration: str | None) -> str:
+    """A case's policies as a label: ``request/iteration``, or the request policy alone."""
+    return request if iteration is None else f"{request}/{iteration}"
 
 
 def _rates(rates: Any) -> list[float]:
@@ -158,40 +193,42 @@ def run_case(
     cost: CostModel,
     clients: int,
     request_policy: str,
-    iteration_policy: str,
+    iteration_policy: str | None,
     rate_scale: float,
     slo_ttft: float | None = None,
     slo_tbt: float | None = None,
+    *,
+    mode: str = "competition",
+    token_budget: int = 512,
+    cluster: Any = None,
 ) -> dict[str, Any]:
     """One case of a sweep: arrivals divided by ``rate_scale``, simulated, validated, summarised.
 
-    The ``slo`` iteration rule runs with ``slo_ttft`` as its target when one is given.
+    The ``slo`` iteration rule runs with ``slo_ttft`` as its target when one is given. In
+    ``mode="fusion"`` the engine is fused (``token_budget`` tokens an iteration) and
+    ``iteration_policy`` is None; in ``mode="disaggregated"`` the case
+    runs on ``cluster`` (a :class:`~llmsched.engines.disaggregation.cluster.DisaggregatedCluster`)
+    and the request policy is each prompt machine's.
 
     Returns
     -------
     dict
-        The row: :data:`COLUMNS`.
+        The row: :data:`COLUMNS`; a figure the mode's summary lacks (a cluster's single
+        ``utilization``) is NaN.
 
     Raises
     ------
     RuntimeError
         If the schedule fails validation (a bug, never expected).
     """
-    from llmsched.engines.competition.validate import validate
-    from llmsched.online.registry import make_iteration_policy
-    from llmsched.online.simulate import simulate
-
     scaled = workload.replace(arrival=workload.arrival / rate_scale)
-    # The SLO-aware rule serves the run's TTFT target.
-    iteration: Any = iteration_policy
-    if iteration_policy == "slo" and slo_ttft is not None and math.isfinite(slo_ttft):
-        iteration = make_iteration_policy("slo", slo_ttft=slo_ttft)
-    schedule = simulate(scaled, cost, clients, request_policy, iteration)
-    violations = validate(schedule)
+    schedule, violations = _simulate(
+        scaled, cost, clients, request_policy, iteration_policy, slo_ttft, mode, token_budget, cluster
+    )
     if violations:
         shown = "; ".join(str(v) for v in violations[:3])
         raise RuntimeError(
-            f"{request_policy}/{iteration_policy} at rate x{rate_scale:g}: invalid schedule "
+            f"{_label(request_policy, iteration_policy)} at rate x{rate_scale:g}: invalid schedule "
             f"({len(violations)} violations): {shown}"
         )
     summary = schedule.summary(slo_ttft=slo_ttft, slo_tbt=slo_tbt)
@@ -200,8 +237,44 @@ def run_case(
         "request_policy": request_policy,
         "iteration_policy": iteration_policy,
         "offered_rps": offered_rps(scaled.arrival),
-        **{name: summary[name] for name in SUMMARY_COLUMNS},
+        **{name: summary.get(name, math.nan) for name in SUMMARY_COLUMNS},
     }
+
+
+def _simulate(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    request_policy: str,
+    iteration_policy: str | None,
+    slo_ttft: float | None,
+    mode: str,
+    token_budget: int,
+    cluster: Any,
+) -> tuple[Any, list[Any]]:
+    """The case's schedule on the mode's engine, and what the mode's validator finds in it."""
+    if mode == "fusion":
+        from llmsched.engines.fusion.validate import validate_fused
+        from llmsched.online.simulate import simulate_fusion
+
+        fused = simulate_fusion(workload, cost, clients, request_policy, token_budget)
+        return fused, validate_fused(fused)
+    if mode == "disaggregated":
+        from llmsched import simulate_disaggregated
+        from llmsched.engines.disaggregation.validate import validate_disaggregated
+
+        split = simulate_disaggregated(workload, cluster, request_policy)
+        return split, validate_disaggregated(split)
+    from llmsched.engines.competition.validate import validate
+    from llmsched.online.registry import make_iteration_policy
+    from llmsched.online.simulate import simulate
+
+    # The SLO-aware rule serves the run's TTFT target.
+    iteration: Any = iteration_policy
+    if iteration_policy == "slo" and slo_ttft is not None and math.isfinite(slo_ttft):
+        iteration = make_iteration_policy("slo", slo_ttft=slo_ttft)
+    schedule = simulate(workload, cost, clients, request_policy, iteration)
+    return schedule, validate(schedule)
 
 
 def sweep(
@@ -216,6 +289,9 @@ def sweep(
     n_jobs: int = 1,
     backend: str | None = None,
     progress: bool = True,
+    mode: str = "competition",
+    token_budget: int = 512,
+    cluster: Any = None,
 ) -> pd.DataFrame:
     """Run every policy pair at every arrival-rate multiplier; one row per (rate, policy).
 
@@ -225,15 +301,17 @@ def sweep(
         The requests with their arrival times (for a workload without any, see
         :func:`llmsched.workloads.prepare` with ``arrivals="poisson:RATE"``).
     cost, clients
-        Cost model and number of clients.
+        Cost model and number of clients (of each token machine, in ``mode="disaggregated"``).
     policies
         A list of ``(request policy, iteration policy)`` name pairs or ``"request/iteration"``
-        specs (``"fcfs/prefill-first"``), or one spec.
+        specs (``"fcfs/prefill-first"``), or one spec. In ``mode="fusion"``, request policy
+        names alone (``"fcfs"``), as in ``mode="disaggregated"`` (each prompt machine's policy).
     rates
         Arrival-rate multipliers ``k > 0``: arrivals are ``workload.arrival / k``, so 1 is the
         trace's own rate and 2 twice as many requests per second.
     slo_ttft, slo_tbt
-        Latency targets in seconds for goodput and SLO attainment (see
+        Latency targets in seconds for goodput and SLO attainment: each request's TTFT and
+        its mean time between tokens (see
         :meth:`~llmsched.engines.competition.schedule.Schedule.meets_slo`); None: no target.
     n_jobs
         joblib workers (-1: every core, or a count >= 1).
@@ -243,6 +321,12 @@ def sweep(
         active joblib configuration.
     progress
         Show a progress bar over finished cases.
+    mode
+        The engine: ``competition`` (a prefill stage pauses decoding), ``fusion`` (chunked
+        prefill, ``token_budget`` tokens an iteration, as a fleet's engine has by default) or
+        ``disaggregated`` (``cluster``, a
+        :class:`~llmsched.engines.disaggregation.cluster.DisaggregatedCluster` whose token
+        machines have ``cost`` and ``clients``).
 
     Returns
     -------
@@ -250,15 +334,20 @@ def sweep(
         Columns :data:`COLUMNS`: ``rate_scale``, ``request_policy``, ``iteration_policy``,
         ``offered_rps`` (the scaled trace's mean arrival rate), then the summary figures.
         Rows run over ``rates`` in the order given, and within each rate over ``policies``;
-        neither the rows nor their order depend on ``n_jobs`` or ``backend``.
+        neither the rows nor their order depend on ``n_jobs`` or ``backend``. A fused
+        engine's rows have no iteration policy (None); a cluster's are one per rate, its
+        request policy ``"jsq"`` (its routing) and its ``utilization`` NaN (its summary gives
+        each pool's).
 
     Raises
     ------
     TypeError, ValueError
-        Bad arguments, before any case runs: unknown policy names, rate multipliers that
-        are not finite and > 0 or repeat, a target that is not > 0, or a workload whose
-        requests all arrive at once (scaling its rate would change nothing) with a
-        multiplier other than 1.
+        Bad arguments, before any case runs: an unknown mode, unknown policy names (or, for a
+        fused engine, an iteration policy; for a cluster, any policy), rate multipliers that
+        are not finite and > 0 or repeat, a target that is not > 0, a workload whose requests
+        all arrive at once (scaling its rate would change nothing) with a multiplier other
+        than 1, a fused engine the cost model or the budget cannot make, or a cluster that is
+        missing, cannot run the workload or does not have ``cost`` and ``clients``.
     RuntimeError
         If a schedule fails validation (a bug, never expected).
     """
@@ -268,13 +357,15 @@ def sweep(
     instance("workload", workload, Workload, "a Workload")
     instance("cost", cost, CostModel, "a CostModel")
     clients = positive_int("clients", clients)
-    pairs = _policies(policies)
+    mode = choice("mode", mode, MODES)
+    pairs = case_policies(policies, mode)
     scales = _rates(rates)
     ttft_target, tbt_target = _target("slo_ttft", slo_ttft), _target("slo_tbt", slo_tbt)
     n_jobs = _n_jobs(n_jobs)
     if backend is not None:
         text("backend", backend)
     progress = flag("progress", progress)
+    _check_engine(workload, cost, clients, mode, token_budget, cluster)
     if len(pairs) * len(scales) > MAX_CASES:
         raise ValueError(f"{len(pairs)} policies x {len(scales)} rates is more than {MAX_CASES:,} cases")
     arrival = workload.arrival
@@ -282,8 +373,7 @@ def sweep(
         raise ValueError(
             "the workload's requests all arrive at once, so scaling their arrival rate changes "
             "nothing; give it arrival times (llmsched.workloads.prepare(workload, arrivals='poisson:RATE'), "
-            "or --arrival-rate "
-            "on the command line) or sweep rates=[1] only"
+            "or --arrivals poisson:RATE on the command line) or sweep rates=[1] only"
         )
     if workload.predicted_output is None:
         from llmsched.online.registry import make_request_policy
@@ -296,9 +386,10 @@ def sweep(
                     "--predictor NAME on the command line) or use its -oracle variant"
                 )
 
+    engine = {"mode": mode, "token_budget": token_budget, "cluster": cluster}
     cases = [(k, request, iteration) for k in scales for request, iteration in pairs]
     jobs = [
-        delayed(run_case)(workload, cost, clients, request, iteration, k, ttft_target, tbt_target)
+        delayed(run_case)(workload, cost, clients, request, iteration, k, ttft_target, tbt_target, **engine)
         for k, request, iteration in cases
     ]
     bar = None
@@ -313,6 +404,29 @@ def sweep(
         if bar is not None:
             bar.close()
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _check_engine(
+    workload: Workload, cost: CostModel, clients: int, mode: str, token_budget: int, cluster: Any
+) -> None:
+    """Refuse an engine the mode cannot make from the arguments, before any case runs."""
+    if mode == "fusion":
+        from llmsched.engines.fusion.iteration import check_fused_instance
+
+        check_fused_instance(workload, cost, clients, token_budget)
+    if mode == "disaggregated":
+        from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+
+        instance("cluster", cluster, DisaggregatedCluster, "a DisaggregatedCluster (mode='disaggregated')")
+        if cluster.token_cost != cost or cluster.token_clients != clients:
+            raise ValueError(
+                "cost and clients must be the cluster's token machines' (token_cost, token_clients): "
+                f"got {clients} clients against the cluster's {cluster.token_clients}"
+                + ("" if cluster.token_cost == cost else ", and another cost model")
+            )
+        cluster.check(workload)
+    elif cluster is not None:
+        raise ValueError(f"cluster is a disaggregated sweep's; this sweep is mode={mode!r}")
 
 
 def plot_sweep(
@@ -374,9 +488,13 @@ def plot_sweep(
     log_y = flag("log_y", log_y)
 
     fig, ax = figure_axes(ax, (7, 4.5), "constrained")
-    for (request, iteration), part in frame.groupby(["request_policy", "iteration_policy"], sort=False):
+    labels = [
+        _label(request, iteration if isinstance(iteration, str) else None)
+        for request, iteration in zip(frame["request_policy"], frame["iteration_policy"], strict=True)
+    ]
+    for line, part in frame.groupby(labels, sort=False):
         part = part.sort_values(x)
-        ax.plot(part[x], part[metric], marker="o", label=f"{request}/{iteration}")
+        ax.plot(part[x], part[metric], marker="o", label=line)
     target_column = {"ttft": "slo_ttft_s", "tbt": "slo_tbt_s"}.get(metric.split("_")[0])
     if target_column in frame.columns:
         targets = frame[target_column].dropna().unique()

@@ -1,0 +1,140 @@
+"""``llmsched reproduce``: a published experiment, our figures beside the paper's.
+
+``gsm8k`` is Pang et al.'s GSM8K experiment (Table III, Figs. 6-9); ``mico`` Mico's throughput
+ratios over clouds and batch sizes (Table 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from llmsched.cli.config import nonempty_text
+from llmsched.cli.options import (
+    JSON,
+    PROGRESS,
+    TEXT,
+    TIMINGS,
+    Command,
+    Kind,
+    Option,
+    choice,
+    integer,
+    integers,
+    print_json,
+    progress,
+    resolve,
+)
+
+__all__ = ["COMMAND", "OPTIONS", "check_plot_dir", "run"]
+
+#: The command's options, each declared once: its flag and its TOML key.
+#:
+#: :meta hide-value:
+OPTIONS = (
+    Option(
+        "experiment",
+        choice("gsm8k", "mico"),
+        None,
+        "gsm8k: Pang et al.'s GSM8K experiment (Table III, Figs. 6-9); mico: Mico's throughput "
+        "ratios over clouds and batch sizes (Table 1)",
+        positional=True,
+    ),
+    Option("seed", integer(0), 0, "seed of the GSM8K output lengths, or of Mico's first query set"),
+    Option(
+        "engines",
+        integers(1, 1000, "2,3,6,9"),
+        (2, 3, 6, 9),
+        "mico: numbers of engines (clouds), as 2,3,6,9",
+    ),
+    Option(
+        "batches",
+        integers(1, 1000, "2,3,6,9"),
+        tuple(range(2, 11)),
+        "mico: batch sizes (each engine's clients), as 2-10",
+        shown="2-10",
+    ),
+    Option(
+        "queries",
+        integers(1, 1_000_000, "200,500,800,1000"),
+        (800,),
+        "mico: numbers of queries, as 200,500,800,1000",
+        shown="800, Table 1's",
+    ),
+    Option("seeds", integer(1, 1000), 3, "mico: query sets each setting is averaged over"),
+    JSON,
+    Option(
+        "predictor",
+        TEXT,
+        "mico",
+        "the realistic predictor run beside the oracle: mico, noisy, bucket or mean",
+    ),
+    Option("plot", Kind(str, nonempty_text, "DIR"), None, "write Gantt charts to DIR, made if missing"),
+    PROGRESS,
+    TIMINGS,
+)
+
+
+def check_plot_dir(path: Path | None) -> None:
+    """Create the --plot folder now and write a file in it, so that a path that cannot be a
+    folder of charts fails before the work."""
+    if path is None:
+        return
+    import tempfile
+
+    shown = f"--plot {str(path)!r}"
+    try:
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{shown} is a file; give a folder for the charts")
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot create the folder ({exc.strerror or exc})") from None
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{shown}: cannot write in the folder ({exc.strerror or exc})") from None
+
+
+def run(args: Any) -> int:
+    """Run ``llmsched reproduce``: 0 when every schedule is valid."""
+    from llmsched.experiments.reproduce import format_mico, format_report, reproduce_gsm8k, reproduce_mico
+
+    config = resolve(args, COMMAND).config
+    if config.experiment == "mico":
+        if config.plot is not None:
+            raise ValueError("--plot draws the GSM8K experiment's Gantt charts; reproduce mico has none")
+        if config.timings:
+            raise ValueError("--timings: reproduce mico runs no solver and reports no timings")
+        report = reproduce_mico(
+            engines=list(config.engines),
+            batches=list(config.batches),
+            queries=list(config.queries),
+            seeds=config.seeds,
+            seed=config.seed,
+            progress=progress(config),
+        )
+        if config.json:
+            print_json(report)
+        else:
+            print(format_mico(report))
+        return 0 if not report["invalid"] else 1
+    plot = None if config.plot is None else Path(config.plot)
+    check_plot_dir(plot)
+    report = reproduce_gsm8k(
+        seed=config.seed,
+        plot_dir=plot,
+        predictor=config.predictor,
+        progress=progress(config),
+        timings=config.timings,
+    )
+    if config.json:
+        print_json(report)
+    else:
+        print(format_report(report))
+        if plot:
+            print(f"\nGantt charts written to {plot}/")
+    return 0
+
+
+COMMAND = Command("reproduce", "reproduce a published experiment", "", OPTIONS, run)
