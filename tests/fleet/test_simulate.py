@@ -17,12 +17,13 @@ from llmsched import (
     validate,
 )
 from llmsched.fleet.engine import Backoff, Engine
+from llmsched.fleet.routers import REGISTRY, BaseRouter, Loads, RouterSetup
 from llmsched.fleet.simulate import ROUTERS, simulate_fleet
 from llmsched.fleet.validate import validate_fleet
 from tests.strategies import predicted_instances
 
 PAPER = LinearCostModel.paper()
-ONLINE_ROUTERS = [r for r in ROUTERS if r not in ("qcmax", "mico")]
+ONLINE_ROUTERS = [r for r in ROUTERS if not REGISTRY[r].closed_batch]
 POLICIES = ["fcfs", "batch-wise", "shortest-first", "longest-first"]
 
 
@@ -81,7 +82,7 @@ def test_every_router_gives_valid_schedules(case, router, backoff, seed) -> None
 
 
 @settings(max_examples=30, deadline=None)
-@given(fleets(), st.sampled_from(["qcmax", "mico"]), st.booleans())
+@given(fleets(), st.sampled_from([r for r in ROUTERS if REGISTRY[r].closed_batch]), st.booleans())
 def test_closed_batch_routers(case, router, backoff) -> None:
     workload, engines = case
     batch = workload.replace(arrival=np.zeros(len(workload)))
@@ -313,3 +314,36 @@ def test_idle_clients_cost_nothing_and_names_are_checked() -> None:
         simulate_fleet(
             Workload([10], [3]), [Engine(PAPER, 2, iteration_policy="psychic", mode="fusion")], "jsq"
         )
+
+
+class _Watcher(BaseRouter):
+    """Round robin in order of arrival, recording the loads the fleet shows it."""
+
+    name = "watcher"
+
+    def start(self, setup: RouterSetup) -> None:
+        self.engines = setup.engines
+        self.shown: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def route(self, request: int, loads: Loads) -> int:
+        self.shown.append((loads.requests.copy(), loads.prompt_tokens.copy()))
+        return (len(self.shown) - 1) % self.engines
+
+
+@settings(max_examples=30, deadline=None)
+@given(fleets(), st.booleans())
+def test_a_user_router_sees_the_loads_and_routes_as_a_registered_one(case, backoff) -> None:
+    """With every prompt of one length, each engine's prompt tokens are that length times its
+    requests at every arrival, pulls included; dealing in turn, the user's router gives
+    round-robin's fleet to the bit."""
+    workload, engines = case
+    workload = workload.replace(prompt_tokens=np.full(len(workload), workload.prompt_tokens.min()))
+    plan = Backoff(0.05) if backoff else None
+    watcher = _Watcher()
+    fleet = simulate_fleet(workload, engines, watcher, plan)
+    for requests, prompt_tokens in watcher.shown:
+        np.testing.assert_array_equal(prompt_tokens, requests * workload.prompt_tokens[0])
+    assert len(watcher.shown) == len(workload) and fleet.router == "watcher"
+    dealt = simulate_fleet(workload, engines, "round-robin", plan)
+    np.testing.assert_array_equal(fleet.request_engine, dealt.request_engine)
+    np.testing.assert_array_equal(fleet.finish, dealt.finish)

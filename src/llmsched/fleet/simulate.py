@@ -8,21 +8,14 @@ so every engine sees exactly the requests routed to it and when: an engine's sch
 the one :func:`llmsched.simulate` gives for the requests it received (a test checks it).
 Arrivals at an instant are routed before any engine moves past that instant.
 
-Routers (:data:`ROUTERS`), all non-anticipative unless they say otherwise:
-
-* ``round-robin``: requests in arrival order (ties by index), to engines 0, 1, ..., N-1, 0, ...;
-* ``random``: a uniformly drawn engine (seeded);
-* ``jsq``: join the shortest queue, the fewest requests held (waiting or decoding) per
-  client; ties to the lowest index;
-* ``power-of-two``: two engines drawn at random, the one holding fewer per client;
-* ``least-work``: Mico's token balance with predictions: the engine with the least
-  predicted work still to do, this request's included, in seconds: prompt and predicted
-  output tokens of the requests it holds, each priced at the engine's busy rate
-  (:attr:`~llmsched.fleet.engine.Engine.seconds_per_token`), so faster engines take more;
-* ``qcmax`` and ``mico``, for a closed batch (every request arrives at one instant, so the
-  router sees them all): the exact Q||Cmax assignment of predicted output tokens over
-  engine speeds (:func:`llmsched.mip.solve_pcmax`), or Mico's group distribution
-  (:func:`llmsched.mip.mico.mico_distribute`).
+Routers (:data:`ROUTERS`) are small classes in :mod:`llmsched.fleet.routers`, one per file,
+registered by name: among them ``round-robin``, ``random``, ``jsq``, ``power-of-two`` and
+``least-work``, which are non-anticipative, and ``qcmax`` and ``mico``, which plan a closed batch
+(every request arriving at one instant). The fleet starts its router with a
+:class:`~llmsched.fleet.routers.base.RouterSetup` and asks it, as each request arrives, for an
+engine, showing it the engines' loads at that moment (:class:`~llmsched.fleet.routers.base.Loads`);
+a router of the user's own, meeting :class:`~llmsched.fleet.routers.base.Router`, runs the same
+way, and every answer is checked.
 
 Backoff (:class:`~llmsched.fleet.engine.Backoff`): when an engine is idle or decodes with a
 client free and has nothing waiting nor on its way, it pulls from the engine with the most
@@ -36,11 +29,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from llmsched.core.checks import choice, rng
+from llmsched.core.checks import rng
 from llmsched.core.checks import time_limit as check_time_limit
 from llmsched.core.instance import (
     WorkBound,
@@ -54,48 +47,33 @@ from llmsched.core.workload import Workload
 from llmsched.engines.fusion.rule import fused_stream_schedule, open_fused_engine
 from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
 from llmsched.fleet.engine import Backoff, Engine
+from llmsched.fleet.routers import as_router, router_names
+from llmsched.fleet.routers.base import Loads, Router, RouterSetup, engine_index, read_only_view
 from llmsched.fleet.schedule import FleetSchedule
 from llmsched.online.offline import check_sizes, decode_sizes
 from llmsched.online.registry import make_iteration_policy, make_request_policy
 
 __all__ = ["ROUTERS", "check_fleet", "simulate_fleet"]
 
-#: Router names, in the order the documentation lists them.
-ROUTERS = ("round-robin", "random", "jsq", "power-of-two", "least-work", "qcmax", "mico")
-_CLOSED_BATCH = ("qcmax", "mico")
-_PREDICTING = ("least-work", "qcmax", "mico")
+#: Router names, in the order the documentation lists them (the registry's).
+ROUTERS = router_names()
 
-
-def _static_assignment(
-    router: str, sizes: np.ndarray, engines: Sequence[Engine], time_limit: float
-) -> np.ndarray:
-    from llmsched.mip import solve_pcmax
-    from llmsched.mip.mico import mico_distribute
-
-    speed = np.array([e.tokens_per_s for e in engines])
-    same = bool(np.all(speed == speed[0]))
-    if router == "mico":
-        return mico_distribute(sizes, len(engines), speeds=None if same else speed / speed.max())
-    result = solve_pcmax(
-        np.maximum(sizes, 0).astype(np.int64),
-        len(engines),
-        time_limit=time_limit,
-        speeds=None if same else speed / speed.max(),
-    )
-    return np.asarray(result.assignment, dtype=np.int64)
+# A name stays a name, an object the object: provision checks a name once and runs it often.
+_RouterArg = TypeVar("_RouterArg", bound="str | Router")
 
 
 def check_fleet(
     workload: Workload,
     engines: Sequence[Engine],
-    router: str = "round-robin",
+    router: _RouterArg = "round-robin",  # type: ignore[assignment]
     backoff: Backoff | None = None,
     seed: int = 0,
     sizes: str = "predicted",
     time_limit: float = math.inf,
-) -> tuple[tuple[Engine, ...], str, str, float]:
+) -> tuple[tuple[Engine, ...], _RouterArg, str, float]:
     """Check a fleet's run before any work (:func:`simulate_fleet`'s arguments); return the
-    engines as a tuple, the router, the sizes and the time limit.
+    engines as a tuple, the router (as given: a registered name or a router object), the sizes
+    and the time limit.
 
     Every engine must hold every prompt and give finite stage times for the largest stages
     the workload can ask of it (:func:`~llmsched.core.instance.check_instance`, a fused engine's
@@ -103,7 +81,8 @@ def check_fleet(
     backoff delay per request plus the most work one engine could be given, must leave
     float64 enough precision to time the shortest stage of any engine
     (:func:`~llmsched.core.instance.check_horizon`). The router, its sizes and the request and
-    iteration policies must be ones a fleet can run.
+    iteration policies must be ones a fleet can run; a router object must meet
+    :class:`~llmsched.fleet.routers.base.Router`.
 
     Raises
     ------
@@ -120,17 +99,17 @@ def check_fleet(
     for k, engine in enumerate(engines):
         if not isinstance(engine, Engine):
             raise TypeError(f"engine {k} must be a llmsched.Engine, got {type(engine).__name__}")
-    router = choice("router", router, ROUTERS)
+    routing = as_router(router)
     if backoff is not None and not isinstance(backoff, Backoff):
         raise TypeError(f"backoff must be a llmsched.Backoff or None, got {type(backoff).__name__}")
     rng("seed", seed)
     sizes = check_sizes(sizes)
     time_limit = check_time_limit("time_limit", time_limit)
-    if router in _PREDICTING:
+    if routing.weighs:
         decode_sizes(workload, sizes)  # ValueError without predictions
-    if router in _CLOSED_BATCH and float(workload.arrival.max()) != float(workload.arrival.min()):
+    if routing.closed_batch and float(workload.arrival.max()) != float(workload.arrival.min()):
         raise ValueError(
-            f"router {router!r} assigns a closed batch (every request arriving at one instant); "
+            f"router {routing.name!r} assigns a closed batch (every request arriving at one instant); "
             "these requests arrive over time: use least-work, jsq, power-of-two, random or round-robin"
         )
     totals = WorkloadTotals.of(workload)
@@ -188,7 +167,7 @@ def _check_policies(k: int, engine: Engine, backoff: Backoff | None) -> None:
 def simulate_fleet(
     workload: Workload,
     engines: Sequence[Engine],
-    router: str = "round-robin",
+    router: str | Router = "round-robin",
     backoff: Backoff | None = None,
     seed: int = 0,
     sizes: str = "predicted",
@@ -204,60 +183,60 @@ def simulate_fleet(
         The engines (:class:`~llmsched.fleet.engine.Engine`), each with its own cost model,
         clients, policies and price.
     router
-        One of :data:`ROUTERS`.
+        One of :data:`ROUTERS`, or a router object of the user's own meeting
+        :class:`~llmsched.fleet.routers.base.Router` (started afresh for this run; every engine it
+        answers is checked).
     backoff
         :class:`~llmsched.fleet.engine.Backoff` to let dry engines pull waiting requests; None: off.
     seed
-        Seeds the ``random`` and ``power-of-two`` draws.
+        Seeds the ``random`` and ``power-of-two`` draws (a seeded router's).
     sizes
-        What ``least-work``, ``qcmax`` and ``mico`` weigh requests by: ``predicted``
-        (the workload's predictions) or ``oracle`` (the true output lengths, a clairvoyant
-        router; the fleet's ``info`` says so).
+        What a router that ``weighs`` requests (``least-work``, ``qcmax``, ``mico``) weighs them
+        by: ``predicted`` (the workload's predictions) or ``oracle`` (the true output lengths, a
+        clairvoyant router; the fleet's ``info`` says so).
     time_limit
-        Wall-clock seconds for the ``qcmax`` router's solver, a safety net the caller
-        chooses: a number >= 0, ``inf`` (the default) for none, so that the solver stops on
-        its deterministic work budget and the fleet is the same on any machine.
+        Wall-clock seconds for a router's solver (``qcmax``'s), a safety net the caller chooses:
+        a number >= 0, ``inf`` (the default) for none, so that the solver stops on its
+        deterministic work budget and the fleet is the same on any machine.
 
     Raises
     ------
     TypeError, ValueError
         Before any work (:func:`check_fleet`): a bad workload or engine list, a prompt some
         engine cannot hold, a stage some engine cannot time, times beyond the precision the
-        validator can check, an unknown router, a closed-batch router on requests that
-        arrive over time, a predicting router without predictions, a request policy a fleet
-        cannot run, a time limit that is not seconds >= 0.
+        validator can check, an unknown router or an object that is not a router, a
+        closed-batch router on requests that arrive over time, a weighing router without
+        predictions, a request policy a fleet cannot run, a time limit that is not seconds >= 0.
+        While it runs, a ValueError if the router answers anything but an engine's index.
     """
     engines, router, sizes, time_limit = check_fleet(
         workload, engines, router, backoff, seed, sizes, time_limit
     )
-    draw = rng("seed", seed)
+    routing = as_router(router)
     n, m = len(workload), len(engines)
     arrival = workload.arrival.tolist()
     prompt = workload.prompt_tokens.tolist()
     output = workload.output_tokens.tolist()
     predicted = workload.predicted_output
     planned = predicted.tolist() if predicted is not None else [0] * n
-    weight: list[int] = []
+    weighs = bool(routing.weighs)
+    sizes_array = decode_sizes(workload, sizes) if weighs else np.zeros(0, dtype=np.int64)
+    weight: list[int] = sizes_array.tolist()
     planned_sizes = sizes == "predicted"
-    if router in _PREDICTING:
-        weight = decode_sizes(workload, sizes).tolist()
-    static: list[int] | None = None
-    order = np.argsort(workload.arrival, kind="stable").tolist()
-    if router in _CLOSED_BATCH:
-        static = _static_assignment(router, np.asarray(weight), engines, time_limit).tolist()
-    elif router in ("random", "round-robin"):
-        # Dealt in order of arrival (ties by index): what a request gets does not depend on
-        # the requests that come after it.
-        dealt = draw.integers(0, m, size=n) if router == "random" else np.arange(n) % m
-        static = [0] * n
-        for place, request in enumerate(order):
-            static[request] = int(dealt[place])
-    elif router == "power-of-two":
-        # One row of draws per request, in order of arrival: what a request draws does not
-        # depend on how many requests come after it.
-        pairs = draw.random((n, 2))
-        first = np.minimum((pairs[:, 0] * m).astype(np.int64), m - 1).tolist()
-        second = np.minimum((pairs[:, 1] * max(m - 1, 1)).astype(np.int64), max(m - 2, 0)).tolist()
+    order_array = np.argsort(workload.arrival, kind="stable")
+    order = order_array.tolist()
+    routing.start(
+        RouterSetup(
+            engines=m,
+            requests=n,
+            prompt=workload.prompt_tokens,
+            weight=sizes_array,
+            order=order_array,
+            seed=seed,
+            speeds=np.array([e.tokens_per_s for e in engines]),
+            time_limit=time_limit,
+        )
+    )
 
     # Every engine's policies and loop, primed: each stops at once, idle, waiting for work.
     streams: list[EngineStream] = []
@@ -295,8 +274,17 @@ def simulate_fleet(
 
     clients = np.array([e.clients for e in engines], dtype=np.float64)
     held = np.zeros(m)  # requests routed and not finished nor pulled away, per engine
-    work = np.zeros(m)  # their predicted work in seconds (least-work)
+    work = np.zeros(m)  # their predicted work in seconds (a router that weighs)
+    held_prompt = np.zeros(m)  # their prompt tokens
     rates = np.array([e.seconds_per_token for e in engines])  # (prefill, decode) per token
+    # What the router sees: the arrays above, updated in place, which it cannot write.
+    loads = Loads(
+        requests=read_only_view(held),
+        clients=read_only_view(clients),
+        work=read_only_view(work),
+        prompt_tokens=read_only_view(held_prompt),
+        rates=read_only_view(rates),
+    )
     queued = np.zeros(m)  # waiting (not started), per engine
     routed_work = [0] * m  # planned output tokens routed, pulled away; prompt tokens likewise
     gone_work = [0] * m
@@ -319,12 +307,18 @@ def simulate_fleet(
     def refresh(k: int) -> None:
         s = streams[k]
         held[k] = len(s.prompt) - gone[k] - s.finished
-        if weight:
-            work[k] = (routed_prompt[k] - gone_prompt[k] - s.finished_prompt) * rates[k, 0] + (
-                routed_work[k]
-                - gone_work[k]
-                - (s.finished_planned if planned_sizes else s.knowns[0].total_finished_output)
-            ) * rates[k, 1]
+        prompt_tokens = routed_prompt[k] - gone_prompt[k] - s.finished_prompt
+        held_prompt[k] = prompt_tokens
+        if weighs:
+            work[k] = (
+                prompt_tokens * rates[k, 0]
+                + (
+                    routed_work[k]
+                    - gone_work[k]
+                    - (s.finished_planned if planned_sizes else s.knowns[0].total_finished_output)
+                )
+                * rates[k, 1]
+            )
         queued[k] = len(s.prompt) - s.started - len(s.withdrawn)
 
     def route(request: int, k: int, t: float) -> None:
@@ -333,9 +327,9 @@ def simulate_fleet(
         members[k].append(request)
         s.add(prompt[request], output[request], planned[request], t)
         reached[request] = t
-        if weight:
+        routed_prompt[k] += prompt[request]
+        if weighs:
             routed_work[k] += weight[request]
-            routed_prompt[k] += prompt[request]
         refresh(k)
         if s.cuttable and not woken[k]:
             woken[k] = True
@@ -361,9 +355,9 @@ def simulate_fleet(
             left[donor].add(local)
             request = members[donor][local]
             gone[donor] += 1
-            if weight:
+            gone_prompt[donor] += prompt[request]
+            if weighs:
                 gone_work[donor] += weight[request]
-                gone_prompt[donor] += prompt[request]
             incoming[k] += 1
             tie += 1
             heappush(transit, (now + backoff.delay, tie, request, k, donor))
@@ -387,7 +381,7 @@ def simulate_fleet(
             pull(k, now)
 
     next_arrival = 0
-    jsq, two, least = router == "jsq", router == "power-of-two", router == "least-work"
+    ask = routing.route
     while True:
         ta = arrival[order[next_arrival]] if next_arrival < n else math.inf
         td = transit[0][0] if transit else math.inf
@@ -405,18 +399,9 @@ def simulate_fleet(
                 continue
             request = order[next_arrival]
             next_arrival += 1
-            if static is not None:
-                k = static[request]
-            elif jsq:
-                k = int(np.argmin(held / clients))
-            elif two:
-                a, b = first[next_arrival - 1], second[next_arrival - 1]
-                b += b >= a  # two distinct engines, each pair as likely
-                ka, kb = held[a] / clients[a], held[b % m] / clients[b % m]
-                k = a if m == 1 or (ka, a) <= (kb, b) else b
-            else:
-                assert least
-                k = int(np.argmin(work + prompt[request] * rates[:, 0] + weight[request] * rates[:, 1]))
+            k = ask(request, loads)
+            if k.__class__ is not int or not 0 <= k < m:
+                k = engine_index(routing, request, k, m)
             route(request, k, ta)
             continue
         _, _, k, _ = heappop(events)
@@ -456,12 +441,12 @@ def simulate_fleet(
         request_engine[mine] = k
         request_index[mine] = np.arange(len(mine))
     info = {
-        "router": router,
-        "sizes": sizes if router in _PREDICTING else None,
-        "clairvoyant": sizes == "oracle" and router in _PREDICTING,
+        "router": routing.name,
+        "sizes": sizes if weighs else None,
+        "clairvoyant": sizes == "oracle" and weighs,
         "backoff": backoff is not None,
         "backoff_delay": backoff.delay if backoff is not None else 0.0,
-        "seed": seed if router in ("random", "power-of-two") else None,
+        "seed": seed if getattr(routing, "seeded", False) else None,
     }
     return FleetSchedule(
         workload,
@@ -471,6 +456,6 @@ def simulate_fleet(
         request_index,
         np.asarray(reached),
         np.asarray(pulled_from),
-        router,
+        routing.name,
         info,
     )
