@@ -18,8 +18,9 @@ from llmsched.engines.disaggregation.validate import validate_disaggregated
 from llmsched.engines.fusion.bounds import fused_lower_bounds
 from llmsched.engines.fusion.iteration import fused_iteration_time
 from llmsched.engines.fusion.validate import validate_fused
+from llmsched.fleet.disaggregated import simulate_disaggregated
 from llmsched.online import request_policy_names
-from llmsched.online.simulate import simulate_disaggregated, simulate_fusion
+from llmsched.online.simulate import simulate_fusion
 
 rng = np.random.default_rng(7)
 

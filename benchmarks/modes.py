@@ -29,7 +29,8 @@ from llmsched.core.metrics import weighted_percentile
 from llmsched.engines.disaggregation.cluster import DisaggregatedCluster, kv_bytes_per_token
 from llmsched.engines.disaggregation.validate import validate_disaggregated
 from llmsched.engines.fusion.validate import validate_fused
-from llmsched.online.simulate import simulate_disaggregated, simulate_fusion
+from llmsched.fleet.disaggregated import simulate_disaggregated
+from llmsched.online.simulate import simulate_fusion
 from llmsched.workloads import PrepareOptions
 
 CLIENTS = 200

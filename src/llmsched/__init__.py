@@ -18,11 +18,12 @@ from llmsched.engines.disaggregation.validate import validate_disaggregated
 from llmsched.engines.fusion.bounds import fused_lower_bounds
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.fusion.validate import validate_fused
+from llmsched.fleet.disaggregated import simulate_disaggregated
 from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.schedule import FleetSchedule
 from llmsched.fleet.simulate import simulate_fleet
 from llmsched.fleet.validate import validate_fleet
-from llmsched.online.simulate import simulate, simulate_disaggregated, simulate_fusion
+from llmsched.online.simulate import simulate, simulate_fusion
 
 __version__ = "0.1.0"
 

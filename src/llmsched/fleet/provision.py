@@ -178,7 +178,7 @@ def evaluate_disaggregated(
     :func:`evaluate_fleet`. A cluster without a machine in either pool cannot run."""
     from dataclasses import replace
 
-    from llmsched.engines.disaggregation.cluster_loop import simulate_disaggregated
+    from llmsched.fleet.disaggregated import simulate_disaggregated
 
     prompt, token = counts
     if prompt < 1 or token < 1:

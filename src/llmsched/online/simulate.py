@@ -11,7 +11,6 @@ from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
 from llmsched.core.workload import Workload
 from llmsched.engines.competition.schedule import Schedule
-from llmsched.engines.disaggregation.cluster_loop import simulate_disaggregated
 from llmsched.engines.fusion.rule import DEFAULT_TOKEN_BUDGET, simulate_fusion_policies
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.loop import simulate_policies
@@ -20,7 +19,7 @@ from llmsched.policies import EngineView, IterationPolicy, RequestPolicy
 
 # check_instance and EngineView live in the core (llmsched.core.instance, llmsched.policies);
 # they stay importable from here, where they used to be.
-__all__ = ["EngineView", "check_instance", "simulate", "simulate_disaggregated", "simulate_fusion"]
+__all__ = ["EngineView", "check_instance", "simulate", "simulate_fusion"]
 
 
 def simulate(

@@ -1,0 +1,420 @@
+"""The disaggregated cluster on one clock (:mod:`llmsched.fleet.disaggregated`): prompt and
+token machines, the transfer, the mixed pool, the request policies of the prompt machines, the
+routers of the pools, what is refused before any work, and non-anticipation. Every schedule
+validates and meets the lower bound."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import llmsched.fleet.disaggregated as disaggregated
+from llmsched import LevelCostModel, LinearCostModel, Workload
+from llmsched.engines.disaggregation.bounds import disaggregated_lower_bounds
+from llmsched.engines.disaggregation.cluster import DisaggregatedCluster, kv_bytes_per_token
+from llmsched.engines.disaggregation.schedule import (
+    REQUEST_ARRAYS,
+    RUN_ARRAYS,
+    STAGE_ARRAYS,
+    DisaggregatedSchedule,
+)
+from llmsched.engines.disaggregation.validate import validate_disaggregated
+from llmsched.fleet.disaggregated import simulate_disaggregated
+from llmsched.fleet.routers import make_router
+from llmsched.online import make_request_policy, request_policy_names
+from llmsched.online.baselines import FCFS
+from tests.strategies import cost_models
+
+PAPER = LinearCostModel.paper()
+LLAMA_65B = kv_bytes_per_token(80, 64, 128)  # float16
+
+
+def _cluster(**kw) -> DisaggregatedCluster:
+    base = {
+        "prompt_machines": 1,
+        "token_machines": 2,
+        "prompt_cost": PAPER,
+        "token_cost": PAPER,
+        "token_clients": 8,
+        "kv_bytes_per_token": LLAMA_65B,
+        "kv_bandwidth": 25.0,
+        "layers": 80,
+        "overlap": True,
+        "mixed": False,
+    }
+    return DisaggregatedCluster(**{**base, **kw})
+
+
+def _workload(n: int = 40, seed: int = 0, spread: float = 6.0) -> Workload:
+    rng = np.random.default_rng(seed)
+    return Workload(
+        rng.integers(5, 900, n), rng.integers(1, 80, n), arrival=np.sort(rng.uniform(0, spread, n)).round(3)
+    )
+
+
+def test_requests_move_from_prompt_to_token_machines() -> None:
+    work = _workload()
+    cluster = _cluster()
+    s = simulate_disaggregated(work, cluster)
+    assert validate_disaggregated(s) == []
+    assert set(s.stage_machine.tolist()) == {0} and set(s.request_machine.tolist()) <= {1, 2}
+    assert (s.transfer_time > 0).all()
+    # The first gap holds the transfer: no earlier than it.
+    assert (s.first_gap >= s.transfer_time - 1e-12).all()
+    summary = s.summary()
+    assert summary["mode"] == "disaggregated" and summary["transfer_mean_s"] == pytest.approx(
+        s.transfer_time.mean()
+    )
+    assert 0 < summary["utilization_prompt"] <= 1 and 0 < summary["utilization_token"] <= 1
+    # Without overlap each transfer is the whole x.
+    flat = simulate_disaggregated(work, replace(cluster, overlap=False))
+    x = work.prompt_tokens * LLAMA_65B / 25e9
+    np.testing.assert_allclose(flat.transfer_time, x, rtol=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cost_models(),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.floats(0.5, 400),
+    st.booleans(),
+    st.booleans(),
+    st.data(),
+)
+def test_every_disaggregated_schedule_validates_and_respects_the_bound(
+    cost, prompts, tokens, clients, bandwidth, overlap, mixed, data
+) -> None:
+    """Over random workloads, arrivals, pool sizes, bandwidths, cost models, with and without
+    overlap and the mixed pool: the schedule validates and no makespan is below the bound."""
+    if isinstance(cost, LevelCostModel):
+        cost = PAPER
+    n = data.draw(st.integers(1, 25))
+    cap = cost.prefill_capacity
+    prompt = data.draw(st.lists(st.integers(1, cap), min_size=n, max_size=n))
+    output = data.draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    arrival = data.draw(st.lists(st.floats(0, 10, allow_nan=False), min_size=n, max_size=n))
+    work = Workload(prompt, output, arrival=arrival)
+    cluster = _cluster(
+        prompt_machines=prompts,
+        token_machines=tokens,
+        prompt_cost=cost,
+        token_cost=cost,
+        token_clients=clients,
+        kv_bytes_per_token=LLAMA_65B / 100,
+        kv_bandwidth=bandwidth,
+        layers=data.draw(st.integers(1, 80)),
+        overlap=overlap,
+        mixed=mixed,
+    )
+    s = simulate_disaggregated(work, cluster)
+    assert validate_disaggregated(s) == []
+    assert s.makespan >= disaggregated_lower_bounds(work, cluster).strong * (1 - 1e-9) - 1e-12
+    assert (np.bincount(s.request_stage, minlength=s.stage_start.size) >= 1).all()
+    # Each transfer is the cluster's, to the bit, from its stage's end.
+    sent = cluster.is_prompt(s.stage_machine[s.request_stage])
+    stage = s.request_stage[sent]
+    seconds = s.stage_end[stage] - s.stage_start[stage]
+    expected = cluster.transfer(work.prompt_tokens[sent], seconds) + s.stage_end[stage]
+    assert s.request_transfer_end[sent].tolist() == np.asarray(expected).tolist()
+
+
+def test_the_mixed_pool_lends_idle_token_machines_under_prompt_load() -> None:
+    """A burst of long prompts on one prompt machine: with the mixed pool, idle token
+    machines prefill some of them and decode them without a transfer; TTFT falls."""
+    rng = np.random.default_rng(1)
+    work = Workload(rng.integers(2000, 2500, 60), rng.integers(1, 10, 60), arrival=np.zeros(60))
+    cluster = _cluster(token_machines=3, token_clients=16)
+    plain = simulate_disaggregated(work, cluster)
+    mixed = simulate_disaggregated(work, replace(cluster, mixed=True))
+    assert validate_disaggregated(plain) == [] and validate_disaggregated(mixed) == []
+    lent = ~cluster.is_prompt(mixed.stage_machine)
+    assert lent.any() and plain.summary()["lent_stages"] == 0
+    local = lent[mixed.request_stage]
+    assert (mixed.transfer_time[local] == 0).all()
+    assert np.percentile(mixed.ttft, 99) < np.percentile(plain.ttft, 99)
+
+
+def test_the_mixed_pool_lends_idle_prompt_machines_when_token_machines_are_full() -> None:
+    """One token machine of one client and two prompt machines: with the mixed pool, a
+    request that finds the token machine full is decoded by the idle prompt machine (under
+    the prompt pool's model), which prefills nothing until it is done; the run ends sooner."""
+    work = Workload([50] * 6, [200] * 6, arrival=np.arange(6) * 0.5)
+    cluster = _cluster(prompt_machines=2, token_machines=1, token_clients=1)
+    plain = simulate_disaggregated(work, cluster)
+    mixed = simulate_disaggregated(work, replace(cluster, mixed=True))
+    assert validate_disaggregated(plain) == [] and validate_disaggregated(mixed) == []
+    assert (plain.request_machine == 2).all()
+    lent = mixed.request_machine < 2
+    assert lent.any() and cluster.is_prompt(mixed.run_machine).any()
+    assert mixed.makespan < plain.makespan
+    # Without the mixed pool, decoding on a prompt machine breaks the pools rule alone.
+    assert {v.rule for v in validate_disaggregated(replace(mixed, cluster=cluster))} == {"pools"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.floats(0.5, 6))
+def test_disaggregation_is_non_anticipative(seed, cut) -> None:
+    """Requests arriving after T change no stage and no run that ends before T."""
+    full = _workload(30, seed)
+    early = full.arrival <= cut
+    if not early.any():
+        return
+    part = Workload(full.prompt_tokens[early], full.output_tokens[early], arrival=full.arrival[early])
+    cluster = _cluster(prompt_machines=2, token_machines=2, token_clients=4)
+    a, b = simulate_disaggregated(full, cluster), simulate_disaggregated(part, cluster)
+    for name in ("stage", "run"):
+        ends_a = getattr(a, f"{name}_end")
+        ends_b = getattr(b, f"{name}_end")
+        before_a, before_b = np.flatnonzero(ends_a < cut), np.flatnonzero(ends_b < cut)
+        assert before_a.size == before_b.size
+        np.testing.assert_array_equal(ends_a[before_a], ends_b[before_b])
+
+
+# ------------------------------------------------------------------ request policies
+ARRAYS = (*STAGE_ARRAYS, *RUN_ARRAYS, *REQUEST_ARRAYS)
+
+
+def _same(a: DisaggregatedSchedule, b: DisaggregatedSchedule) -> bool:
+    return all(np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True) for f in ARRAYS)
+
+
+@st.composite
+def _instances(draw: st.DrawFn, mixed: bool | None = None) -> tuple[Workload, DisaggregatedCluster]:
+    """A small workload with predictions and arrivals (ties included) on a drawn cluster."""
+    cost = draw(cost_models())
+    if isinstance(cost, LevelCostModel):
+        cost = PAPER
+    n = draw(st.integers(1, 20))
+    prompt = draw(st.lists(st.integers(1, cost.prefill_capacity), min_size=n, max_size=n))
+    output = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    predicted = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+    arrival = draw(
+        st.one_of(
+            st.just([0.0] * n),
+            st.lists(st.sampled_from([0.0, 0.5, 0.5, 3.0]), min_size=n, max_size=n),
+            st.lists(st.floats(0, 8, allow_nan=False), min_size=n, max_size=n),
+        )
+    )
+    cluster = _cluster(
+        prompt_machines=draw(st.integers(1, 3)),
+        token_machines=draw(st.integers(1, 3)),
+        prompt_cost=cost,
+        token_cost=cost,
+        token_clients=draw(st.integers(1, 5)),
+        kv_bytes_per_token=LLAMA_65B / 100,
+        kv_bandwidth=draw(st.floats(0.5, 400)),
+        mixed=draw(st.booleans()) if mixed is None else mixed,
+    )
+    return Workload(prompt, output, predicted_output=predicted, arrival=arrival), cluster
+
+
+@pytest.mark.parametrize("name", request_policy_names())
+@settings(max_examples=10, deadline=None)
+@given(_instances())
+def test_every_registered_request_policy_runs_validates_and_meets_the_bound(name, instance) -> None:
+    """Each prompt machine fills its stages through its own policy of the name; whatever the
+    policy, every request is prefilled once, the schedule validates and no makespan is below the
+    bound; the schedule's info names the policy and whether it planned with the true lengths."""
+    work, cluster = instance
+    s = simulate_disaggregated(work, cluster, name)
+    assert validate_disaggregated(s) == []
+    assert s.makespan >= disaggregated_lower_bounds(work, cluster).strong * (1 - 1e-9) - 1e-12
+    assert (s.request_stage >= 0).all() and (
+        s.request_decode_end - s.request_decode_start == work.output_tokens
+    ).all()
+    assert s.info["request_policy"] == name and s.info["oracle_lengths"] == name.endswith("-oracle")
+
+
+@pytest.mark.parametrize("name", request_policy_names())
+def test_a_policy_that_plans_with_predictions_is_refused_before_work_without_them(name, monkeypatch) -> None:
+    """Without predictions, exactly the policies that plan with them (sizes="predicted") are
+    refused, with a ValueError that says so, before the clock starts; the others run."""
+
+    def no_work(self):
+        raise AssertionError("the run started")
+
+    work, cluster = _workload(12, seed=4), _cluster(prompt_machines=2)
+    needs = getattr(make_request_policy(name), "sizes", None) == "predicted"
+    if needs:
+        monkeypatch.setattr(disaggregated.ClusterClock, "run", no_work)
+        with pytest.raises(ValueError, match="predicted_output"):
+            simulate_disaggregated(work, cluster, name)
+    else:
+        assert validate_disaggregated(simulate_disaggregated(work, cluster, name)) == []
+
+
+def test_the_policy_decides_the_order_of_the_stages() -> None:
+    """Five requests at once on a prompt machine whose stage holds one prompt: fcfs prefills them
+    in order of index, shortest-first in order of predicted output, longest-first the reverse."""
+    cost = LinearCostModel(0.025, 0.00013, 0.029, 0.00021, 100)
+    predicted = np.array([5, 1, 4, 2, 3])
+    work = Workload([100] * 5, [3] * 5, predicted_output=predicted)
+    cluster = _cluster(prompt_cost=cost, token_cost=cost)
+    for name, order in (
+        ("fcfs", [0, 1, 2, 3, 4]),
+        ("shortest-first", np.argsort(predicted).tolist()),
+        ("longest-first", np.argsort(-predicted).tolist()),
+    ):
+        s = simulate_disaggregated(work, cluster, name)
+        assert np.argsort(s.request_stage).tolist() == order
+        assert validate_disaggregated(s) == []
+
+
+def test_a_prompt_machines_stage_is_not_capped_by_the_clients_a_lent_stage_is() -> None:
+    """A policy's clients are places in the hand-over to a stage (the token machines' clients):
+    a prompt machine's own stage takes until nothing more fits, so 12 short prompts share one
+    stage with 2 clients; a token machine lent to the prompt pool takes one hand-over, at most
+    its 2 clients."""
+    work = Workload([10] * 12, [3] * 12)
+    s = simulate_disaggregated(work, _cluster(token_clients=2))
+    assert s.stage_start.size == 1 and (s.request_stage == 0).all()
+    burst = Workload([2000] * 30, [2] * 30)
+    mixed = simulate_disaggregated(burst, _cluster(token_machines=3, token_clients=2, mixed=True))
+    lent = ~mixed.cluster.is_prompt(mixed.stage_machine)
+    assert lent.any()
+    sizes = np.bincount(mixed.request_stage, minlength=mixed.stage_start.size)
+    assert sizes[lent].max() <= 2 and validate_disaggregated(mixed) == []
+
+
+def test_one_policy_per_prompt_machine() -> None:
+    """A sequence gives each prompt machine its own policy, names or objects; the info lists
+    them. An object serves one prompt machine only."""
+    work = _workload(20, seed=2).replace(predicted_output=np.arange(1, 21))
+    cluster = _cluster(prompt_machines=2)
+    s = simulate_disaggregated(work, cluster, ["fcfs", make_request_policy("shortest-first")])
+    assert validate_disaggregated(s) == [] and s.info["request_policy"] == ("fcfs", "shortest-first")
+    one = simulate_disaggregated(work, _cluster(), FCFS())
+    assert _same(one, simulate_disaggregated(work, _cluster()))
+    with pytest.raises(ValueError, match="serves one prompt machine"):
+        simulate_disaggregated(work, cluster, FCFS())
+    with pytest.raises(ValueError, match="1 policies for 2 prompt machines"):
+        simulate_disaggregated(work, cluster, ["fcfs"])
+    shared = FCFS()
+    with pytest.raises(ValueError, match="one policy object to several"):
+        simulate_disaggregated(work, cluster, [shared, shared])
+
+
+class _Greedy(FCFS):
+    """Takes a request that is not waiting on its machine."""
+
+    def take(self, capacity: int) -> list[tuple[int, int]]:
+        return [(10**6, 0)]
+
+
+class _Idle(FCFS):
+    """Never ready."""
+
+    def ready(self) -> int:
+        return 0
+
+
+def test_refused_before_any_work() -> None:
+    """Names that do not exist, policies planned ahead over every request, routers that weigh
+    requests or are not routers, one router for both pools, a bad seed: each refused, saying why."""
+    work, cluster = _workload(6), _cluster()
+    with pytest.raises(ValueError, match="unknown request policy"):
+        simulate_disaggregated(work, cluster, "no-such-policy")
+    with pytest.raises(ValueError, match="planned ahead"):
+        simulate_disaggregated(
+            work, cluster, make_request_policy("static", queues=[list(range(6))] + [[]] * 7)
+        )
+    with pytest.raises(ValueError, match="router"):
+        simulate_disaggregated(work, cluster, prompt_router="no-such-router")
+    with pytest.raises(ValueError, match="weighs requests"):
+        simulate_disaggregated(work, cluster, token_router="least-work")
+    with pytest.raises(TypeError, match="router"):
+        simulate_disaggregated(work, cluster, prompt_router=object())  # type: ignore[arg-type]
+    router = make_router("round-robin")
+    with pytest.raises(ValueError, match="each pool needs its own router"):
+        simulate_disaggregated(work, cluster, prompt_router=router, token_router=router)
+    with pytest.raises(ValueError, match="seed"):
+        simulate_disaggregated(work, cluster, seed=-1)
+    with pytest.raises(TypeError):
+        simulate_disaggregated(work, cluster, iteration_policy="lagrangian")  # type: ignore[call-arg]
+
+
+def test_a_policy_answer_that_breaks_the_contract_is_an_error() -> None:
+    """A take of a request that does not wait there, or a policy that never gets ready while
+    requests wait: a ValueError naming the policy, as the decision loop words it."""
+    work, cluster = _workload(6), _cluster()
+    with pytest.raises(
+        ValueError, match=r"request policy _Greedy.take\(\d+\) is invalid: request \d+ is not in the workload"
+    ):
+        simulate_disaggregated(work, cluster, _Greedy())
+    with pytest.raises(ValueError, match=r"request policy _Idle.ready\(\) returned 0 .*cannot go on"):
+        simulate_disaggregated(work, cluster, _Idle())
+
+
+# ------------------------------------------------------------------ routers
+def test_the_routers_decide_the_machines() -> None:
+    """Round robin on each pool: the k-th request to arrive is prefilled on prompt machine
+    k mod P and decoded on token machine P + k mod T; the info names the routers."""
+    work = _workload(30, seed=5)
+    cluster = _cluster(prompt_machines=3, token_machines=2)
+    s = simulate_disaggregated(work, cluster, prompt_router="round-robin", token_router="round-robin")
+    place = np.empty(30, dtype=np.int64)
+    place[np.argsort(work.arrival, kind="stable")] = np.arange(30)
+    assert s.stage_machine[s.request_stage].tolist() == (place % 3).tolist()
+    assert s.request_machine.tolist() == (3 + place % 2).tolist()
+    assert validate_disaggregated(s) == []
+    assert (s.info["prompt_router"], s.info["token_router"], s.info["seed"]) == ("round-robin",) * 2 + (None,)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_instances())
+def test_jsq_on_the_token_pool_chooses_as_the_default(instance) -> None:
+    """The token machines share their clients, so jsq (requests per client) and the default
+    (requests) choose alike, mixed pool or not: the same schedule."""
+    work, cluster = instance
+    s = simulate_disaggregated(work, cluster)
+    assert s.info["prompt_router"] == "jsq-prompt-tokens" and s.info["token_router"] == "jsq-requests"
+    assert _same(s, simulate_disaggregated(work, cluster, token_router="jsq"))
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    _instances(mixed=False),
+    st.sampled_from(["random", "power-of-two", "jsq", "round-robin"]),
+    st.integers(0, 9),
+)
+def test_seeded_routers_repeat_and_every_router_validates(instance, name, seed) -> None:
+    """Any online router on either pool: the schedule validates; the same seed, the same run."""
+    work, cluster = instance
+    a = simulate_disaggregated(work, cluster, "fcfs", name, name, seed=seed)
+    assert validate_disaggregated(a) == []
+    assert _same(a, simulate_disaggregated(work, cluster, "fcfs", name, name, seed=seed))
+    assert a.info["seed"] == (seed if name in ("random", "power-of-two") else None)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.floats(0.5, 6), st.sampled_from(["shortest-first", "static", "offline"]))
+def test_policies_and_routers_are_non_anticipative(seed, cut, name) -> None:
+    """With a policy that plans with predictions and a seeded router: requests arriving after T
+    change no stage and no run that ends before T."""
+    predicted = np.random.default_rng(seed).integers(1, 80, 30)
+    full = _workload(30, seed).replace(predicted_output=predicted)
+    early = full.arrival <= cut
+    if not early.any():
+        return
+    part = Workload(
+        full.prompt_tokens[early],
+        full.output_tokens[early],
+        predicted_output=predicted[early],
+        arrival=full.arrival[early],
+    )
+    cluster = _cluster(prompt_machines=2, token_machines=2, token_clients=4)
+    runs = [
+        simulate_disaggregated(w, cluster, name, "jsq-prompt-tokens", "power-of-two", seed=3)
+        for w in (full, part)
+    ]
+    for kind in ("stage", "run"):
+        ends_a, ends_b = (getattr(r, f"{kind}_end") for r in runs)
+        before_a, before_b = np.flatnonzero(ends_a < cut), np.flatnonzero(ends_b < cut)
+        assert before_a.size == before_b.size
+        np.testing.assert_array_equal(ends_a[before_a], ends_b[before_b])
