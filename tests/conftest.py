@@ -32,3 +32,14 @@ def shared_azure_code() -> Path:
     if not path.is_file():
         pytest.skip("../shared/data/azure-llm-2023 is not present")
     return path
+
+
+@pytest.fixture
+def svg_backend():
+    """The svg backend (not the Agg the charts would pick) for the test, the previous one after."""
+    import matplotlib
+
+    previous = matplotlib.get_backend()
+    matplotlib.use("svg")
+    yield "svg"
+    matplotlib.use(previous)

@@ -82,6 +82,13 @@ def _full_data() -> Any:
     )
 
 
+def _solve_job() -> Any:
+    from llmsched.core.result import Tracer
+    from llmsched.mip.full.model import SolveJob
+
+    return SolveJob(_full_data(), "strong", Tracer(1.0), work_limit=10)
+
+
 def _pcmax() -> Any:
     from llmsched.mip import solve_pcmax
 
@@ -157,7 +164,7 @@ def _cluster() -> Any:
 
 
 def _disaggregated() -> Any:
-    from llmsched.online.simulate import simulate_disaggregated
+    from llmsched.fleet.disaggregated import simulate_disaggregated
 
     return simulate_disaggregated(Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]), _cluster())
 
@@ -172,9 +179,21 @@ def _fleet() -> Any:
 
 FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.fleet.engine.Engine": lambda: _fleet().engines[1],
-    "llmsched.fleet.engine.Backoff": lambda: importlib.import_module("llmsched.fleet.engine").Backoff(
-        0.1, 2
+    "llmsched.cli.sweep.SweepConfig": lambda: importlib.import_module("llmsched.cli.sweep").SweepConfig(
+        mode="fusion", policy=("fcfs",), rates=(0.5, 1.0)
     ),
+    "llmsched.cli.fleet.FleetConfig": lambda: importlib.import_module("llmsched.cli.fleet").FleetConfig(
+        engine=("a:8:1", "b:4:0.5"), router="jsq"
+    ),
+    "llmsched.cli.provision.ProvisionConfig": lambda: importlib.import_module(
+        "llmsched.cli.provision"
+    ).ProvisionConfig(kind=("a:8:1",), max=(3,), slo_ttft=1.0),
+    "llmsched.fleet.routers.base.RouterSetup": lambda: importlib.import_module(
+        "llmsched.fleet.routers.base"
+    ).RouterSetup(
+        2, 3, np.array([10, 20, 30]), np.array([3, 1, 4]), np.arange(3), speeds=np.array([1.0, 2.0])
+    ),
+    "llmsched.fleet.engine.Backoff": lambda: importlib.import_module("llmsched.fleet.engine").Backoff(0.1, 2),
     "llmsched.fleet.schedule.FleetSchedule": _fleet,
     "llmsched.fleet.provision.ProvisionResult": lambda: importlib.import_module(
         "llmsched.fleet.provision"
@@ -231,6 +250,7 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     ),
     "llmsched.mip.full.model.FullData": _full_data,
     "llmsched.mip.full.model.Plan": _plan,
+    "llmsched.mip.full.model.SolveJob": _solve_job,
     "llmsched.mip.full.solve.FullResult": _full,
     "llmsched.mip.milp.MilpOutcome": _milp_outcome,
     "llmsched.mip.pcmax.result.PcmaxResult": _pcmax,

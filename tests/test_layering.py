@@ -52,6 +52,23 @@ LAYER_OF_TOP = {
 # lazily, so that a schedule can draw itself.
 ALLOWED = {("llmsched.engines.competition.schedule", "Schedule.plot", "llmsched.plot")}
 
+# Imports that run only when called and close no loop at import: each schedule's validate()
+# loads its mode's validator, which imports the schedule class back.
+LAZY_VALIDATORS = {
+    ("llmsched.engines.competition.schedule", "Schedule.validate", "llmsched.engines.competition.validate"),
+    ("llmsched.engines.fusion.schedule", "FusedSchedule.validate", "llmsched.engines.fusion.validate"),
+    (
+        "llmsched.engines.disaggregation.schedule",
+        "DisaggregatedSchedule.validate",
+        "llmsched.engines.disaggregation.validate",
+    ),
+    ("llmsched.fleet.schedule", "FleetSchedule.validate", "llmsched.fleet.validate"),
+    # simulate's config class, the TOML reader's default, is declared with the simulate command,
+    # which builds it with the reader's machinery.
+    ("llmsched.cli.config", "config_from_dict", "llmsched.cli.simulate"),
+    ("llmsched.cli.config", "__getattr__", "llmsched.cli.simulate"),
+}
+
 
 @dataclass(frozen=True)
 class Import:
@@ -185,7 +202,7 @@ def test_no_import_cycles() -> None:
     the plotting front end's downward import of the schedule."""
     graph: dict[str, set[str]] = {module: set() for module in MODULES}
     for imp in IMPORTS:
-        skipped = imp.typing_only or (imp.importer, imp.where, imp.imported) in ALLOWED
+        skipped = imp.typing_only or (imp.importer, imp.where, imp.imported) in ALLOWED | LAZY_VALIDATORS
         if not skipped and imp.imported != imp.importer:
             graph[imp.importer].add(imp.imported)
     state: dict[str, int] = {}  # 1 on the current path, 2 done

@@ -36,15 +36,6 @@ def schedule():
     return simulate(Workload([10, 20, 30], [2, 1, 3]), COST, 2)
 
 
-@pytest.fixture
-def svg_backend():
-    """The svg backend (not the Agg the charts would pick) for the test, the previous one after."""
-    previous = matplotlib.get_backend()
-    matplotlib.use("svg")
-    yield "svg"
-    matplotlib.use(previous)
-
-
 def test_occupancy_grid_matches_the_schedule(schedule) -> None:
     """The Gantt raster shows prefill, decode and idle where the schedule has them."""
     grid, times = occupancy_grid(schedule, bins=230)  # 0.05 s per bin

@@ -12,22 +12,16 @@ from llmsched.engines.loop import LoopView
 from llmsched.online import FCFS, Lagrangian, PrefillFirst, SortedPreemptive
 from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, EngineView, IterationPolicy, RequestPolicy
 
+# What the module holds: the protocols, what policies know of the requests, and the answers.
+PROTOCOLS = {"RequestPolicy", "IterationPolicy", "EngineView"}
+KNOWLEDGE = {"KnownRequests", "oracle_lengths", "planned_ahead"}
+ANSWERS = {"PREFILL_NOW", "DECODE_UNTIL_EVENT"}
+
 
 def test_the_module_holds_the_contracts_only() -> None:
     """policies.py exports the two protocols, the engine view, what policies know of the
     requests, and the two answers, nothing else."""
-    assert sorted(policies.__all__) == sorted(
-        [
-            "DECODE_UNTIL_EVENT",
-            "PREFILL_NOW",
-            "EngineView",
-            "IterationPolicy",
-            "KnownRequests",
-            "RequestPolicy",
-            "oracle_lengths",
-            "planned_ahead",
-        ]
-    )
+    assert sorted(policies.__all__) == sorted(PROTOCOLS | KNOWLEDGE | ANSWERS)
     defined = {
         name
         for name, value in vars(policies).items()
@@ -35,14 +29,8 @@ def test_the_module_holds_the_contracts_only() -> None:
         and getattr(value, "__module__", None) == policies.__name__
         and not name.startswith("_")
     }
-    assert defined == {
-        "EngineView",
-        "IterationPolicy",
-        "KnownRequests",
-        "RequestPolicy",
-        "oracle_lengths",
-        "planned_ahead",
-    }
+    assert defined == PROTOCOLS | KNOWLEDGE
+    assert all(getattr(getattr(policies, name), "_is_protocol", False) for name in PROTOCOLS)
 
 
 def test_the_answers() -> None:

@@ -15,6 +15,7 @@ from llmsched.core.checks import (
     flag,
     positive_int,
     probability,
+    prompt_and_output,
     real,
     real_array,
     rng,
@@ -146,3 +147,14 @@ def test_flags_names_and_choices() -> None:
         text("name", 3)
     with pytest.raises(ValueError, match=r"mode must be one of \['a', 'b'\], got 'c'"):
         choice("mode", "c", ("a", "b"))
+
+
+def test_prompt_and_output_come_in_pairs() -> None:
+    """Prompt and output lengths are token counts of one length each; a mismatch says what
+    needs both."""
+    prompt, output = prompt_and_output([3, 4], [5.0, 6.0], "request")
+    assert prompt.tolist() == [3, 4] and output.tolist() == [5, 6] and not output.flags.writeable
+    with pytest.raises(ValueError, match="output_tokens has 1; every training example needs both"):
+        prompt_and_output([3, 4], [5], "training example")
+    with pytest.raises(ValueError, match=r"output_tokens\[0\] is 0"):
+        prompt_and_output([3], [0], "request")

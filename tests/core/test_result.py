@@ -67,3 +67,13 @@ def test_result_trace_frame_has_its_columns_even_when_empty() -> None:
     )
     assert list(result.trace_frame().columns) == ["time", "lower_bound", "upper_bound", "source"]
     assert str(Status.TIME_LIMIT) == "time_limit"
+
+
+def test_figures_are_a_result_s_fields_of_the_solve_so_far() -> None:
+    """A tracer's figures are the objective and bound given, their gap, the time and the trace."""
+    tracer = Tracer(10.0)
+    tracer.bound(8.0, "a")
+    figures = tracer.figures(10.0, 8.0)
+    assert figures["gap"] == pytest.approx(0.2) and figures["trace"] == tuple(tracer.points)
+    result = Result(status=Status.FEASIBLE, **figures)
+    assert (result.objective, result.lower_bound) == (10.0, 8.0) and 0 <= result.runtime < 10

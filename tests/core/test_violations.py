@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmsched.core.violations import MAX_PER_RULE, Report, Violation, skipped_rules
+from llmsched.core.violations import MAX_PER_RULE, Report, Violation, size_mismatches, skipped_rules
 
 RULES = ("structure", "capacity", "arrival")
 
@@ -38,3 +38,23 @@ def test_skipped_rules_checks_the_names() -> None:
         skipped_rules(["speed"], RULES)
     with pytest.raises(ValueError, match="structure rule cannot be skipped"):
         skipped_rules("structure", RULES)
+
+
+def test_size_mismatches_name_each_array_of_the_wrong_length() -> None:
+    """Each array whose length is not its group's count is named, with both numbers, in order."""
+
+    class Arrays:
+        stage_start = np.zeros(2)
+        stage_end = np.zeros(3)
+        request_client = np.zeros(1)
+        request_stage = np.zeros(0)
+
+    groups = (
+        ("stages", 2, ("stage_start", "stage_end")),
+        ("requests", 1, ("request_client", "request_stage")),
+    )
+    assert size_mismatches(Arrays(), groups) == [
+        "stage_end has 3 entries for 2 stages",
+        "request_stage has 0 entries for 1 requests",
+    ]
+    assert size_mismatches(Arrays(), [("stages", 3, ("stage_end",))]) == []

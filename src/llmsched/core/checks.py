@@ -27,6 +27,7 @@ __all__ = [
     "path_arg",
     "positive_int",
     "probability",
+    "prompt_and_output",
     "real",
     "real_array",
     "rng",
@@ -300,3 +301,19 @@ def token_counts(name: str, values: Any) -> npt.NDArray[np.int64]:
     out = as_float.astype(np.int64)
     out.setflags(write=False)
     return out
+
+
+def prompt_and_output(
+    prompt_tokens: Any, output_tokens: Any, each: str
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``prompt_tokens`` and ``output_tokens`` as :func:`token_counts`, one entry each for
+    every ``each`` (a request, a training example), which the message of a length mismatch
+    names."""
+    prompt = token_counts("prompt_tokens", prompt_tokens)
+    output = token_counts("output_tokens", output_tokens)
+    if prompt.shape != output.shape:
+        raise ValueError(
+            f"prompt_tokens has {prompt.size} entries but output_tokens has {output.size}; "
+            f"every {each} needs both"
+        )
+    return prompt, output

@@ -21,7 +21,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -133,6 +133,18 @@ class Tracer:
 
     def closed(self) -> bool:
         return self.lower_bound >= self.upper_bound
+
+    def figures(self, objective: float, lower_bound: float) -> dict[str, Any]:
+        """The :class:`Result` fields of the solve this tracer follows, ending with
+        ``objective`` and ``lower_bound``: those two, their gap (:func:`relative_gap`), the
+        seconds elapsed and the trace so far."""
+        return {
+            "objective": objective,
+            "lower_bound": lower_bound,
+            "gap": relative_gap(objective, lower_bound),
+            "runtime": self.elapsed(),
+            "trace": tuple(self.points),
+        }
 
     def _record(self, source: str) -> None:
         self.points.append(TracePoint(self.elapsed(), self.lower_bound, self.upper_bound, source))

@@ -1,11 +1,13 @@
-"""What every schedule offers, whatever its mode: per-request latencies and the figures
-computed from them (:class:`RequestTimes`, :func:`latency_figures`, :func:`goodput_figures`),
-the stage kinds, and the array helpers the schedule classes share."""
+"""What every schedule offers, whatever its mode: the contract (:class:`ScheduleLike`),
+per-request latencies and the figures computed from them (:class:`RequestTimes`,
+:func:`latency_figures`, :func:`goodput_figures`), the stage kinds, and the array helpers the
+schedule classes share."""
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -14,13 +16,75 @@ from llmsched.core.metrics import weighted_mean, weighted_percentile
 from llmsched.core.workload import Workload
 
 if TYPE_CHECKING:
-    pass
+    import pandas as pd
 
-__all__ = ["DECODE", "PREFILL", "RequestTimes", "latency_figures", "runs_from_iteration_end"]
+    from llmsched.core.violations import Violation
+
+__all__ = [
+    "DECODE",
+    "PREFILL",
+    "REQUEST_COLUMNS",
+    "STAGE_COLUMNS",
+    "SUMMARY_KEYS",
+    "EngineSchedule",
+    "RequestTimes",
+    "ScheduleBase",
+    "ScheduleLike",
+    "latency_figures",
+    "runs_from_iteration_end",
+]
 
 PREFILL = 0
 DECODE = 1
 KIND_NAMES = np.array(["prefill", "decode"])
+
+#: The keys every mode's ``summary`` holds, each with one meaning in every mode (a mode adds
+#: its own: a cluster's pools, a fleet's prices, ...).
+SUMMARY_KEYS = (
+    "mode",
+    "requests",
+    "machines",
+    "clients",
+    "makespan_s",
+    "utilization",
+    "tokens_per_s",
+    "prefill_stages",
+    "decode_iterations",
+    *(
+        f"{name}_{figure}_s"
+        for name in ("ttft", "latency", "e2e")
+        for figure in ("mean", "p50", "p90", "p99")
+    ),
+    "tbt_mean_s",
+    "tbt_p50_s",
+    "tbt_p90_s",
+    "tbt_p99_s",
+    "normalized_latency_p50_s",
+    "normalized_latency_p90_s",
+    "normalized_latency_p99_s",
+    "requests_per_s",
+    "goodput_rps",
+    "slo_attainment",
+    "slo_ttft_s",
+    "slo_tbt_s",
+)
+
+#: The columns every mode's ``request_frame`` holds after the workload's (a mode adds its own).
+REQUEST_COLUMNS = (
+    "machine",
+    "client",
+    "prefill_end",
+    "finish",
+    "ttft",
+    "latency",
+    "tbt_mean",
+    "e2e",
+    "normalized_latency",
+    "meets_slo",
+)
+
+#: The first columns of every mode's ``stage_frame``, in this order (a mode adds its own after).
+STAGE_COLUMNS = ("machine", "kind", "start", "end", "duration", "tokens", "requests")
 
 
 def frozen_array(name: str, values: Any, dtype: Any) -> np.ndarray:
@@ -168,6 +232,163 @@ def runs_from_iteration_end(
     return starts, np.ones(ends.size, dtype=np.int64), ends - starts
 
 
+@runtime_checkable
+class ScheduleLike(Protocol):
+    """What every schedule offers, whatever its mode: a competition engine's
+    :class:`~llmsched.Schedule`, a fused engine's :class:`~llmsched.FusedSchedule`, a
+    disaggregated cluster's :class:`~llmsched.DisaggregatedSchedule` and a fleet's
+    :class:`~llmsched.FleetSchedule`. A caller that needs no more than this never asks
+    which mode it holds.
+
+    Per-request arrays are indexed like the workload. A *machine* is what runs stages: the one
+    engine of a competition or fused schedule (machine 0), a prompt or token machine of a
+    cluster (numbered as the cluster numbers them, prompt machines first), an engine of a
+    fleet. A *client* is a batch slot of a machine.
+    """
+
+    @property
+    def mode(self) -> str:
+        """``competition``, ``fusion``, ``disaggregated`` or ``fleet``."""
+        ...
+
+    @property
+    def workload(self) -> Workload:
+        """The requests the schedule ran."""
+        ...
+
+    @property
+    def makespan(self) -> float:
+        """When the last machine finished, in seconds."""
+        ...
+
+    @property
+    def machines(self) -> int:
+        """How many machines the schedule ran on (1 for a single engine)."""
+        ...
+
+    @property
+    def clients(self) -> int:
+        """Batch slots over all machines that decode (a fleet's engines' added up; a
+        cluster's token machines')."""
+        ...
+
+    @property
+    def request_machine(self) -> np.ndarray:
+        """The machine each request decoded on (its engine in a fleet, its token machine in a
+        cluster; 0 on a single engine)."""
+        ...
+
+    @property
+    def request_client(self) -> np.ndarray:
+        """The client (of its machine) each request decoded on."""
+        ...
+
+    @property
+    def prefill_end(self) -> np.ndarray:
+        """When each request's prefill ended: its first token."""
+        ...
+
+    @property
+    def finish(self) -> np.ndarray:
+        """When each request produced its last token."""
+        ...
+
+    @property
+    def ttft(self) -> np.ndarray:
+        """Time to first token of each request: ``prefill_end`` minus its arrival."""
+        ...
+
+    @property
+    def latency(self) -> np.ndarray:
+        """End-to-end latency of each request: ``finish`` minus its arrival."""
+        ...
+
+    @property
+    def e2e(self) -> np.ndarray:
+        """The same array as :attr:`latency`."""
+        ...
+
+    @property
+    def normalized_latency(self) -> np.ndarray:
+        """End-to-end latency of each request over its output tokens."""
+        ...
+
+    @property
+    def tbt_mean(self) -> np.ndarray:
+        """Each request's mean time between tokens: ``(finish - prefill_end) / tokens``."""
+        ...
+
+    @property
+    def utilization(self) -> float:
+        """The busy share of the schedule's capacity over the makespan (each mode says
+        which capacity: client-time of an engine, machine-time of a cluster)."""
+        ...
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second of makespan."""
+        ...
+
+    def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every gap between tokens of every request, as distinct values and their counts."""
+        ...
+
+    def meets_slo(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> np.ndarray:
+        """Whether each request's TTFT and mean time between tokens meet the targets (seconds;
+        None: no target)."""
+        ...
+
+    def latency_figures(self) -> dict[str, float]:
+        """Mean and percentiles of TTFT, latency and time between tokens, and percentiles of
+        the normalized latency: the summary's latency keys."""
+        ...
+
+    def goodput_figures(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> dict[str, Any]:
+        """Requests and good requests per second, the share meeting the targets, and the
+        targets: the summary's goodput keys."""
+        ...
+
+    def summary(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> dict[str, Any]:
+        """Headline figures: every key of :data:`SUMMARY_KEYS`, then the mode's own."""
+        ...
+
+    def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
+        """One row per request (index ``request``): the workload's columns, then
+        :data:`REQUEST_COLUMNS` and the mode's own."""
+        ...
+
+    def stage_frame(self) -> pd.DataFrame:
+        """What ran when, one row per stage, run or transfer (index ``stage``):
+        :data:`STAGE_COLUMNS` first, then the mode's own."""
+        ...
+
+    def validate(self, **options: Any) -> list[Violation]:
+        """Every rule of the mode the schedule breaks, by the mode's validator (``options``,
+        such as ``skip``, ``rtol`` and ``atol``, go to it); empty when valid."""
+        ...
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The schedule as a Chrome trace (Trace Event Format, :mod:`llmsched.core.export`)."""
+        ...
+
+    def write_chrome_trace(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Write :meth:`chrome_trace` to ``path`` as JSON (the path checked first); return it."""
+        ...
+
+    def write_requests_csv(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        slo_ttft: float | None = None,
+        slo_tbt: float | None = None,
+    ) -> str | None:
+        """Write :meth:`request_frame` as CSV to ``path``; without a path, return the text."""
+        ...
+
+    def write_stages_csv(self, path: str | os.PathLike[str] | None = None) -> str | None:
+        """Write :meth:`stage_frame` as CSV to ``path``; without a path, return the text."""
+        ...
+
+
 class RequestTimes:
     """Per-request latencies of any mode's schedule, from its ``workload``, ``prefill_end``
     (each request's first token) and ``finish`` (its last)."""
@@ -201,3 +422,239 @@ class RequestTimes:
     def normalized_latency(self) -> np.ndarray:
         """End-to-end latency of each request over its output tokens (seconds per token)."""
         return read_only(self.latency / self.workload.output_tokens)
+
+
+class ScheduleBase(RequestTimes):
+    """What every schedule class derives the same way from its own members: the SLO check,
+    the latency and goodput figures of its summary, and the CSV and trace writers (each class
+    gives ``tbt_mean``, ``tbt_distribution``, ``makespan``, ``request_frame``,
+    ``stage_frame`` and ``chrome_trace``)."""
+
+    if TYPE_CHECKING:
+
+        @property
+        def tbt_mean(self) -> np.ndarray: ...
+
+        @property
+        def makespan(self) -> float: ...
+
+        def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]: ...
+
+        def request_frame(
+            self, slo_ttft: float | None = None, slo_tbt: float | None = None
+        ) -> pd.DataFrame: ...
+
+        def stage_frame(self) -> pd.DataFrame: ...
+
+        def chrome_trace(self) -> dict[str, Any]: ...
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second of makespan."""
+        span = self.makespan
+        return self.workload.total_output_tokens / span if span > 0 else 0.0
+
+    def meets_slo(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> np.ndarray:
+        """Whether each request meets the latency targets: TTFT <= ``slo_ttft`` and mean time
+        between tokens (``tbt_mean``) <= ``slo_tbt``, in seconds; a target left None is met by
+        every request.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        ttft_target, tbt_target = slo_target("slo_ttft", slo_ttft), slo_target("slo_tbt", slo_tbt)
+        meets = np.ones(len(self.workload), dtype=bool)
+        if ttft_target is not None:
+            meets &= self.ttft <= ttft_target
+        if tbt_target is not None:
+            meets &= self.tbt_mean <= tbt_target
+        return meets
+
+    def latency_figures(self) -> dict[str, float]:
+        """:func:`latency_figures` of the schedule's requests and gaps, then p50, p90 and p99
+        of the normalized latency (``normalized_latency_p50_s`` ...)."""
+        out = latency_figures(self.ttft, self.latency, *self.tbt_distribution())
+        p50, p90, p99 = percentiles(self.normalized_latency)
+        out["normalized_latency_p50_s"] = p50
+        out["normalized_latency_p90_s"] = p90
+        out["normalized_latency_p99_s"] = p99
+        return out
+
+    def goodput_figures(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> dict[str, Any]:
+        """:func:`goodput_figures` of the requests meeting the targets (:meth:`meets_slo`)
+        over the makespan.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        return goodput_figures(self.meets_slo(slo_ttft, slo_tbt), self.makespan, slo_ttft, slo_tbt)
+
+    def _request_frame(self, meets: np.ndarray, **columns: Any) -> pd.DataFrame:
+        """One row per request: the workload's columns, then ``columns`` (the mode's, in
+        order: its machine, client, prefill end, ...), then ``finish``, ``ttft``, ``latency``,
+        ``tbt_mean``, ``e2e``, ``normalized_latency`` and ``meets`` as ``meets_slo``."""
+        frame = self.workload.to_frame()
+        for name, values in columns.items():
+            frame[name] = values
+        for name in ("finish", "ttft", "latency", "tbt_mean", "e2e", "normalized_latency"):
+            frame[name] = getattr(self, name)
+        frame["meets_slo"] = meets
+        return frame
+
+    def write_chrome_trace(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Write :meth:`chrome_trace` to ``path`` as JSON and return it.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A path that cannot be written (a folder, a missing folder, no permission), named
+            in the message and checked before the trace is built; a time that is not finite.
+        """
+        from llmsched.core.export import write_chrome_trace
+
+        return write_chrome_trace(self, path)
+
+    def write_requests_csv(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        slo_ttft: float | None = None,
+        slo_tbt: float | None = None,
+    ) -> str | None:
+        """``request_frame`` as CSV (a ``request`` column first), ``meets_slo`` judged against
+        the targets, written to ``path``, or returned as text when ``path`` is None.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A path that cannot be written (checked before any work), or a bad target.
+        """
+        from llmsched.core.export import write_requests_csv
+
+        return write_requests_csv(self, path, slo_ttft=slo_ttft, slo_tbt=slo_tbt)
+
+    def write_stages_csv(self, path: str | os.PathLike[str] | None = None) -> str | None:
+        """``stage_frame`` as CSV (a ``stage`` column first) written to ``path``, or returned
+        as text when ``path`` is None.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A path that cannot be written, checked before any work.
+        """
+        from llmsched.core.export import write_stages_csv
+
+        return write_stages_csv(self, path)
+
+
+class EngineSchedule(ScheduleBase):
+    """A schedule of one engine (a competition or a fused one): machine 0 runs every request."""
+
+    @property
+    def machines(self) -> int:
+        """One engine."""
+        return 1
+
+    @cached_property
+    def request_machine(self) -> np.ndarray:
+        """The machine of each request: the one engine, 0."""
+        return read_only(np.zeros(len(self.workload), dtype=np.int64))
+
+
+class RunTable:
+    """Decode runs kept as a table, in a mode that stores them so: run ``r`` is
+    ``run_iterations[r]`` iterations from ``run_start[r]``, whose first ``k`` take
+    ``_elapsed(r, k)`` seconds."""
+
+    run_start: np.ndarray
+    run_iterations: np.ndarray
+
+    def _elapsed(self, run: np.ndarray, iterations: np.ndarray) -> np.ndarray:
+        """Seconds of the first ``iterations`` iterations of each ``run`` (each mode's series)."""
+        raise NotImplementedError
+
+    @property
+    def num_runs(self) -> int:
+        """Decode runs (the rows of the run arrays)."""
+        return int(self.run_start.size)
+
+    @cached_property
+    def run_end(self) -> np.ndarray:
+        """When each run's last iteration ended."""
+        every = np.arange(self.num_runs)
+        return read_only(self.run_start + self._elapsed(every, self.run_iterations))
+
+
+class SteppedRuns(RunTable):
+    """Runs that store their first iteration's time, ``run_first_time``, and each next
+    iteration's growth, ``run_step`` (the fused and disaggregated schedules)."""
+
+    run_first_time: np.ndarray
+    run_step: np.ndarray
+
+    @property
+    def run_iteration_time(self) -> np.ndarray:
+        """Each run's first iteration time (:attr:`run_first_time`, under the name the
+        competition schedule uses)."""
+        return self.run_first_time
+
+    @property
+    def run_iteration_step(self) -> np.ndarray:
+        """Each run's growth per iteration (:attr:`run_step`, under the name the
+        competition schedule uses)."""
+        return self.run_step
+
+    def _elapsed(self, run: np.ndarray, iterations: np.ndarray) -> np.ndarray:
+        """Seconds of the first ``iterations`` iterations of each ``run``."""
+        k = iterations.astype(np.float64)
+        return k * self.run_first_time[run] + self.run_step[run] * (k * (k - 1) / 2)
+
+
+class NumberedRuns(RunTable):
+    """Runs whose iterations are numbered 0, 1, ... over all of them, in order (one
+    engine's: the competition and fused schedules)."""
+
+    @cached_property
+    def num_iterations(self) -> int:
+        """Decode iterations over all runs."""
+        return int(self.run_iterations.sum())
+
+    @cached_property
+    def run_first_iteration(self) -> np.ndarray:
+        """The global index of each run's first iteration (one entry per run)."""
+        return read_only(np.cumsum(self.run_iterations) - self.run_iterations)
+
+    def _locate(self, iterations: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For global iterations ``g``: the run holding each, ``g``'s offset in it, and whether
+        ``g`` is an iteration of the schedule at all (run and offset are 0 where it is not)."""
+        g = np.asarray(iterations, dtype=np.int64)
+        inside = (g >= 0) & (g < self.num_iterations)
+        if not self.num_runs:
+            return np.zeros(g.shape, dtype=np.int64), np.zeros(g.shape, dtype=np.int64), inside
+        run = run_holding(self.run_first_iteration, self.run_iterations, np.where(inside, g, 0))
+        offset = np.where(inside, g - self.run_first_iteration[run], 0)
+        return run, offset, inside
+
+    def iteration_start_at(self, iterations: Any) -> np.ndarray:
+        """When the given global iterations started (NaN for one the schedule lacks).
+
+        Found from the runs without materialising every iteration's time: time and memory
+        grow with the runs and the iterations asked for, not with the schedule's iterations.
+        """
+        return self._iteration_time_at(iterations, ends=0)
+
+    def iteration_end_at(self, iterations: Any) -> np.ndarray:
+        """When the given global iterations ended (NaN for one the schedule lacks), found
+        from the runs as :meth:`iteration_start_at`."""
+        return self._iteration_time_at(iterations, ends=1)
+
+    def _iteration_time_at(self, iterations: Any, ends: int) -> np.ndarray:
+        # ends=0: the iteration's start; ends=1: its end (one iteration time later).
+        if not self.num_runs:
+            return np.full(np.shape(iterations), np.nan)
+        run, offset, inside = self._locate(iterations)
+        at = self.run_start[run] + self._elapsed(run, offset + ends)
+        return np.where(inside, at, np.nan)

@@ -1,14 +1,16 @@
 """What every validator reports: a :class:`Violation` per broken rule, gathered by a
-:class:`Report` that keeps a few messages a rule, and the check of the rules told to skip."""
+:class:`~llmsched.core.violations.Report` that keeps a few messages a rule; the check of the
+rules told to skip, and the arrays of the wrong length that break the rule ``structure``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Report", "Violation", "skipped_rules"]
+__all__ = ["Report", "Violation", "size_mismatches", "skipped_rules"]
 
 MAX_PER_RULE = 5
 
@@ -34,6 +36,18 @@ def skipped_rules(skip: str | Iterable[str], rules: tuple[str, ...]) -> set[str]
     if "structure" in skip_set:
         raise ValueError("the structure rule cannot be skipped: no other rule can run without it")
     return skip_set
+
+
+def size_mismatches(schedule: Any, groups: Iterable[tuple[str, int, Iterable[str]]]) -> list[str]:
+    """What the rule ``structure`` says of arrays of the wrong length: for each group (what its
+    arrays have one entry each for, how many of those there are, and the arrays' names), each
+    array of ``schedule`` of another size, in order."""
+    return [
+        f"{name} has {getattr(schedule, name).size} entries for {count} {what}"
+        for what, count, names in groups
+        for name in names
+        if getattr(schedule, name).size != count
+    ]
 
 
 class Report:

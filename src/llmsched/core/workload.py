@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from llmsched.core.checks import MAX_TOKENS, text, token_counts
+from llmsched.core.checks import MAX_TOKENS, prompt_and_output, text, token_counts
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -106,13 +106,7 @@ class Workload:
         arrival: npt.ArrayLike | None = None,
         name: str = "workload",
     ) -> None:
-        prompt = token_counts("prompt_tokens", prompt_tokens)
-        output = token_counts("output_tokens", output_tokens)
-        if prompt.shape != output.shape:
-            raise ValueError(
-                f"prompt_tokens has {prompt.size} entries but output_tokens has {output.size}; "
-                "every request needs both"
-            )
+        prompt, output = prompt_and_output(prompt_tokens, output_tokens, "request")
         predicted = None
         if predicted_output is not None:
             predicted = token_counts("predicted_output", predicted_output)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from llmsched.core.schedule import (
-    RequestTimes,
-    goodput_figures,
+    STAGE_COLUMNS,
+    ScheduleBase,
     latency_figures,
     percentiles,
     read_only,
@@ -25,6 +25,8 @@ from llmsched.fleet.engine import Engine
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from llmsched.core.violations import Violation
 
 __all__ = ["FleetSchedule"]
 
@@ -39,8 +41,15 @@ def _gather(
 
 
 @dataclass(frozen=True, eq=False)
-class FleetSchedule(RequestTimes):
-    """What a fleet ran: each engine's schedule and where each request went."""
+class FleetSchedule(ScheduleBase):
+    """What a fleet ran: each engine's schedule and where each request went.
+
+    It meets :class:`~llmsched.core.schedule.ScheduleLike`: its machines are its engines, a
+    request's machine is the engine that ran it, and its stages are every engine's and the
+    backoff pulls (:meth:`stage_frame`).
+    """
+
+    mode: ClassVar[str] = "fleet"
 
     workload: Workload
     engines: tuple[Engine, ...]
@@ -89,6 +98,36 @@ class FleetSchedule(RequestTimes):
         """Each request's mean time between tokens (NaN for one of a single token)."""
         return self._per_request("tbt_mean")
 
+    @cached_property
+    def request_client(self) -> np.ndarray:
+        """The client (of its engine) each request ran on."""
+        return read_only(self._per_request("request_client").astype(np.int64))
+
+    @property
+    def request_machine(self) -> np.ndarray:
+        """The engine each request ran on (:attr:`request_engine`)."""
+        return self.request_engine
+
+    @property
+    def machines(self) -> int:
+        """The fleet's engines."""
+        return len(self.engines)
+
+    @property
+    def clients(self) -> int:
+        """The engines' clients added up."""
+        return sum(e.clients for e in self.engines)
+
+    @property
+    def prefill_stages(self) -> int:
+        """Prefill stages over all engines."""
+        return sum(s.prefill_stages for s in self.schedules)
+
+    @property
+    def decode_iterations(self) -> int:
+        """Iterations in which some request decodes, over all engines."""
+        return sum(s.decode_iterations for s in self.schedules)
+
     @property
     def makespan(self) -> float:
         """The end of the last engine's last stage."""
@@ -98,12 +137,6 @@ class FleetSchedule(RequestTimes):
     def price_per_hour(self) -> float:
         """What the fleet costs an hour: its engines' prices added up."""
         return float(sum(e.price for e in self.engines))
-
-    @property
-    def tokens_per_s(self) -> float:
-        """Output tokens per second of the fleet's makespan."""
-        span = self.makespan
-        return self.workload.total_output_tokens / span if span > 0 else 0.0
 
     @property
     def tokens_per_cost(self) -> float:
@@ -147,9 +180,18 @@ class FleetSchedule(RequestTimes):
         """Headline figures of the fleet: ``requests``, ``engines``, ``router``,
         ``makespan_s``, ``utilization``, ``tokens_per_s``, ``price_per_hour``,
         ``tokens_per_cost``, ``pulled``; the serving figures every mode reports (mean, p50,
-        p90, p99 of TTFT, latency and time between tokens); ``requests_per_s``,
-        ``goodput_rps``, ``slo_attainment`` against the targets."""
-        meets = self.meets_slo(slo_ttft, slo_tbt)
+        p90, p99 of TTFT, latency and time between tokens, percentiles of the normalized
+        latency); ``requests_per_s``, ``goodput_rps``, ``slo_attainment`` against the
+        targets; then ``mode`` (``fleet``), ``machines`` (its engines), ``clients``,
+        ``prefill_stages`` and ``decode_iterations`` (over all engines), which complete the
+        keys every mode's summary has (:data:`~llmsched.core.schedule.SUMMARY_KEYS`).
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        goodput = self.goodput_figures(slo_ttft, slo_tbt)  # the targets checked before the rest
         n = len(self.workload)
         span = self.makespan
         out: dict[str, Any] = {
@@ -163,8 +205,13 @@ class FleetSchedule(RequestTimes):
             "tokens_per_cost": self.tokens_per_cost,
             "pulled": self.pulled,
         }
-        out.update(latency_figures(self.ttft, self.latency, *self.tbt_distribution()))
-        out.update(goodput_figures(meets, span, slo_ttft, slo_tbt))
+        out.update(self.latency_figures())
+        out.update(goodput)
+        out["mode"] = self.mode
+        out["machines"] = self.machines
+        out["clients"] = self.clients
+        out["prefill_stages"] = self.prefill_stages
+        out["decode_iterations"] = self.decode_iterations
         return out
 
     def engine_frame(self) -> pd.DataFrame:
@@ -199,17 +246,91 @@ class FleetSchedule(RequestTimes):
         return pd.DataFrame(rows)
 
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
-        """One row per request: the workload's columns, then ``engine``, ``reached``,
-        ``pulled_from``, ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean`` and
-        ``meets_slo``."""
-        frame = self.workload.to_frame()
-        frame["engine"] = self.request_engine
-        frame["reached"] = self.request_reached
-        frame["pulled_from"] = self.request_pulled_from
-        frame["prefill_end"] = self.prefill_end
-        frame["finish"] = self.finish
-        frame["ttft"] = self.ttft
-        frame["latency"] = self.latency
-        frame["tbt_mean"] = self.tbt_mean
-        frame["meets_slo"] = self.meets_slo(slo_ttft, slo_tbt)
-        return frame
+        """One row per request: the workload's columns, then ``engine``, ``machine`` (the
+        engine again, the column every mode has), ``client``, ``reached``, ``pulled_from``,
+        ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``, ``e2e``,
+        ``normalized_latency`` and ``meets_slo``.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        return self._request_frame(
+            self.meets_slo(slo_ttft, slo_tbt),
+            engine=self.request_engine,
+            machine=self.request_machine,
+            client=self.request_client,
+            reached=self.request_reached,
+            pulled_from=self.request_pulled_from,
+            prefill_end=self.prefill_end,
+        )
+
+    def stage_frame(self) -> pd.DataFrame:
+        """What ran when: every engine's stages (engine 0's, in its own order, then engine
+        1's, ...), then one row per backoff pull (in request order).
+
+        Columns: ``machine`` (the engine; a pull's donor), ``kind`` (as the engine names its
+        stages; ``pull``), ``start``, ``end``, ``duration``, ``tokens``, ``requests`` (as each
+        engine's :meth:`stage_frame` gives them; a pull's prompt tokens and 1), then ``id``
+        (the row in its engine's own stage frame; the pulled request) and ``to_machine`` (the
+        engine; the engine that pulled). A pull leaves its donor the backoff delay before
+        the request reaches the engine that pulled it.
+        """
+        import pandas as pd
+
+        parts = [s.stage_frame() for s in self.schedules]
+        columns: dict[str, list[np.ndarray]] = {name: [] for name in STAGE_COLUMNS}
+        ids, to_machine = [], []
+        for k, frame in enumerate(parts):
+            for name in STAGE_COLUMNS:
+                columns[name].append(frame[name].to_numpy())
+            columns["machine"][-1] = np.full(len(frame), k, dtype=np.int64)
+            ids.append(np.arange(len(frame), dtype=np.int64))
+            to_machine.append(np.full(len(frame), k, dtype=np.int64))
+        pulled = np.flatnonzero(self.request_pulled_from >= 0)
+        delay = float(self.info.get("backoff_delay", 0.0))
+        reached = self.request_reached[pulled]
+        left = reached - delay
+        pulls = {
+            "machine": self.request_pulled_from[pulled],
+            "kind": np.full(pulled.size, "pull"),
+            "start": left,
+            "end": reached,
+            "duration": reached - left,
+            "tokens": self.workload.prompt_tokens[pulled].astype(np.int64),
+            "requests": np.ones(pulled.size, dtype=np.int64),
+        }
+        for name in STAGE_COLUMNS:
+            columns[name].append(pulls[name])
+        ids.append(pulled.astype(np.int64))
+        to_machine.append(self.request_engine[pulled])
+        data: dict[str, np.ndarray] = {}
+        for name in STAGE_COLUMNS:
+            values = np.concatenate(columns[name])
+            data[name] = values.astype(str) if name == "kind" else values
+        data["id"] = np.concatenate(ids)
+        data["to_machine"] = np.concatenate(to_machine)
+        return pd.DataFrame(data).rename_axis("stage")
+
+    def validate(self, **options: Any) -> list[Violation]:
+        """Every rule of a fleet the run breaks, each engine's mode's rules included
+        (:func:`llmsched.validate_fleet`, given ``options``: ``skip``, ``rtol``, ``atol``);
+        empty when it is valid."""
+        from llmsched.fleet.validate import validate_fleet
+
+        return validate_fleet(self, **options)
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The fleet's run as a Chrome trace (Trace Event Format): a process per engine laid
+        out as that engine's own trace, each pull a flow between engines; see
+        :mod:`llmsched.fleet.export`. :meth:`write_chrome_trace` writes it.
+
+        Raises
+        ------
+        ValueError
+            A time that is not finite.
+        """
+        from llmsched.fleet.export import chrome_trace
+
+        return chrome_trace(self)

@@ -6,8 +6,8 @@ import pytest
 
 from llmsched import Workload
 from llmsched.engines.disaggregation.cluster import transfer_seconds
-from llmsched.online.simulate import simulate_disaggregated
-from tests.engines.disaggregation.test_cluster_loop import LLAMA_65B, PAPER, _cluster, _workload
+from llmsched.fleet.disaggregated import simulate_disaggregated
+from tests.fleet.test_disaggregated import LLAMA_65B, PAPER, _cluster, _workload
 
 
 def test_the_transfer_overlaps_layer_by_layer() -> None:

@@ -10,9 +10,9 @@ import pytest
 from llmsched import Workload
 from llmsched.engines.disaggregation.schedule import DisaggregatedSchedule
 from llmsched.engines.disaggregation.validate import DISAGGREGATED_RULES, validate_disaggregated
-from llmsched.online.simulate import simulate_disaggregated
-from tests.engines.disaggregation.test_cluster_loop import PAPER, _cluster
+from llmsched.fleet.disaggregated import simulate_disaggregated
 from tests.engines.disaggregation.test_schedule import _rules, _set, _valid
+from tests.fleet.test_disaggregated import PAPER, _cluster
 
 
 def test_each_rule_is_caught_alone() -> None:

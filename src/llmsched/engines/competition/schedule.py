@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -55,16 +55,13 @@ from llmsched.core.schedule import (
     DECODE,
     KIND_NAMES,
     PREFILL,
-    RequestTimes,
+    EngineSchedule,
+    NumberedRuns,
     context_at,
     frozen_array,
-    goodput_figures,
-    latency_figures,
-    percentiles,
     read_only,
     run_holding,
     runs_from_iteration_end,
-    slo_target,
     sum_of_min,
 )
 from llmsched.core.workload import Workload
@@ -73,12 +70,20 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
+    from llmsched.core.violations import Violation
+
 __all__ = ["Schedule"]
 
 
 @dataclass(frozen=True, eq=False)
-class Schedule(RequestTimes):
-    """Stages, decode runs and per-request placement of one execution (see the module docstring)."""
+class Schedule(NumberedRuns, EngineSchedule):
+    """Stages, decode runs and per-request placement of one execution (see the module docstring).
+
+    It meets :class:`~llmsched.core.schedule.ScheduleLike`: one engine (machine 0) of
+    ``clients`` clients.
+    """
+
+    mode: ClassVar[str] = "competition"
 
     workload: Workload
     cost: CostModel
@@ -178,14 +183,26 @@ class Schedule(RequestTimes):
         return int(self.stage_kind.size)
 
     @property
-    def num_runs(self) -> int:
-        """Decode runs (stretches of iterations of one duration)."""
-        return int(self.run_start.size)
+    def prefill_stages(self) -> int:
+        """Prefill stages the engine ran."""
+        return int(np.count_nonzero(self.stage_kind == PREFILL))
 
-    @cached_property
-    def num_iterations(self) -> int:
-        """Decode iterations over all decode stages (the runs' total)."""
-        return int(self.run_iterations.sum())
+    @property
+    def decode_iterations(self) -> int:
+        """Decode iterations over all decode stages (:attr:`num_iterations`)."""
+        return self.num_iterations
+
+    @property
+    def run_first_time(self) -> np.ndarray:
+        """Each run's first iteration time (:attr:`run_iteration_time`, under the name the
+        fused and disaggregated schedules use)."""
+        return self.run_iteration_time
+
+    @property
+    def run_step(self) -> np.ndarray:
+        """Each run's growth per iteration, zeros when the schedule gives none
+        (:attr:`run_iteration_step`, under the name the other modes use)."""
+        return self._step
 
     def __repr__(self) -> str:
         return (
@@ -198,11 +215,6 @@ class Schedule(RequestTimes):
     # Everything below works from the runs, in O(stages + runs + requests) whatever the
     # number of iterations; only the materialised per-iteration arrays, and the TBT
     # distribution of runs whose iterations lengthen, are O(iterations).
-    @cached_property
-    def run_first_iteration(self) -> np.ndarray:
-        """Global index of the first decode iteration of each run."""
-        return read_only(np.cumsum(self.run_iterations) - self.run_iterations)
-
     @cached_property
     def _step(self) -> np.ndarray:
         """Each run's growth per iteration (zeros when the schedule gives none)."""
@@ -229,49 +241,10 @@ class Schedule(RequestTimes):
         return tau if self._constant_speed else tau + self._step[run] * offset
 
     @cached_property
-    def run_end(self) -> np.ndarray:
-        """When each run's last iteration ended."""
-        every = np.arange(self.num_runs)
-        return read_only(self.run_start + self._elapsed(every, self.run_iterations))
-
-    @cached_property
     def _decode_time_before_run(self) -> np.ndarray:
         """Decode seconds spent before each run starts (prefill pauses left out)."""
         spent = self._elapsed(np.arange(self.num_runs), self.run_iterations)
         return read_only(np.cumsum(spent) - spent)
-
-    def _locate(self, iterations: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For global iterations ``g``: the run holding each, ``g``'s offset in it, and whether
-        ``g`` is an iteration of the schedule at all (run and offset are 0 where it is not)."""
-        g = np.asarray(iterations, dtype=np.int64)
-        inside = (g >= 0) & (g < self.num_iterations)
-        if not self.num_runs:
-            return np.zeros(g.shape, dtype=np.int64), np.zeros(g.shape, dtype=np.int64), inside
-        run = run_holding(self.run_first_iteration, self.run_iterations, np.where(inside, g, 0))
-        offset = np.where(inside, g - self.run_first_iteration[run], 0)
-        return run, offset, inside
-
-    def iteration_start_at(self, iterations: Any) -> np.ndarray:
-        """When the given global decode iterations started (NaN for one the schedule lacks).
-
-        Equal to ``iteration_start[iterations]``, found from the runs without
-        materialising that array: time and memory grow with the runs and the iterations asked
-        for, not with the schedule's iterations.
-        """
-        return self._iteration_time_at(iterations, ends=0)
-
-    def iteration_end_at(self, iterations: Any) -> np.ndarray:
-        """When the given global decode iterations ended (NaN for one the schedule lacks);
-        equal to ``iteration_end[iterations]``, found from the runs as ``iteration_start_at``."""
-        return self._iteration_time_at(iterations, ends=1)
-
-    def _iteration_time_at(self, iterations: Any, ends: int) -> np.ndarray:
-        # ends=0: the iteration's start; ends=1: its end (one iteration time later).
-        if not self.num_runs:
-            return np.full(np.shape(iterations), np.nan)
-        run, offset, inside = self._locate(iterations)
-        at = self.run_start[run] + self._elapsed(run, offset + ends)
-        return np.where(inside, at, np.nan)
 
     def _iteration_offsets(self) -> np.ndarray:
         return np.arange(self.num_iterations, dtype=np.int64) - np.repeat(
@@ -507,24 +480,6 @@ class Schedule(RequestTimes):
         best = np.maximum(best, range_max(inner, run_lo + 1, run_hi))
         return read_only(np.where(decoding, best, np.nan))
 
-    def meets_slo(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> np.ndarray:
-        """Whether each request meets the latency targets: TTFT <= ``slo_ttft`` and mean time
-        between tokens (:attr:`tbt_mean`) <= ``slo_tbt``, in seconds; a target left None is
-        met by every request.
-
-        Raises
-        ------
-        TypeError, ValueError
-            A target that is not None or a number > 0 (``inf`` allowed).
-        """
-        ttft_target, tbt_target = slo_target("slo_ttft", slo_ttft), slo_target("slo_tbt", slo_tbt)
-        meets = np.ones(len(self.workload), dtype=bool)
-        if ttft_target is not None:
-            meets &= self.ttft <= ttft_target
-        if tbt_target is not None:
-            meets &= self.tbt_mean <= tbt_target
-        return meets
-
     # ---------------------------------------------------------------- metrics
     @cached_property
     def busy_time(self) -> float:
@@ -552,12 +507,6 @@ class Schedule(RequestTimes):
         """Busy client-time over ``clients * makespan`` (the coloured share of the Gantt chart)."""
         span = self.makespan
         return self.busy_time / (self.clients * span) if span > 0 else 0.0
-
-    @property
-    def tokens_per_s(self) -> float:
-        """Output tokens per second of makespan."""
-        span = self.makespan
-        return self.workload.total_output_tokens / span if span > 0 else 0.0
 
     @property
     def prefill_time_total(self) -> float:
@@ -590,56 +539,49 @@ class Schedule(RequestTimes):
             token-weighted mean gap); p50, p90, p99 of ``normalized_latency``;
             ``requests_per_s`` (requests over makespan); ``goodput_rps`` (requests meeting
             both targets over makespan), ``slo_attainment`` (their share) and the targets
-            ``slo_ttft_s``, ``slo_tbt_s`` (None when not given).
+            ``slo_ttft_s``, ``slo_tbt_s`` (None when not given); ``mode`` (``competition``) and
+            ``machines`` (1), the keys every mode's summary has
+            (:data:`~llmsched.core.schedule.SUMMARY_KEYS`).
 
         Raises
         ------
         TypeError, ValueError
             A target that is not None or a number > 0 (``inf`` allowed).
         """
-        meets = self.meets_slo(slo_ttft, slo_tbt)
-        n = len(self.workload)
-        span = self.makespan
+        goodput = self.goodput_figures(slo_ttft, slo_tbt)  # the targets checked before the rest
         out: dict[str, Any] = {
-            "requests": n,
+            "requests": len(self.workload),
             "clients": self.clients,
             "makespan_s": self.makespan,
             "utilization": self.utilization,
             "tokens_per_s": self.tokens_per_s,
-            "prefill_stages": int(np.count_nonzero(self.stage_kind == PREFILL)),
-            "decode_iterations": self.num_iterations,
+            "prefill_stages": self.prefill_stages,
+            "decode_iterations": self.decode_iterations,
             "prefill_time_s": self.prefill_time_total,
             "decode_time_s": self.decode_time_total,
         }
-        out.update(latency_figures(self.ttft, self.latency, *self.tbt_distribution()))
-        p50, p90, p99 = percentiles(self.normalized_latency)
-        out["normalized_latency_p50_s"] = p50
-        out["normalized_latency_p90_s"] = p90
-        out["normalized_latency_p99_s"] = p99
-        out.update(goodput_figures(meets, span, slo_ttft, slo_tbt))
+        out.update(self.latency_figures())
+        out.update(goodput)
+        out["mode"] = self.mode
+        out["machines"] = self.machines
         return out
 
     # ------------------------------------------------------------ dataframes
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
-        """One row per request: the workload's columns, then ``client``, ``prefill_stage``,
-        ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``, ``tbt_max``, ``e2e``,
-        ``normalized_latency`` and ``meets_slo`` (against the targets, see :meth:`meets_slo`)."""
-        import pandas as pd
-
-        meets = self.meets_slo(slo_ttft, slo_tbt)
-        frame = self.workload.to_frame()
-        frame["client"] = self.request_client
-        frame["prefill_stage"] = self.request_prefill_stage
-        frame["prefill_end"] = self.prefill_end
-        frame["finish"] = self.finish
-        frame["ttft"] = self.ttft
-        frame["latency"] = self.latency
-        frame["tbt_mean"] = self.tbt_mean
-        frame["tbt_max"] = self.tbt_max
-        frame["e2e"] = self.e2e
-        frame["normalized_latency"] = self.normalized_latency
-        frame["meets_slo"] = meets
-        return pd.DataFrame(frame)
+        """One row per request: the workload's columns, then ``machine`` (0), ``client``,
+        ``prefill_stage``, ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``,
+        ``tbt_max``, ``e2e``, ``normalized_latency`` and ``meets_slo`` (against the targets, see
+        :meth:`meets_slo`)."""
+        frame = self._request_frame(
+            self.meets_slo(slo_ttft, slo_tbt),
+            machine=self.request_machine,
+            client=self.request_client,
+            prefill_stage=self.request_prefill_stage,
+            prefill_end=self.prefill_end,
+        )
+        # The largest gap, which only this mode tracks, beside the mean one.
+        frame.insert(list(frame.columns).index("tbt_mean") + 1, "tbt_max", self.tbt_max)
+        return frame
 
     def stage_work(self) -> dict[str, np.ndarray]:
         """What each stage computed, as a cost model prices it (int64 arrays, one per stage).
@@ -685,18 +627,29 @@ class Schedule(RequestTimes):
         }
 
     def stage_frame(self) -> pd.DataFrame:
-        """One row per stage: ``kind``, ``start``, ``end``, ``duration``, then what it computed
+        """One row per stage: ``machine`` (0), ``kind``, ``start``, ``end``, ``duration``,
+        ``tokens`` (prompt tokens a prefill stage prefilled, output tokens a decode stage
+        decoded), ``requests`` (prefilled or decoding in it), then what it computed
         (:meth:`stage_work`: ``prompt_tokens``, ``prompt_squares``, ``iterations``,
         ``decoded_tokens``, ``context_tokens``)."""
         import pandas as pd
 
+        n = self.num_stages
+        work = self.stage_work()
+        placed = (self.request_prefill_stage >= 0) & (self.request_prefill_stage < n)
+        _, seg_stage, _, _ = self._decode_segments()
+        requests = np.bincount(self.request_prefill_stage[placed], minlength=n)[:n]
+        requests = requests + np.bincount(seg_stage, minlength=n)[:n]
         return pd.DataFrame(
             {
+                "machine": np.zeros(n, dtype=np.int64),
                 "kind": KIND_NAMES[self.stage_kind],
                 "start": self.stage_start,
                 "end": self.stage_end,
                 "duration": self.stage_end - self.stage_start,
-                **self.stage_work(),
+                "tokens": work["prompt_tokens"] + work["decoded_tokens"],
+                "requests": requests.astype(np.int64),
+                **work,
             }
         ).rename_axis("stage")
 
@@ -765,23 +718,35 @@ class Schedule(RequestTimes):
         )
         return frame.sort_values(["start", "client"], kind="stable").reset_index(drop=True)
 
+    # ---------------------------------------------------------------- checks
+    def validate(self, **options: Any) -> list[Violation]:
+        """Every way the schedule breaks the system model (:func:`llmsched.validate`, given
+        ``options``: ``skip``, ``rtol``, ``atol``); empty when it is valid."""
+        from llmsched.engines.competition.validate import validate
+
+        return validate(self, **options)
+
     # ---------------------------------------------------------------- exports
-    def to_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    def chrome_trace(self) -> dict[str, Any]:
         """The schedule as a Chrome trace (Trace Event Format) for ui.perfetto.dev or
         chrome://tracing: an ``engine`` track with a slice per stage and a ``client J``
         track per client that worked, with a slice per prefill and decode segment
         (``prefill r123``, ``decode r123``); times in integer microseconds. See
-        :mod:`llmsched.engines.export` for the layout.
+        :mod:`llmsched.engines.competition.export` for the layout; :meth:`write_chrome_trace`
+        writes it.
 
-        Parameters
-        ----------
-        path
-            Where to write the JSON; None: write nothing.
+        Raises
+        ------
+        ValueError
+            A stage or segment time that is not finite.
+        """
+        from llmsched.engines.competition.export import chrome_trace
 
-        Returns
-        -------
-        dict
-            The trace object (``traceEvents``, ``displayTimeUnit``, ``otherData``).
+        return chrome_trace(self)
+
+    def to_chrome_trace(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """:meth:`chrome_trace`, written to ``path`` as :meth:`write_chrome_trace` writes it
+        when a path is given.
 
         Raises
         ------
@@ -789,40 +754,11 @@ class Schedule(RequestTimes):
             A path that cannot be written (a folder, a missing folder, no permission),
             named in the message and checked before the trace is built.
         """
-        from llmsched.engines.export import chrome_trace, write_chrome_trace
+        return self.chrome_trace() if path is None else self.write_chrome_trace(path)
 
-        return chrome_trace(self) if path is None else write_chrome_trace(self, path)
-
-    def to_requests_csv(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        slo_ttft: float | None = None,
-        slo_tbt: float | None = None,
-    ) -> str | None:
-        """:meth:`request_frame` as CSV (a ``request`` column first, serving metrics included)
-        written to ``path``, or returned as text when ``path`` is None.
-
-        Raises
-        ------
-        TypeError, ValueError
-            A path that cannot be written (checked before any work), or a bad SLO target.
-        """
-        from llmsched.engines.export import write_requests_csv
-
-        return write_requests_csv(self, path, slo_ttft=slo_ttft, slo_tbt=slo_tbt)
-
-    def to_stages_csv(self, path: str | os.PathLike[str] | None = None) -> str | None:
-        """:meth:`stage_frame` as CSV (a ``stage`` column first) written to ``path``, or
-        returned as text when ``path`` is None.
-
-        Raises
-        ------
-        TypeError, ValueError
-            A path that cannot be written, checked before any work.
-        """
-        from llmsched.engines.export import write_stages_csv
-
-        return write_stages_csv(self, path)
+    # Older names of the writers, kept for the callers that use them.
+    to_requests_csv = EngineSchedule.write_requests_csv
+    to_stages_csv = EngineSchedule.write_stages_csv
 
     def plot(self, **kwargs: Any) -> Figure:
         """Gantt chart of clients over time; see :func:`llmsched.plot.gantt`."""

@@ -2,7 +2,8 @@
 cluster, its schedule, its validator and its lower bound.
 
 A request is prefilled on a *prompt machine* (prefill stages only, up to that machine's
-prefill capacity, first come first served), and its keys and values are then sent to a
+prefill capacity, in the order its request policy takes them: first come first served by
+default), and its keys and values are then sent to a
 *token machine*, which decodes it with continuous batching (every decoding request in every
 iteration, up to the machine's clients). The transfer moves ``kv_bytes_per_token`` bytes per
 prompt token over a link of ``kv_bandwidth`` GB/s: ``x = bytes / bandwidth`` seconds.

@@ -13,8 +13,14 @@ from llmsched.core.cost import (
     decode_seconds,
     prefill_seconds,
 )
-from llmsched.core.violations import Report, Violation, skipped_rules
-from llmsched.engines.disaggregation.schedule import DisaggregatedSchedule
+from llmsched.core.violations import Report, Violation, size_mismatches, skipped_rules
+from llmsched.engines.disaggregation.schedule import (
+    REQUEST_ARRAYS,
+    RUN_ARRAYS,
+    STAGE_ARRAYS,
+    TIME_ARRAYS,
+    DisaggregatedSchedule,
+)
 
 if TYPE_CHECKING:
     pass
@@ -81,28 +87,10 @@ def validate_disaggregated(
 
     s, wl, c = schedule, schedule.workload, schedule.cluster
     n, stages, runs = len(wl), s.stage_start.size, s.run_start.size
-    broken = [
-        f"{a} has {getattr(s, a).size} entries for {stages} stages"
-        for a in ("stage_machine", "stage_end")
-        if getattr(s, a).size != stages
-    ]
-    broken += [
-        f"{a} has {getattr(s, a).size} entries for {runs} runs"
-        for a in ("run_machine", "run_iterations", "run_first_time", "run_step", "run_active", "run_context")
-        if getattr(s, a).size != runs
-    ]
-    broken += [
-        f"{a} has {getattr(s, a).size} entries for {n} requests"
-        for a in (
-            "request_stage",
-            "request_machine",
-            "request_client",
-            "request_transfer_end",
-            "request_decode_start",
-            "request_decode_end",
-        )
-        if getattr(s, a).size != n
-    ]
+    # stage_start and run_start say how many stages and runs there are.
+    broken = size_mismatches(
+        s, (("stages", stages, STAGE_ARRAYS), ("runs", runs, RUN_ARRAYS), ("requests", n, REQUEST_ARRAYS))
+    )
     if not broken:
         if n and not ((s.request_stage >= 0) & (s.request_stage < stages)).all():
             broken.append("a request's stage does not exist")
@@ -110,16 +98,10 @@ def validate_disaggregated(
             arr = getattr(s, name)
             if arr.size and not ((arr >= 0) & (arr < c.machines)).all():
                 broken.append(f"{name} names a machine that does not exist")
-        floats = (
-            "stage_start",
-            "stage_end",
-            "run_start",
-            "run_first_time",
-            "run_step",
-            "request_transfer_end",
-        )
         broken += [
-            f"{a} holds a value that is not finite" for a in floats if not np.isfinite(getattr(s, a)).all()
+            f"{a} holds a value that is not finite"
+            for a in TIME_ARRAYS
+            if not np.isfinite(getattr(s, a)).all()
         ]
         if not math.isfinite(s.makespan):
             broken.append(f"the makespan {s.makespan!r} is not finite")

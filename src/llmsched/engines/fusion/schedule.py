@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -15,11 +15,13 @@ from llmsched.core.cost import (
     decode_seconds,
     prefill_seconds,
 )
-from llmsched.core.schedule import RequestTimes, latency_figures, percentiles, read_only
+from llmsched.core.schedule import EngineSchedule, NumberedRuns, SteppedRuns, read_only
 from llmsched.core.workload import Workload
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from llmsched.core.violations import Violation
 
 __all__ = ["FusedSchedule", "frozen_array"]
 
@@ -39,7 +41,7 @@ def frozen_array(name: str, values: Any, dtype: Any) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class FusedSchedule(RequestTimes):
+class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     """What a fused engine ran: runs of iterations, the prompt chunks in them, and each
     request's client and decode range.
 
@@ -54,7 +56,12 @@ class FusedSchedule(RequestTimes):
     Chunks: chunk ``k`` gives ``chunk_tokens[k]`` tokens of request ``chunk_request[k]``'s
     prompt in run ``chunk_run[k]``. Requests: ``request_client`` and the half-open range
     ``[request_decode_start, request_decode_end)`` of iterations in which each decodes.
+
+    It meets :class:`~llmsched.core.schedule.ScheduleLike`: one engine (machine 0) of
+    ``clients`` clients, whose runs are its stages.
     """
+
+    mode: ClassVar[str] = "fusion"
 
     workload: Workload
     cost: CostModel
@@ -106,38 +113,14 @@ class FusedSchedule(RequestTimes):
 
     # ------------------------------------------------------------------ runs
     @property
-    def num_runs(self) -> int:
-        return int(self.run_start.size)
+    def prefill_stages(self) -> int:
+        """Prefill stages: none, the chunks ride in the iterations."""
+        return 0
 
-    @cached_property
-    def num_iterations(self) -> int:
-        return int(self.run_iterations.sum())
-
-    @cached_property
-    def run_first_iteration(self) -> np.ndarray:
-        return read_only(np.concatenate([[0], np.cumsum(self.run_iterations)[:-1]]).astype(np.int64))
-
-    def _elapsed(self, run: np.ndarray, iterations: np.ndarray) -> np.ndarray:
-        """Seconds of the first ``iterations`` iterations of each ``run``."""
-        k = iterations.astype(np.float64)
-        return k * self.run_first_time[run] + self.run_step[run] * (k * (k - 1) / 2)
-
-    @cached_property
-    def run_end(self) -> np.ndarray:
-        runs = np.arange(self.num_runs)
-        return read_only(self.run_start + self._elapsed(runs, self.run_iterations))
-
-    def iteration_end_at(self, iterations: Any) -> np.ndarray:
-        """When each given iteration ended (NaN for an index outside the schedule)."""
-        g = np.asarray(iterations, dtype=np.int64)
-        inside = (g >= 0) & (g < self.num_iterations)
-        safe = np.where(inside, g, 0)
-        if not self.num_runs:
-            return np.full(g.shape, np.nan)
-        run = np.searchsorted(self.run_first_iteration, safe, side="right") - 1
-        offset = safe - self.run_first_iteration[run]
-        end = self.run_start[run] + self._elapsed(run, offset + 1)
-        return np.where(inside, end, np.nan)
+    @property
+    def decode_iterations(self) -> int:
+        """Iterations in which some request decodes."""
+        return int(self.run_iterations[self.run_decoding > 0].sum())
 
     # -------------------------------------------------------------- requests
     @cached_property
@@ -196,52 +179,39 @@ class FusedSchedule(RequestTimes):
         start = self.run_start[np.minimum(first, self.num_runs - 1)]
         return float(np.nansum(self.finish - start)) / (self.clients * self.makespan)
 
-    @property
-    def tokens_per_s(self) -> float:
-        return self.workload.total_output_tokens / self.makespan if self.makespan > 0 else 0.0
-
-    def meets_slo(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> np.ndarray:
-        """Requests whose TTFT and mean TBT are within the targets (None: no target)."""
-        meets = np.ones(len(self.workload), dtype=bool)
-        if slo_ttft is not None:
-            meets &= self.ttft <= slo_ttft
-        if slo_tbt is not None:
-            meets &= self.tbt_mean <= slo_tbt
-        return meets
-
     def summary(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> dict[str, Any]:
         """Headline figures, with the keys of :meth:`llmsched.Schedule.summary` where they
-        mean the same (``prefill_stages`` is 0: chunks ride in the iterations;
-        ``decode_iterations`` counts the iterations with decoding requests), and ``mode``,
-        ``token_budget``, ``busy`` (the engine's busy share of the makespan), ``iterations``
-        (all of them), ``chunks``, ``mixed_iterations`` (iterations holding both decoding and
-        chunks)."""
-        n, span = len(self.workload), self.makespan
+        mean the same (every key of :data:`~llmsched.core.schedule.SUMMARY_KEYS`;
+        ``prefill_stages`` is 0: chunks ride in the iterations; ``decode_iterations`` counts
+        the iterations with decoding requests), and ``token_budget``, ``busy`` (the engine's
+        busy share of the makespan), ``iterations`` (all of them), ``chunks``,
+        ``mixed_iterations`` (iterations holding both decoding and chunks).
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        goodput = self.goodput_figures(slo_ttft, slo_tbt)  # the targets checked before the rest
         mixed = (self.run_decoding > 0) & (self.run_chunk_tokens > 0)
         out: dict[str, Any] = {
-            "mode": "fusion",
-            "requests": n,
+            "mode": self.mode,
+            "requests": len(self.workload),
+            "machines": self.machines,
             "clients": self.clients,
             "token_budget": self.token_budget,
-            "makespan_s": span,
+            "makespan_s": self.makespan,
             "utilization": self.utilization,
             "busy": self.busy,
             "tokens_per_s": self.tokens_per_s,
-            "prefill_stages": 0,
+            "prefill_stages": self.prefill_stages,
             "iterations": self.num_iterations,
-            "decode_iterations": int(self.run_iterations[self.run_decoding > 0].sum()),
+            "decode_iterations": self.decode_iterations,
             "chunks": int(self.chunk_run.size),
             "mixed_iterations": int(self.run_iterations[mixed].sum()),
         }
-        out.update(latency_figures(self.ttft, self.latency, *self.tbt_distribution()))
-        p50, p90, p99 = percentiles(self.normalized_latency)
-        out["normalized_latency_p50_s"], out["normalized_latency_p90_s"] = p50, p90
-        out["normalized_latency_p99_s"] = p99
-        good = int(np.count_nonzero(self.meets_slo(slo_ttft, slo_tbt)))
-        out["requests_per_s"] = n / span if span > 0 else 0.0
-        out["goodput_rps"] = good / span if span > 0 else 0.0
-        out["slo_attainment"] = good / n if n else 0.0
-        out["slo_ttft_s"], out["slo_tbt_s"] = slo_ttft, slo_tbt
+        out.update(self.latency_figures())
+        out.update(goodput)
         return out
 
     def to_frame(self) -> pd.DataFrame:
@@ -263,14 +233,84 @@ class FusedSchedule(RequestTimes):
             }
         )
 
-    def request_frame(self) -> pd.DataFrame:
-        """One row per request: the workload's columns, ``client``, ``prefill_end``,
-        ``finish``, ``ttft``, ``latency``, ``tbt_mean``."""
-        frame = self.workload.to_frame()
-        frame["client"] = self.request_client
-        frame["prefill_end"] = self.prefill_end
-        frame["finish"] = self.finish
-        frame["ttft"] = self.ttft
-        frame["latency"] = self.latency
-        frame["tbt_mean"] = self.tbt_mean
-        return frame
+    @cached_property
+    def run_chunks(self) -> np.ndarray:
+        """How many chunks each run carries (each of another request)."""
+        return read_only(
+            np.bincount(self.chunk_run, minlength=self.num_runs)[: self.num_runs].astype(np.int64)
+        )
+
+    @property
+    def run_kind(self) -> np.ndarray:
+        """Each run's kind: ``prefill`` (chunks alone), ``decode`` (decoding alone) or
+        ``fused`` (both)."""
+        chunks, decoding = self.run_chunk_tokens > 0, self.run_decoding > 0
+        return np.where(chunks & decoding, "fused", np.where(chunks, "prefill", "decode"))
+
+    def stage_frame(self) -> pd.DataFrame:
+        """One row per run (the fused engine's stages), in time order: ``machine`` (0),
+        ``kind`` (:attr:`run_kind`), ``start``, ``end``, ``duration``, ``tokens`` (prompt
+        tokens of its chunks plus the tokens decoded in it), ``requests`` (decoding or
+        prefilling a chunk in it), then ``iterations``, ``first_iteration``, ``decoding``,
+        ``chunks``, ``chunk_tokens``, ``chunk_squares``, ``context`` (at its first
+        iteration), ``first_iteration_s`` and ``step_s``."""
+        import pandas as pd
+
+        return pd.DataFrame(
+            {
+                "machine": np.zeros(self.num_runs, dtype=np.int64),
+                "kind": self.run_kind,
+                "start": self.run_start,
+                "end": self.run_end,
+                "duration": self.run_end - self.run_start,
+                "tokens": self.run_chunk_tokens + self.run_decoding * self.run_iterations,
+                "requests": self.run_decoding + self.run_chunks,
+                "iterations": self.run_iterations,
+                "first_iteration": self.run_first_iteration,
+                "decoding": self.run_decoding,
+                "chunks": self.run_chunks,
+                "chunk_tokens": self.run_chunk_tokens,
+                "chunk_squares": self.run_chunk_squares,
+                "context": self.run_context,
+                "first_iteration_s": self.run_first_time,
+                "step_s": self.run_step,
+            }
+        ).rename_axis("stage")
+
+    def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
+        """One row per request: the workload's columns, then ``machine`` (0), ``client``,
+        ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``, ``e2e``,
+        ``normalized_latency`` and ``meets_slo`` (against the targets, see :meth:`meets_slo`).
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        return self._request_frame(
+            self.meets_slo(slo_ttft, slo_tbt),
+            machine=self.request_machine,
+            client=self.request_client,
+            prefill_end=self.prefill_end,
+        )
+
+    def validate(self, **options: Any) -> list[Violation]:
+        """Every rule of PD fusion the schedule breaks (:func:`llmsched.validate_fused`, given
+        ``options``: ``skip``, ``rtol``, ``atol``); empty when it is valid."""
+        from llmsched.engines.fusion.validate import validate_fused
+
+        return validate_fused(self, **options)
+
+    def chrome_trace(self) -> dict[str, Any]:
+        """The schedule as a Chrome trace (Trace Event Format): an ``engine`` track with a slice
+        per run and a track per client with its chunks and its decode; see
+        :mod:`llmsched.engines.fusion.export`. :meth:`write_chrome_trace` writes it.
+
+        Raises
+        ------
+        ValueError
+            A time that is not finite.
+        """
+        from llmsched.engines.fusion.export import chrome_trace
+
+        return chrome_trace(self)

@@ -11,7 +11,7 @@ import numpy as np
 from llmsched.core.cost import (
     context_rate,
 )
-from llmsched.core.violations import Report, Violation, skipped_rules
+from llmsched.core.violations import Report, Violation, size_mismatches, skipped_rules
 from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time
 from llmsched.engines.fusion.schedule import FusedSchedule
 
@@ -80,7 +80,7 @@ def validate_fused(
     s, wl = schedule, schedule.workload
     n, runs, chunks = len(wl), s.num_runs, int(s.chunk_run.size)
     # structure
-    broken = []
+    # run_start and chunk_run say how many runs and chunks there are.
     run_arrays = (
         "run_iterations",
         "run_first_time",
@@ -90,21 +90,14 @@ def validate_fused(
         "run_chunk_tokens",
         "run_chunk_squares",
     )
-    broken += [
-        f"{a} has {getattr(s, a).size} entries for {runs} runs"
-        for a in run_arrays
-        if getattr(s, a).size != runs
-    ]
-    broken += [
-        f"{a} has {getattr(s, a).size} entries for {chunks} chunks"
-        for a in ("chunk_request", "chunk_tokens")
-        if getattr(s, a).size != chunks
-    ]
-    broken += [
-        f"{a} has {getattr(s, a).size} entries for {n} requests"
-        for a in ("request_client", "request_decode_start", "request_decode_end")
-        if getattr(s, a).size != n
-    ]
+    broken = size_mismatches(
+        s,
+        (
+            ("runs", runs, run_arrays),
+            ("chunks", chunks, ("chunk_request", "chunk_tokens")),
+            ("requests", n, ("request_client", "request_decode_start", "request_decode_end")),
+        ),
+    )
     if not broken:
         floats = ("run_start", "run_first_time", "run_step")
         broken += [

@@ -1,8 +1,7 @@
-"""Chrome traces and CSVs of schedules: every slice against the schedule, CSVs read back."""
+"""Chrome traces and CSVs of competition schedules: every slice against the schedule, CSVs read back."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import time
@@ -11,34 +10,45 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import llmsched.engines.export as export
+import llmsched.core.export as core_export
+import llmsched.engines.competition.export as export
 from llmsched import LinearCostModel, Schedule, Workload, simulate, workloads
 from llmsched.core.schedule import DECODE, PREFILL
+from tests import traces
 from tests.strategies import instances, per_iteration_twin
 
 COST = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
-
-
-def _us(seconds: Any) -> np.ndarray:
-    """The trace's rounding: the nearest integer microsecond."""
-    return np.rint(np.asarray(seconds, dtype=np.float64) * 1e6).astype(np.int64)
 
 
 def check_trace(schedule: Schedule, trace: dict[str, Any]) -> None:
     """Every slice of ``trace`` against ``schedule``: each segment of ``segments()`` has
     exactly one X event on its client's track, with ts and dur to the rounded microsecond,
     and no other event is there; each stage has its one slice on the engine track; every
-    request appears; the tracks are named; slices on one track never overlap."""
+    request appears; the tracks are named; slices on one track never overlap; each request
+    has its arrival instant on the engine track when the workload has arrivals, and none
+    is there for a closed batch."""
     events = trace["traceEvents"]
     assert trace["displayTimeUnit"] == "ms"
     slices = [e for e in events if e["ph"] == "X"]
     meta = [e for e in events if e["ph"] == "M"]
-    assert len(slices) + len(meta) == len(events)
+    instants = [e for e in events if e["ph"] == "i"]
+    assert len(slices) + len(meta) + len(instants) == len(events)
+    arrival = schedule.workload.arrival
+    if (arrival > 0).any():
+        assert sorted((e["args"]["request"], e["ts"]) for e in instants) == list(
+            enumerate(traces.us(arrival).tolist())
+        )
+        assert all(
+            (e["name"], e["cat"], e["s"], e["pid"], e["tid"])
+            == (f"arrive r{e['args']['request']}", "arrival", "t", export.PID, export.ENGINE_TID)
+            for e in instants
+        )
+    else:
+        assert instants == []
     assert all(e["pid"] == export.PID and isinstance(e["ts"], int) and e["dur"] >= 0 for e in slices)
 
     # Client tracks: the multiset of slices equals the multiset of segments, one to one.
@@ -59,8 +69,8 @@ def check_trace(schedule: Schedule, trace: dict[str, Any]) -> None:
             seg["client"].tolist(),
             seg["stage"].tolist(),
             seg["tokens"].tolist(),
-            _us(seg["start"]),
-            _us(seg["end"]),
+            traces.us(seg["start"]),
+            traces.us(seg["end"]),
             strict=True,
         )
     )
@@ -81,7 +91,7 @@ def check_trace(schedule: Schedule, trace: dict[str, Any]) -> None:
     assert [e["args"]["stage"] for e in on_engine] == list(range(schedule.num_stages))
     prompt = np.zeros(schedule.num_stages, dtype=np.int64)
     np.add.at(prompt, schedule.request_prefill_stage, schedule.workload.prompt_tokens)
-    starts, stops = _us(schedule.stage_start), _us(schedule.stage_end)
+    starts, stops = traces.us(schedule.stage_start), traces.us(schedule.stage_end)
     for k, e in enumerate(on_engine):
         assert (e["ts"], e["ts"] + e["dur"]) == (starts[k], stops[k])
         if schedule.stage_kind[k] == PREFILL:
@@ -100,12 +110,7 @@ def check_trace(schedule: Schedule, trace: dict[str, Any]) -> None:
     assert any(e["name"] == "process_name" for e in meta)
 
     # Slices on one track follow each other without overlapping (the rounding keeps order).
-    by_track: dict[int, list[tuple[int, int]]] = {}
-    for e in slices:
-        by_track.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"]))
-    for spans in by_track.values():
-        spans.sort()
-        assert all(prev_end <= start for (_, prev_end), (start, _) in itertools.pairwise(spans))
+    traces.assert_tracks_do_not_overlap(slices)
 
 
 @given(
@@ -129,11 +134,12 @@ def test_every_slice_matches_the_schedule(instance, request_policy, iteration_po
 
 def test_gsm8k_hybrid_trace_written_and_read_back(tmp_path) -> None:
     """The GSM8K hybrid run (200 clients, hybrid-oracle / lagrangian): the file json.load reads
-    holds every slice; it stays a few megabytes and is written in well under a few seconds."""
+    holds every slice; it is the README's 2.2 MB and 16,157 events, written in well under a
+    few seconds."""
     schedule = simulate(workloads.gsm8k(0), LinearCostModel.paper(), 200, "hybrid-oracle", "lagrangian")
     path = tmp_path / "gsm8k.json"
     began = time.perf_counter()
-    returned = schedule.to_chrome_trace(path)
+    returned = schedule.write_chrome_trace(path)
     elapsed = time.perf_counter() - began
     with open(path, encoding="utf-8") as file:
         trace = json.load(file)
@@ -141,7 +147,7 @@ def test_gsm8k_hybrid_trace_written_and_read_back(tmp_path) -> None:
     check_trace(schedule, trace)
     assert len({e["args"]["request"] for e in trace["traceEvents"] if e.get("cat") == "prefill"}) == 1319
     assert trace["otherData"]["clients"] == 200 and trace["otherData"]["makespan_s"] == schedule.makespan
-    assert path.stat().st_size < 5_000_000
+    assert len(trace["traceEvents"]) == 16_157 and round(path.stat().st_size / 1e6, 1) == 2.2
     assert elapsed < 5.0
 
 
@@ -156,9 +162,37 @@ def test_trace_of_a_small_schedule_by_hand() -> None:
     assert r2[0]["args"] == {"request": 2, "stage": 3, "tokens": 3}
 
 
-def test_kind_codes_agree_with_the_schedule() -> None:
-    """The exporter's own stage-kind codes (it cannot import the schedule) are the schedule's."""
-    assert (export._PREFILL, export._DECODE) == (PREFILL, DECODE)
+def test_a_closed_batch_trace_has_only_slices_and_metadata() -> None:
+    """The GSM8K-shaped closed batch (every request at 0) shows no arrivals: its trace is the
+    metadata, the stages and the segments, as before arrivals were shown."""
+    schedule = simulate(Workload([10, 20, 30], [2, 1, 3]), COST, 2)
+    phases = Counter(e["ph"] for e in schedule.chrome_trace()["traceEvents"])
+    assert set(phases) == {"M", "X"} and phases["X"] == schedule.num_stages + len(
+        schedule.segments()["stage"]
+    )
+
+
+def test_arrivals_are_instants_on_the_engine_track() -> None:
+    """Requests arriving at 0, 0.5 and 1 s: three instants at 0, 500,000 and 1,000,000 µs."""
+    schedule = simulate(Workload([10, 20, 30], [2, 1, 3], arrival=[0.0, 0.5, 1.0]), COST, 2)
+    instants = [e for e in schedule.chrome_trace()["traceEvents"] if e["ph"] == "i"]
+    assert [(e["name"], e["ts"], e["tid"]) for e in instants] == [
+        ("arrive r0", 0, export.ENGINE_TID),
+        ("arrive r1", 500_000, export.ENGINE_TID),
+        ("arrive r2", 1_000_000, export.ENGINE_TID),
+    ]
+
+
+def test_the_schedule_methods_and_the_module_functions_agree(tmp_path) -> None:
+    """write_chrome_trace, the to_* names and the module's functions give one trace and one
+    text each."""
+    schedule = simulate(Workload([10, 20, 30], [2, 1, 3], arrival=[0.0, 0.5, 1.0]), COST, 2)
+    trace = schedule.write_chrome_trace(tmp_path / "a.json")
+    assert trace == schedule.to_chrome_trace() == export.chrome_trace(schedule) == schedule.chrome_trace()
+    assert schedule.to_chrome_trace(tmp_path / "b.json") == trace
+    assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
+    assert schedule.write_requests_csv() == schedule.to_requests_csv() == export.write_requests_csv(schedule)
+    assert schedule.write_stages_csv() == schedule.to_stages_csv() == export.write_stages_csv(schedule)
 
 
 @pytest.fixture
@@ -166,7 +200,17 @@ def schedule() -> Schedule:
     return simulate(Workload([10, 20, 30], [2, 1, 3], arrival=[0.0, 0.5, 1.0]), COST, 2)
 
 
-@pytest.mark.parametrize("method", ["to_chrome_trace", "to_requests_csv", "to_stages_csv"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "write_chrome_trace",
+        "write_requests_csv",
+        "write_stages_csv",
+        "to_chrome_trace",
+        "to_requests_csv",
+        "to_stages_csv",
+    ],
+)
 def test_unwritable_paths_are_refused_before_any_work(schedule, tmp_path, monkeypatch, method) -> None:
     """A folder, a missing folder or a path without permission: a ValueError naming the path,
     raised before the trace or the frame is built; a path of the wrong type is a TypeError."""
@@ -174,7 +218,7 @@ def test_unwritable_paths_are_refused_before_any_work(schedule, tmp_path, monkey
     def no_work(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("work started before the path was checked")
 
-    monkeypatch.setattr(export, "chrome_trace", no_work)
+    monkeypatch.setattr(Schedule, "chrome_trace", no_work)
     monkeypatch.setattr(Schedule, "request_frame", no_work)
     monkeypatch.setattr(Schedule, "stage_frame", no_work)
     write = getattr(schedule, method)
@@ -183,7 +227,7 @@ def test_unwritable_paths_are_refused_before_any_work(schedule, tmp_path, monkey
     missing = tmp_path / "nowhere" / "out.json"
     with pytest.raises(ValueError, match=re.escape(f"'{missing}': folder '{missing.parent}' does not exist")):
         write(missing)
-    monkeypatch.setattr(export.os, "access", lambda *args: False)
+    monkeypatch.setattr(core_export.os, "access", lambda *args: False)
     with pytest.raises(ValueError, match=re.escape(f"'{tmp_path / 'out.json'}': not writable")):
         write(tmp_path / "out.json")
     with pytest.raises(TypeError, match="must be a file path"):
@@ -198,37 +242,30 @@ def test_a_failed_write_names_the_path(schedule, tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr("builtins.open", refuse)
     with pytest.raises(ValueError, match=r"'.*out.json': cannot write \(Permission denied\)"):
-        schedule.to_chrome_trace(tmp_path / "out.json")
+        schedule.write_chrome_trace(tmp_path / "out.json")
 
 
 def test_requests_csv_reads_back_as_the_request_frame(schedule, tmp_path) -> None:
-    """to_requests_csv writes request_frame (serving metrics and meets_slo included) with the
+    """write_requests_csv writes request_frame (serving metrics and meets_slo included) with the
     request index first; pandas reads it back equal, floats to the last bit."""
     path = tmp_path / "requests.csv"
-    assert schedule.to_requests_csv(path, slo_ttft=3.0) is None
-    frame = schedule.request_frame(slo_ttft=3.0)
-    back = pd.read_csv(path, index_col="request")
-    pd.testing.assert_frame_equal(back, frame, check_exact=True)
+    back = traces.requests_csv_read_back(schedule, path, slo_ttft=3.0)
     assert {"ttft", "tbt_mean", "tbt_max", "e2e", "normalized_latency", "meets_slo"} <= set(back.columns)
-    assert not back["meets_slo"].all() and back["meets_slo"].any()
-    assert path.read_text() == schedule.to_requests_csv(slo_ttft=3.0)
     assert path.read_text().splitlines()[0].startswith("request,prompt_tokens,output_tokens")
 
 
 def test_stages_csv_reads_back_as_the_stage_frame(schedule, tmp_path) -> None:
-    """to_stages_csv writes stage_frame with the stage index first; it reads back equal."""
+    """write_stages_csv writes stage_frame with the stage index first; it reads back equal."""
     path = tmp_path / "stages.csv"
-    schedule.to_stages_csv(path)
-    back = pd.read_csv(path, index_col="stage")
-    pd.testing.assert_frame_equal(back, schedule.stage_frame(), check_exact=True)
-    header = "stage,kind,start,end,duration,prompt_tokens,prompt_squares,iterations,decoded_tokens"
-    assert path.read_text().splitlines()[0] == header + ",context_tokens"
+    traces.stages_csv_read_back(schedule, path)
+    header = "stage,machine,kind,start,end,duration,tokens,requests,prompt_tokens,prompt_squares"
+    assert path.read_text().splitlines()[0] == header + ",iterations,decoded_tokens,context_tokens"
 
 
 def test_nan_is_an_empty_field(schedule) -> None:
     """A request that decodes nothing (an invalid schedule) has NaN metrics: empty fields."""
     broken = replace(schedule, request_decode_end=schedule.request_decode_start)
-    text = broken.to_requests_csv()
+    text = broken.write_requests_csv()
     assert text is not None
     row = text.splitlines()[1].split(",")
     header = text.splitlines()[0].split(",")
@@ -239,4 +276,4 @@ def test_a_trace_with_times_that_are_not_finite_is_refused(schedule) -> None:
     """A stage time of NaN cannot be a microsecond: a ValueError, not a corrupt file."""
     broken = replace(schedule, stage_end=np.full(schedule.num_stages, np.nan))
     with pytest.raises(ValueError, match="stage time is not finite"):
-        broken.to_chrome_trace()
+        broken.chrome_trace()
