@@ -268,6 +268,20 @@ def reproduce_gsm8k(
     return report
 
 
+def _table_beside_the_paper(frame: Any, formats: dict[str, str]) -> str:
+    """``frame`` as text without its index, each column of ``formats`` in its format spec;
+    a paper's column (``paper_...``) shows ``-`` where the paper gives no figure."""
+    import pandas as pd
+
+    def formatter(name: str, spec: str) -> Any:
+        if name.startswith("paper_"):
+            return lambda v: "-" if pd.isna(v) else format(v, spec)
+        return lambda v: format(v, spec)
+
+    formatters = {name: formatter(name, spec) for name, spec in formats.items()}
+    return str(frame.to_string(index=False, na_rep="-", formatters=formatters))
+
+
 def format_report(report: dict[str, Any]) -> str:
     """The report as a plain-text table with the paper's figures beside ours."""
     import pandas as pd
@@ -292,16 +306,15 @@ def format_report(report: dict[str, Any]) -> str:
         ]
     ]
     lines.append(
-        frame.to_string(
-            index=False,
-            na_rep="-",
-            formatters={  # type: ignore[arg-type]
-                "makespan_s": "{:.2f}".format,
-                "paper_makespan_s": lambda v: "-" if pd.isna(v) else f"{v:.2f}",
-                "utilization": "{:.2%}".format,
-                "paper_utilization": lambda v: "-" if pd.isna(v) else f"{v:.2%}",
-                "tokens_per_s": "{:.1f}".format,
-                "gap_to_lb": "{:+.2%}".format,
+        _table_beside_the_paper(
+            frame,
+            {
+                "makespan_s": ".2f",
+                "paper_makespan_s": ".2f",
+                "utilization": ".2%",
+                "paper_utilization": ".2%",
+                "tokens_per_s": ".1f",
+                "gap_to_lb": "+.2%",
             },
         )
     )
@@ -477,15 +490,7 @@ def format_mico(report: dict[str, Any]) -> str:
         f"{report['invalid']} invalid fleets"
     )
     frame["paper_ratio"] = frame["paper_ratio"].astype(float)  # None outside Table 1: NaN, shown "-"
-    table = frame.to_string(
-        index=False,
-        na_rep="-",
-        formatters={  # type: ignore[arg-type]
-            "ratio": "{:.2f}".format,
-            "paper_ratio": lambda v: "-" if pd.isna(v) else f"{v:.2f}",
-            "q_ratio": "{:.2f}".format,
-            "i_ratio": "{:.2f}".format,
-            "pulled": "{:.1f}".format,
-        },
+    table = _table_beside_the_paper(
+        frame, {"ratio": ".2f", "paper_ratio": ".2f", "q_ratio": ".2f", "i_ratio": ".2f", "pulled": ".1f"}
     )
     return head + "\n\n" + table

@@ -14,7 +14,7 @@ Three backends solve the MIPs (:func:`~llmsched.mip.solve_full`, and the paper's
 
 ``backend="auto"`` (the default of :func:`~llmsched.mip.solve_full`) is ``scip`` when
 PySCIPOpt is installed, else ``highs``: with the extra, results are those of SCIP (as in the
-README's figures); without it, the MIPs still solve.
+figures of the documentation); without it, the MIPs still solve.
 
 Asking for a backend whose package is missing raises :class:`MissingSolverError`, a
 ``ModuleNotFoundError`` (so ``except ImportError`` catches it too) whose message names the

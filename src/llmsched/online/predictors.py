@@ -37,9 +37,9 @@ from llmsched.core.checks import (
     instance,
     positive_int,
     probability,
+    prompt_and_output,
     real,
     real_array,
-    token_counts,
 )
 from llmsched.core.checks import (
     seed as check_seed,
@@ -84,13 +84,7 @@ def _clip(values: np.ndarray) -> np.ndarray:
 
 
 def _training_pair(prompt_tokens: Any, output_tokens: Any) -> tuple[np.ndarray, np.ndarray]:
-    prompt = token_counts("prompt_tokens", prompt_tokens)
-    output = token_counts("output_tokens", output_tokens)
-    if prompt.shape != output.shape:
-        raise ValueError(
-            f"prompt_tokens has {prompt.size} entries but output_tokens has {output.size}; "
-            "every training example needs both"
-        )
+    prompt, output = prompt_and_output(prompt_tokens, output_tokens, "training example")
     if prompt.size == 0:
         raise ValueError("prompt_tokens is empty; a predictor needs at least one training example")
     return prompt, output

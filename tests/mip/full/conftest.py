@@ -6,9 +6,31 @@ from collections.abc import Callable
 
 import pytest
 
-from llmsched import lower_bounds, validate
+from llmsched import Workload, lower_bounds, validate
+from llmsched.core.cost import LevelCostModel
 from llmsched.mip import FullResult
+from llmsched.mip.full import min_decode_iterations
+from llmsched.mip.full.model import FullData
 from llmsched.online.warm_starts import heuristic_schedules
+
+# The instance the backends' own tests build their models of: four identical requests, which
+# the strong formulation prefills in index order, and a longer one.
+COST = LevelCostModel([(256, 0.03), (512, 0.05), (1024, 0.09)], 0.01)
+WORKLOAD = Workload(prompt_tokens=[50, 50, 50, 50, 60], output_tokens=[3, 3, 3, 3, 9])
+
+
+def full_data(bins: int, upper: float) -> FullData:
+    """The MIP's data of :data:`WORKLOAD` on 2 clients in ``bins`` bins, with makespan
+    bounds ``upper`` and the lower bounds' strongest."""
+    return FullData(
+        WORKLOAD,
+        COST,
+        2,
+        bins,
+        upper,
+        lower_bounds(WORKLOAD, COST, 2).strong,
+        min_decode_iterations(WORKLOAD, 2),
+    )
 
 
 def _check(result: FullResult) -> None:

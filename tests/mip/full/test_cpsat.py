@@ -9,15 +9,13 @@ import pytest
 from llmsched import Workload, lower_bounds, validate
 from llmsched.core.cost import LevelCostModel
 from llmsched.mip import Status, solve_full
-from llmsched.mip.full import min_decode_iterations, plan_from_schedule
-from llmsched.mip.full.model import FullData, build_model, time_scale
+from llmsched.mip.full import plan_from_schedule
+from llmsched.mip.full.model import build_model, time_scale
 from llmsched.online.warm_starts import heuristic_schedules
+from tests.mip.full.conftest import COST, WORKLOAD, full_data
 
 cp_model = pytest.importorskip("ortools.sat.python.cp_model")
 cpsat = pytest.importorskip("llmsched.mip.full.cpsat")
-
-COST = LevelCostModel([(256, 0.03), (512, 0.05), (1024, 0.09)], 0.01)
-WORKLOAD = Workload(prompt_tokens=[50, 50, 50, 50, 60], output_tokens=[3, 3, 3, 3, 9])
 
 
 @pytest.mark.parametrize("formulation", ["strong", "literal"])
@@ -28,15 +26,7 @@ def test_every_heuristic_plan_satisfies_the_model_as_hints(formulation: str) -> 
     assert exact
     for name, schedule in heuristic_schedules(WORKLOAD, COST, 2).items():
         plan, client = plan_from_schedule(schedule)
-        data = FullData(
-            WORKLOAD,
-            COST,
-            2,
-            plan.bins + 1,
-            schedule.makespan,
-            lower_bounds(WORKLOAD, COST, 2).strong,
-            min_decode_iterations(WORKLOAD, 2),
-        )
+        data = full_data(plan.bins + 1, schedule.makespan)
         model = cp_model.CpModel()
         built = build_model(data, formulation, cpsat.CpSatBackend(model, scale))
         for var, value in built.values_from_plan(plan, client):

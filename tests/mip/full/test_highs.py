@@ -8,34 +8,19 @@ import math
 import pytest
 from benchmarks.instances import tiny_instance
 
-from llmsched import Workload, lower_bounds, validate
-from llmsched.core.cost import LevelCostModel
+from llmsched import validate
 from llmsched.mip import Status, solve_full
 from llmsched.mip.backends import installed
-from llmsched.mip.full import highs, min_decode_iterations, plan_from_schedule
-from llmsched.mip.full.model import FullData, build_model
+from llmsched.mip.full import highs, plan_from_schedule
+from llmsched.mip.full.model import build_model
 from llmsched.mip.milp import HIGHS_MODEL_STATUS, MilpModel, MilpOutcome
 from llmsched.online.warm_starts import heuristic_schedules
-
-COST = LevelCostModel([(256, 0.03), (512, 0.05), (1024, 0.09)], 0.01)
-WORKLOAD = Workload(prompt_tokens=[50, 50, 50, 50, 60], output_tokens=[3, 3, 3, 3, 9])
+from tests.mip.full.conftest import COST, WORKLOAD, full_data
 
 # SCIP's proven optima of tiny_instance(seed) (benchmarks/full_mip_bench.py --backends
 # highs,scip): instances where the optimum lies above the lower bound, and for 6 and 16
 # below every heuristic, so the solver has work to do.
 SCIP_OPTIMA = {6: 1.31818, 9: 1.11001, 16: 0.99456}
-
-
-def _data(bins: int, upper: float) -> FullData:
-    return FullData(
-        WORKLOAD,
-        COST,
-        2,
-        bins,
-        upper,
-        lower_bounds(WORKLOAD, COST, 2).strong,
-        min_decode_iterations(WORKLOAD, 2),
-    )
 
 
 @pytest.mark.parametrize("formulation", ["strong", "literal"])
@@ -46,7 +31,9 @@ def test_every_heuristic_plan_is_a_point_of_the_highs_model(formulation: str) ->
     for name, schedule in heuristic_schedules(WORKLOAD, COST, 2).items():
         plan, client = plan_from_schedule(schedule)
         model = MilpModel()
-        built = build_model(_data(plan.bins + 1, schedule.makespan), formulation, highs.HighsBackend(model))
+        built = build_model(
+            full_data(plan.bins + 1, schedule.makespan), formulation, highs.HighsBackend(model)
+        )
         for var, value in built.values_from_plan(plan, client):
             (column,) = var.terms
             model.lower[column] = model.upper[column] = value

@@ -6,31 +6,14 @@ import math
 
 import pytest
 
-from llmsched import Workload, lower_bounds
-from llmsched.core.cost import LevelCostModel
 from llmsched.core.result import Status, Tracer
-from llmsched.mip.full import min_decode_iterations, plan_from_schedule
-from llmsched.mip.full.model import FullData, build_model
+from llmsched.mip.full import plan_from_schedule
+from llmsched.mip.full.model import SolveJob, build_model
 from llmsched.online.warm_starts import heuristic_schedules
+from tests.mip.full.conftest import COST, WORKLOAD, full_data
 
 pyscipopt = pytest.importorskip("pyscipopt")
 scip = pytest.importorskip("llmsched.mip.full.scip")
-
-COST = LevelCostModel([(256, 0.03), (512, 0.05), (1024, 0.09)], 0.01)
-# Four identical requests: the strong formulation prefills them in index order.
-WORKLOAD = Workload(prompt_tokens=[50, 50, 50, 50, 60], output_tokens=[3, 3, 3, 3, 9])
-
-
-def _data(bins: int, upper: float) -> FullData:
-    return FullData(
-        WORKLOAD,
-        COST,
-        2,
-        bins,
-        upper,
-        lower_bounds(WORKLOAD, COST, 2).strong,
-        min_decode_iterations(WORKLOAD, 2),
-    )
 
 
 @pytest.mark.parametrize("formulation", ["strong", "literal"])
@@ -41,7 +24,7 @@ def test_every_heuristic_plan_is_a_solution_scip_accepts(formulation: str) -> No
         plan, client = plan_from_schedule(schedule)
         model = pyscipopt.Model()
         model.hideOutput()
-        built = build_model(_data(plan.bins + 1, schedule.makespan), formulation, scip.ScipBackend(model))
+        built = build_model(full_data(plan.bins + 1, schedule.makespan), formulation, scip.ScipBackend(model))
         sol = model.createSol()
         for var, value in built.values_from_plan(plan, client):
             model.setSolVal(sol, var, value)
@@ -56,7 +39,7 @@ def test_a_node_limit_stops_scip_deterministically_with_its_start() -> None:
     tracer = Tracer(math.inf)
     tracer.incumbent(schedule.makespan, "start")
     status, solved = scip.solve(
-        _data(plan.bins, schedule.makespan), "literal", tracer, (plan, client), 1, 1, False
+        SolveJob(full_data(plan.bins, schedule.makespan), "literal", tracer, (plan, client), work_limit=1)
     )
     assert scip.STATUS["nodelimit"] is Status.FEASIBLE
     assert status in (Status.FEASIBLE, Status.OPTIMAL) and solved is not None

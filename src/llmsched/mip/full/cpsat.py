@@ -15,11 +15,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 from ortools.sat.python import cp_model
 
 from llmsched.core.result import Status, Tracer
-from llmsched.mip.full.model import FullData, Plan, build_before, floor_units, time_scale
+from llmsched.mip.full.model import Plan, SolveJob, floor_units, time_scale
 
 __all__ = ["RANDOM_SEED", "STATUS", "CpSatBackend", "solve"]
 
@@ -70,39 +69,32 @@ class CpSatBackend:
         return floor_units(seconds, self.scale)
 
 
-def solve(
-    data: FullData,
-    formulation: str,
-    tracer: Tracer,
-    start: tuple[Plan, np.ndarray] | None,
-    work_limit: float | None,
-    workers: int,
-    display: bool,
-) -> tuple[Status, Plan | None]:
-    """Build ``formulation`` of ``data`` in CP-SAT and solve it within the tracer's time.
+def solve(job: SolveJob) -> tuple[Status, Plan | None]:
+    """Build the job's formulation in CP-SAT and solve it within the tracer's time.
 
-    ``start`` is a warm start (a plan and each request's client), given as hints;
-    ``work_limit`` is CP-SAT's deterministic time. Returns the status (from :data:`STATUS`)
-    and the plan of the best solution (None without one); the bound goes to ``tracer``.
+    The start is a warm start (a plan and each request's client), given as hints; the work
+    limit is CP-SAT's deterministic time. Returns the status (from :data:`STATUS`) and the
+    plan of the best solution (None without one); the bound goes to the tracer.
     """
-    times = [lv.time for lv in data.cost.levels] + [data.cost.decode_token_time]
-    scale, exact = time_scale(times)
+    tracer, work_limit = job.tracer, job.work_limit
+    cost = job.data.cost
+    scale, exact = time_scale([lv.time for lv in cost.levels] + [cost.decode_token_time])
     model = cp_model.CpModel()
-    built = build_before(data, formulation, CpSatBackend(model, scale), tracer.expired)
+    built = job.build(CpSatBackend(model, scale))
     if built is None:
         return Status.TIME_LIMIT, None
-    if start is not None:
-        for var, value in built.values_from_plan(*start):
+    if job.start is not None:
+        for var, value in built.values_from_plan(*job.start):
             model.add_hint(var, round(value))
 
     solver = cp_model.CpSolver()
     params = solver.parameters
     params.max_time_in_seconds = min(max(tracer.remaining(), 0.01), _NO_TIME_LIMIT)
-    params.num_workers = workers
+    params.num_workers = job.workers
     params.random_seed = RANDOM_SEED
     if work_limit is not None:
         params.max_deterministic_time = float(work_limit)
-    params.log_search_progress = display
+    params.log_search_progress = job.display
     raw = solver.solve(model, _Trace(tracer, scale, exact))
     if raw == cp_model.MODEL_INVALID:
         raise RuntimeError(f"CP-SAT rejected the model: {model.validate()}")

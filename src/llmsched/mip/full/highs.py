@@ -30,10 +30,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
-from llmsched.core.result import Status, Tracer
-from llmsched.mip.full.model import FullData, Plan, build_before
+from llmsched.core.result import Status
+from llmsched.mip.full.model import Plan, SolveJob
 from llmsched.mip.milp import MilpModel, linear_sum
 
 __all__ = ["STATUS", "HighsBackend", "solve"]
@@ -89,33 +87,26 @@ class HighsBackend:
         return float(seconds)
 
 
-def solve(
-    data: FullData,
-    formulation: str,
-    tracer: Tracer,
-    start: tuple[Plan, np.ndarray] | None,
-    work_limit: float | None,
-    workers: int,
-    display: bool,
-) -> tuple[Status, Plan | None]:
-    """Build ``formulation`` of ``data`` for HiGHS and solve it within the tracer's time.
+def solve(job: SolveJob) -> tuple[Status, Plan | None]:
+    """Build the job's formulation for HiGHS and solve it within the tracer's time.
 
-    ``start`` is not passed to HiGHS (scipy's ``milp`` takes no MIP start; the caller keeps
-    it as its incumbent); ``work_limit`` is a number of branch-and-bound nodes; ``workers``
+    The start is not passed to HiGHS (scipy's ``milp`` takes no MIP start; the caller keeps
+    it as its incumbent); the work limit is a number of branch-and-bound nodes; the workers
     must be 1. Returns the status (from :data:`STATUS`) and the plan of HiGHS's best
-    solution (None without one); its makespan and the bound go to ``tracer``.
+    solution (None without one); its makespan and the bound go to the tracer.
     """
     from llmsched.mip.full.replay import schedule_from_plan
 
+    data, tracer = job.data, job.tracer
     model = MilpModel()
-    built = build_before(data, formulation, HighsBackend(model), tracer.expired)
+    built = job.build(HighsBackend(model))
     if built is None:
         return Status.TIME_LIMIT, None
 
     outcome = model.solve(
         tracer.remaining() if math.isfinite(tracer.time_limit) else math.inf,
-        None if work_limit is None else int(work_limit),
-        display,
+        None if job.work_limit is None else int(job.work_limit),
+        job.display,
     )
     if outcome.status not in STATUS:
         raise RuntimeError(

@@ -19,7 +19,7 @@ build the same constraints:
     lower bound and the least number of decode iterations are cuts.
 
 Deviations from the paper's text, each where its text is ambiguous or wrong (see the
-README's section on the full MIP):
+documentation's page on the full MIP):
 
 * (8) is read per client: a decode stage lasts at least ``T^d`` times the tokens any one
   client decodes in it. The decode share is in whole tokens (an iteration makes one).
@@ -49,12 +49,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from llmsched.core.cost import LevelCostModel
 from llmsched.core.workload import Workload
+
+if TYPE_CHECKING:
+    from llmsched.core.result import Tracer
 
 __all__ = [
     "FORMULATIONS",
@@ -64,6 +67,7 @@ __all__ = [
     "FullData",
     "LiteralModel",
     "Plan",
+    "SolveJob",
     "StrongModel",
     "build_model",
     "floor_units",
@@ -683,3 +687,41 @@ def build_before(
     except BuildStopped:
         return None
     return None if expired() else model
+
+
+@dataclass(frozen=True)
+class SolveJob:
+    """What :func:`~llmsched.mip.solve_full` hands a backend's ``solve``, which builds the
+    formulation and returns the status and the plan of its best solution (None without one).
+
+    Attributes
+    ----------
+    data
+        The instance.
+    formulation
+        One of :data:`FORMULATIONS`.
+    tracer
+        The time limit, and where the incumbents and bounds go.
+    start
+        A warm start, a plan and each request's client; None: none.
+    work_limit
+        The deterministic limit in the backend's unit (branch-and-bound nodes, CP-SAT's
+        deterministic time); None: none.
+    workers
+        Search workers (more than 1 only for CP-SAT).
+    display
+        Print the solver's log.
+    """
+
+    data: FullData
+    formulation: str
+    tracer: Tracer
+    start: tuple[Plan, np.ndarray] | None = None
+    work_limit: float | None = None
+    workers: int = 1
+    display: bool = False
+
+    def build(self, backend: Backend) -> StrongModel | LiteralModel | None:
+        """The formulation built on ``backend`` within the tracer's time: the model, or None
+        when the time ran out (see :func:`build_before`)."""
+        return build_before(self.data, self.formulation, backend, self.tracer.expired)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 from pyscipopt import Model, quicksum
 
-from llmsched.core.result import Status, Tracer
-from llmsched.mip.full.model import FullData, Plan, build_before
+from llmsched.core.result import Status
+from llmsched.mip.full.model import Plan, SolveJob
 from llmsched.mip.traces import attach_scip_trace
 
 __all__ = ["STATUS", "ScipBackend", "solve"]
@@ -77,38 +76,31 @@ class ScipBackend:
         return float(seconds)
 
 
-def solve(
-    data: FullData,
-    formulation: str,
-    tracer: Tracer,
-    start: tuple[Plan, np.ndarray] | None,
-    work_limit: float | None,
-    workers: int,
-    display: bool,
-) -> tuple[Status, Plan | None]:
-    """Build ``formulation`` of ``data`` in SCIP and solve it within the tracer's time.
+def solve(job: SolveJob) -> tuple[Status, Plan | None]:
+    """Build the job's formulation in SCIP and solve it within the tracer's time.
 
-    ``start`` is a warm start (a plan and each request's client); ``work_limit`` a number of
-    branch-and-bound nodes; ``workers`` must be 1 (SCIP solves on one thread). Returns the
+    The start is a warm start (a plan and each request's client); the work limit a number of
+    branch-and-bound nodes; the workers must be 1 (SCIP solves on one thread). Returns the
     status (from :data:`STATUS`) and the plan of SCIP's best solution (None without one);
-    the bound goes to ``tracer``.
+    the bound goes to the tracer.
     """
-    scip = Model(f"full-mip-{formulation}")
-    if not display:
+    tracer = job.tracer
+    scip = Model(f"full-mip-{job.formulation}")
+    if not job.display:
         scip.hideOutput()
-    model = build_before(data, formulation, ScipBackend(scip), tracer.expired)
+    model = job.build(ScipBackend(scip))
     if model is None:
         return Status.TIME_LIMIT, None
 
     attach_scip_trace(scip, tracer)
-    if start is not None:
+    if job.start is not None:
         sol = scip.createSol()
-        for var, value in model.values_from_plan(*start):
+        for var, value in model.values_from_plan(*job.start):
             scip.setSolVal(sol, var, value)
         scip.addSol(sol, free=True)
     scip.setParam("limits/time", min(max(tracer.remaining(), 0.01), _NO_TIME_LIMIT))
-    if work_limit is not None:
-        scip.setParam("limits/nodes", int(work_limit))
+    if job.work_limit is not None:
+        scip.setParam("limits/nodes", int(job.work_limit))
     scip.optimize()
     raw = scip.getStatus()
     if raw not in STATUS:

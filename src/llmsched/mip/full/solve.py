@@ -19,11 +19,11 @@ import numpy as np
 from llmsched.core.checks import positive_int
 from llmsched.core.checks import time_limit as check_time_limit
 from llmsched.core.cost import LevelCostModel, LinearCostModel, is_context_aware
-from llmsched.core.result import Result, Status, Tracer, relative_gap
+from llmsched.core.result import Result, Status, Tracer
 from llmsched.core.workload import Workload
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.mip.backends import AUTO, auto_backend, require
-from llmsched.mip.full.model import FORMULATIONS, FullData, Plan
+from llmsched.mip.full.model import FORMULATIONS, FullData, Plan, SolveJob
 from llmsched.mip.full.replay import plan_from_schedule, schedule_from_plan
 
 __all__ = [
@@ -46,9 +46,8 @@ DEFAULT_WORK_LIMIT: dict[str, float] = {"scip": 5_000, "highs": 5_000, "cpsat": 
 # order) are closed.
 _ROUNDING = 1e-12
 
-# What a backend's solve function takes: (data, formulation, tracer, start, work_limit,
-# workers, display) -> (status, plan of its best solution or None).
-SolveFunction = Callable[..., tuple[Status, Plan | None]]
+# A backend's solve: the job -> (status, plan of its best solution or None).
+SolveFunction = Callable[[SolveJob], tuple[Status, Plan | None]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -270,13 +269,15 @@ def solve_full(
         status, solved = Status.OPTIMAL, start[1]
     else:
         status, solved = solve_backend(
-            data,
-            formulation,
-            tracer,
-            (start[1], start[2]) if start is not None else None,
-            work_limit,
-            workers,
-            display,
+            SolveJob(
+                data,
+                formulation,
+                tracer,
+                (start[1], start[2]) if start is not None else None,
+                work_limit,
+                workers,
+                display,
+            )
         )
 
     schedule: Schedule | None = None
@@ -298,11 +299,7 @@ def solve_full(
         lower = math.inf  # no schedule of at most K bins (SCIP says 1e20, its infinity)
     return FullResult(
         status=status,
-        objective=objective,
-        lower_bound=lower,
-        gap=relative_gap(objective, lower),
-        runtime=tracer.elapsed(),
-        trace=tuple(tracer.points),
+        **tracer.figures(objective, lower),
         schedule=schedule,
         backend=backend,
         formulation=formulation,

@@ -37,7 +37,7 @@ from llmsched.mip.pcmax.budgets import (
 )
 
 if TYPE_CHECKING:
-    from llmsched.mip.pcmax.solve import _Pipeline
+    from llmsched.mip.pcmax.solve import Pipeline
 
 __all__ = [
     "PatternLP",
@@ -75,7 +75,7 @@ MAX_ARCS = 100_000
 MAX_CAPACITY = 20_000_000
 
 
-def _solver(pipe: _Pipeline) -> tuple[Any, Any]:
+def _solver(pipe: Pipeline) -> tuple[Any, Any]:
     """A CP-SAT solver that gives the same answer on every run: a fixed seed, one worker or
     interleaved workers, a deterministic time budget; the wall clock only as a safety net."""
     from ortools.sat.python import cp_model
@@ -391,7 +391,7 @@ def pattern_lp_rounding(
     return assignment
 
 
-def solve_arcflow(pipe: _Pipeline, sorted_p: np.ndarray) -> bool:
+def solve_arcflow(pipe: Pipeline, sorted_p: np.ndarray) -> bool:
     """Decide capacities just below the incumbent with the arc-flow model of bin packing (SCIP).
 
     For capacity C, the model asks for at most m bins (paths from load 0 to C) holding
@@ -523,7 +523,7 @@ def _decompose(
     return assignment
 
 
-def search_capacities(pipe: _Pipeline, work: int, source: str, *, bound_first: bool = False) -> bool:
+def search_capacities(pipe: Pipeline, work: int, source: str, *, bound_first: bool = False) -> bool:
     """Bisect the gap with bin-completion search, within ``work`` units of search in all.
 
     Each decision at a capacity C between the bound and the incumbent either packs the
@@ -551,7 +551,7 @@ def search_capacities(pipe: _Pipeline, work: int, source: str, *, bound_first: b
     return pipe.tracer.closed()
 
 
-def solve_aggregated(pipe: _Pipeline, sorted_p: np.ndarray) -> None:
+def solve_aggregated(pipe: Pipeline, sorted_p: np.ndarray) -> None:
     """Close the gap of an identical-machines instance, or raise its bound as far as the budgets allow."""
 
     # Few jobs per machine and wide sizes suit the search; many small jobs suit arc-flow.
@@ -617,7 +617,7 @@ def solve_aggregated(pipe: _Pipeline, sorted_p: np.ndarray) -> None:
         pipe.bound(float(math.ceil(solver.best_objective_bound - 1e-9)), "exact (cp-sat)")
 
 
-def solve_uniform(pipe: _Pipeline) -> None:
+def solve_uniform(pipe: Pipeline) -> None:
     """Exact step for uniform machines with integer speeds (makespan scaled by lcm(speeds))."""
     p, m, speeds = pipe.p, pipe.m, pipe.speeds
     assert speeds is not None and pipe.assignment is not None

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from llmsched.mip.pcmax.result import PcmaxResult
-from llmsched.mip.traces import Status, Tracer, attach_scip_trace, relative_gap, run_cpsat
+from llmsched.mip.traces import Status, Tracer, attach_scip_trace, run_cpsat
 
 __all__ = ["solve_paper_model"]
 
@@ -69,11 +69,7 @@ def solve_paper_model(
         status = Status.FEASIBLE
     return PcmaxResult(
         status=status,
-        objective=makespan,
-        lower_bound=lower,
-        gap=relative_gap(makespan, lower),
-        runtime=tracer.elapsed(),
-        trace=tuple(tracer.points),
+        **tracer.figures(makespan, lower),
         assignment=assignment,
         backend=backend,
         closed_by=backend if status is Status.OPTIMAL else "",

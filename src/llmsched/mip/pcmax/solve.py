@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from llmsched.core.result import Status, Tracer, relative_gap
+from llmsched.core.result import Status, Tracer
 from llmsched.mip.backends import load, require
 from llmsched.mip.pcmax import bounds as lb
 from llmsched.mip.pcmax import heuristics as ub
@@ -212,7 +212,7 @@ def solve_pcmax(
 
         result = solve_paper_model(p, m, s, tracer, backend, int(workers), display)
     else:
-        result = _Pipeline(p, m, s, tracer, exact, amount, int(workers), display).run()
+        result = Pipeline(p, m, s, tracer, exact, amount, int(workers), display).run()
     if fastest is not None and result.assignment.min() >= 0:
         result = replace(result, assignment=fastest[result.assignment])
     return result
@@ -269,7 +269,7 @@ def _have_ortools() -> bool:
     return True
 
 
-class _Pipeline:
+class Pipeline:
     """The steps of the pipeline around one tracer of bound and incumbent.
 
     ``expired()`` is the only clock read a step may act on; it records that it fired, so
@@ -554,11 +554,8 @@ class _Pipeline:
             status = Status.FEASIBLE
         return PcmaxResult(
             status=status,
-            objective=tracer.upper_bound,
-            lower_bound=min(tracer.lower_bound, tracer.upper_bound),
-            gap=relative_gap(tracer.upper_bound, tracer.lower_bound),
-            runtime=tracer.elapsed(),
-            trace=tuple(tracer.points),
+            # The bound reported never passes the incumbent (a gap of 0 either way).
+            **tracer.figures(tracer.upper_bound, min(tracer.lower_bound, tracer.upper_bound)),
             assignment=self.assignment,
             backend="pipeline",
             closed_by=self.closed_by if status is Status.OPTIMAL else "",
