@@ -1,5 +1,5 @@
-"""The documentation's link checker (docs/check_links.py) and the tables the guide pages copy
-from the README."""
+"""The documentation's link checker (docs/check_links.py), and the README as the front door of the
+documentation: its tables come from the docs pages, its links resolve, its layout is the package's."""
 
 from __future__ import annotations
 
@@ -153,17 +153,158 @@ def table_rows(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if re.match(r"\s*\|.*\|\s*$", line)]
 
 
-def test_guide_tables_are_the_readme_tables() -> None:
-    """Every table row on a guide page (docs/*.md) but the index's appears in README.md as
-    it is, so the figures the documentation shows are the README's: a re-measured figure
-    goes into both."""
-    readme = set(table_rows((ROOT / "README.md").read_text()))
-    pages = sorted(path for path in (ROOT / "docs").glob("*.md") if path.name != "index.md")
-    assert pages, "no guide pages under docs/"
-    stale = [
-        f"{path.name}: {row}" for path in pages for row in table_rows(path.read_text()) if row not in readme
-    ]
-    assert not stale, "table rows not in README.md (update the page from the README):\n" + "\n".join(stale)
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def docs_pages() -> list[Path]:
+    """The pages of the documentation written in Markdown (docs/*.md), the index included."""
+    pages = sorted(DOCS.glob("*.md"))
+    assert pages, "no pages under docs/"
+    return pages
+
+
+def as_on_a_page(row: str) -> str:
+    """A README row as a page of docs/ writes it: a link to ``docs/X`` is a link to ``X`` there."""
+    return row.replace("](docs/", "](")
+
+
+def linked_page(row: str) -> Path | None:
+    """The one docs page a README row links to, or None when it links to none or to several."""
+    links = [target for _, target in LINK.findall(row)]
+    pages = {target for target in links if target.startswith("docs/") and target.endswith(".md")}
+    return ROOT / pages.pop() if len(pages) == 1 else None
+
+
+def occurs(number: str, text: str) -> bool:
+    """Whether ``number`` is written in ``text`` as a whole figure (0.158 is not in 10.158 or 0.1587)."""
+    return re.search(rf"(?<!\d)(?<!\d[.,]){re.escape(number)}(?!\d|[.,]\d)", text) is not None
+
+
+def test_readme_tables_are_on_the_docs_pages() -> None:
+    """Every table row the README shows (headline figures, the GSM8K tables, the map of pages)
+    is on a page of docs/ as it is, links to docs/X written as links to X: the pages are the
+    home of the figures, and a re-measured figure is changed there first."""
+    rows = table_rows(README.read_text(encoding="utf-8"))
+    assert rows, "no tables in README.md"
+    on_pages = {row for page in docs_pages() for row in table_rows(page.read_text(encoding="utf-8"))}
+    missing = [row for row in rows if as_on_a_page(row) not in on_pages]
+    assert not missing, "README rows on no docs page (copy them from the page):\n" + "\n".join(missing)
+
+
+def test_each_readme_row_that_links_a_page_has_its_figures_from_that_page() -> None:
+    """A README row that links one page (the headline figures, the map of pages) prints only
+    figures that page prints: every number in the row, outside its link targets, is on it."""
+    checked = 0
+    for row in table_rows(README.read_text(encoding="utf-8")):
+        page = linked_page(row)
+        if page is None:
+            continue
+        assert page.is_file(), f"{row!r} links to {page.relative_to(ROOT)}, which does not exist"
+        text = page.read_text(encoding="utf-8")
+        shown = LINK.sub(lambda link: link.group(1), row)
+        missing = [number for number in NUMBER.findall(shown) if not occurs(number, text)]
+        assert not missing, f"{page.name} does not print {missing} of the README row {row!r}"
+        checked += 1
+    assert checked >= len(docs_pages()) - 1, "the README links fewer pages from its tables than docs/ has"
+
+
+def test_readme_links_name_files_of_the_repository() -> None:
+    """Every relative link in README.md names a file or folder of the checkout (GitHub shows
+    them as they are), and every page of the documentation is linked from it."""
+    targets = [target for _, target in LINK.findall(README.read_text(encoding="utf-8"))]
+    relative = [target.split("#")[0] for target in targets if "://" not in target and target[0] != "#"]
+    assert relative, "README.md links to nothing"
+    assert [target for target in relative if not (ROOT / target).exists()] == []
+    pages = {f"docs/{page.name}" for page in docs_pages() if page.name != "index.md"} | {"docs/api.rst"}
+    assert sorted(pages - set(relative)) == [], "pages the README's map does not link"
+
+
+def test_the_readme_quick_start_runs_and_prints_the_baseline_row(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's Python quick start runs as printed (its schedule validates), and the
+    makespan it prints is the baseline row of the README's GSM8K table to the printed digit."""
+    readme = README.read_text(encoding="utf-8")
+    code = readme.split("\n## Quick start\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md quick start", "exec"), {"__name__": "readme_quick_start"})
+    makespan = float(capsys.readouterr().out.split()[0])
+    baseline = next(row for row in table_rows(readme) if row.startswith("| baseline: FCFS, prefill-first |"))
+    assert f"{makespan:.2f} s" == baseline.split("|")[3].strip()
+
+
+def code_block_after(text: str, heading: str) -> list[str]:
+    """The lines of the first code block under ``heading`` (a Markdown heading line)."""
+    section = text.split(f"\n{heading}\n", 1)[1]
+    return section.split("```\n", 1)[1].split("```", 1)[0].splitlines()
+
+
+def listed_entries(block: list[str]) -> dict[str, set[str]]:
+    """The package tree a layout block draws: the entries under ``src/llmsched/`` (indented
+    two spaces) as key "", and each folder's own entries (four spaces) under its name."""
+    tree: dict[str, set[str]] = {"": set()}
+    folder = ""
+    for line in block:
+        entry = re.match(r"( +)(\S+)", line)
+        if entry is None or entry.group(2).startswith(("the ", "and ")) or len(entry.group(1)) > 4:
+            continue
+        if len(entry.group(1)) == 2:
+            folder = entry.group(2)
+            tree[""].add(folder)
+            tree.setdefault(folder, set())
+        else:
+            tree[folder].add(entry.group(2))
+    return tree
+
+
+def package_entries(folder: Path) -> set[str]:
+    """The modules (``name.py``, dunder files left out) and subpackages (``name/``) of ``folder``."""
+    return {
+        path.name + "/" if path.is_dir() else path.name
+        for path in folder.iterdir()
+        if (path.is_dir() and (path / "__init__.py").is_file())
+        or (path.suffix == ".py" and not path.name.startswith("__"))
+    }
+
+
+def test_the_readme_layout_draws_the_package_as_it_is() -> None:
+    """The README's Layout lists every module and subpackage under src/llmsched/ and nothing
+    else, and under each folder it opens, every subpackage of that folder; Getting started
+    draws the same tree."""
+    src = ROOT / "src" / "llmsched"
+    readme = README.read_text(encoding="utf-8")
+    block = code_block_after(readme, "## Layout")
+    assert block[0] == "src/llmsched/"
+    tree = listed_entries(block[1:])
+    assert sorted(tree[""] - {"benchmarks/", "docs/", "notebooks/", "tests/"}) == sorted(package_entries(src))
+    for folder, entries in tree.items():
+        if folder and (src / folder).is_dir():
+            subpackages = {entry for entry in package_entries(src / folder) if entry.endswith("/")}
+            assert sorted(subpackages - entries) == [], f"{folder} lacks its subpackages"
+            assert sorted(entries - package_entries(src / folder)) == [], f"{folder} lists what is not there"
+    guide = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    assert code_block_after(guide, "## Where things are") == block
+
+
+def test_the_layout_page_names_every_module() -> None:
+    """docs/layout.md links every module of the package (a file under src/llmsched/ but the
+    dunder ones) to its API page, and no module that is not there."""
+    src = ROOT / "src" / "llmsched"
+    text = (DOCS / "layout.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"\{mod\}`(?:[^`<]*<)?(llmsched[\w.]*)>?`", text))
+    modules = {
+        ".".join(("llmsched", *path.relative_to(src).with_suffix("").parts))
+        for path in src.rglob("*.py")
+        if not path.name.startswith("__")
+    }
+    assert sorted(modules - named) == [], "modules docs/layout.md does not name"
+
+    def exists(name: str) -> bool:
+        path = src.joinpath(*name.split(".")[1:])
+        return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+    gone = [name for name in sorted(named) if not exists(name)]
+    assert gone == [], "docs/layout.md names modules that are gone"
 
 
 def test_every_notebook_is_in_the_documentation() -> None:
