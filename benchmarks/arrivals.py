@@ -55,7 +55,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="0.5,0.75,1", help="rate multipliers (default 0.5,0.75,1)")
     parser.add_argument("--slo-ttft", type=float, default=10.0, help="TTFT target, seconds (default 10)")
-    parser.add_argument("--slo-tbt-mean", type=float, default=0.5, help="mean TBT target, seconds (default 0.5)")
+    parser.add_argument(
+        "--slo-tbt-mean", type=float, default=0.5, help="mean TBT target, seconds (default 0.5)"
+    )
     parser.add_argument("--gsm8k-rates", default="4,6,7", help="Poisson rates of the GSM8K stream")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()

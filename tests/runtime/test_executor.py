@@ -153,3 +153,24 @@ def test_bad_arguments_are_refused(engine: Engine, prompts) -> None:
         run_policies(WORKLOAD, engine, COST, 4, prompts=prompts)
     with pytest.raises(ValueError, match="7 prompts for 8 requests"):
         run_policies(WORKLOAD, engine, COST, 3, prompts=prompts[:7])
+
+
+def test_the_engine_refuses_mixed_iterations_before_any_work(engine: Engine, prompts) -> None:
+    """The torch engine runs competition iterations only: a fused rule reaches it through the
+    same loop and the same executor protocol, and its first mixed iteration is refused with
+    a ValueError before the engine computes anything."""
+    from llmsched.engines.clock import CostClock
+    from llmsched.engines.fusion.rule import FusionRule
+    from llmsched.online import FCFS
+
+    engine.reset()
+    executor = EngineExecutor(engine, prompts)
+    with pytest.raises(ValueError, match="the torch engine runs competition iterations only"):
+        executor.mixed({0: 1}, [(2, 1, 0, 9)], 9, 81, 30)
+    message = r"competition iterations only .* 0 decoding request\(s\) and 3 prompt chunk\(s\)"
+    with pytest.raises(ValueError, match=message):
+        run_loop(WORKLOAD, COST, 3, FCFS(), None, executor, rule=FusionRule(64))
+    assert engine.counters.forwards == 0 and engine.lengths == [0, 0, 0]
+    assert executor.tokens == [[] for _ in range(len(WORKLOAD))]
+    # The same run on the cost clock goes through.
+    assert run_loop(WORKLOAD, COST, 3, FCFS(), None, CostClock(), rule=FusionRule(64)).num_runs > 0

@@ -397,8 +397,8 @@ def _known_keys(where: str, table: Mapping[str, Any], allowed: Any) -> None:
 
 
 def config_from_dict(data: Mapping[str, Any], source: str = "config", cls: Any = None) -> Any:
-    """A config of class ``cls`` (default :class:`~llmsched.cli.config.RunConfig`, simulate's) from a dict in the
-    TOML layout (what ``tomllib`` reads; see the module docstring).
+    """A config of class ``cls`` (default :class:`~llmsched.cli.config.RunConfig`, simulate's)
+    from a dict in the TOML layout (what ``tomllib`` reads; see the module docstring).
 
     Keys left out take their defaults. ``source`` names the origin in messages (the file).
 

@@ -3,8 +3,9 @@
 The run is a competition engine (a prefill stage pauses decoding) under a request policy and
 an iteration policy, a fused engine (chunked prefill) under a request policy, or a Splitwise
 cluster of prompt and token machines; each is validated and compared with its lower bound.
-Its options are declared here and in :mod:`llmsched.cli.options`; :class:`~llmsched.cli.config.RunConfig` is the
-config they make (a ``--config`` file's layout is in :mod:`llmsched.cli.config`).
+Its options are declared here and in :mod:`llmsched.cli.options`;
+:class:`~llmsched.cli.config.RunConfig` is the config they make (a ``--config`` file's layout is in
+:mod:`llmsched.cli.config`).
 """
 
 from __future__ import annotations

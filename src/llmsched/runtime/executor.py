@@ -29,6 +29,7 @@ import numpy as np
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
 from llmsched.core.workload import Workload
+from llmsched.engines.clock import Chunk
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.loop import DecodeRun, admits, replay_policies, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
@@ -171,6 +172,23 @@ class EngineExecutor:
             if admits(end, due):
                 break
         return runs
+
+    def mixed(
+        self, running: Mapping[int, int], chunks: Sequence[Chunk], tokens: int, squares: int, context: int
+    ) -> DecodeRun:
+        """Refuse a mixed iteration (decoding requests plus prompt chunks), before any work.
+
+        Raises
+        ------
+        ValueError
+            Always: the torch engine runs competition iterations only (prefill stages and
+            decode iterations); a fused rule runs on the cost clock.
+        """
+        raise ValueError(
+            f"the torch engine runs competition iterations only (prefill stages and decode "
+            f"iterations), not a mixed iteration of {len(running)} decoding request(s) and "
+            f"{len(chunks)} prompt chunk(s): run a fused rule on the cost clock (CostClock)"
+        )
 
     def info(self) -> dict[str, Any]:
         return {"executed": True, "device": str(self.engine.device)}
