@@ -87,7 +87,7 @@ before any work.
 
 ``simulate --json`` echoes the resolved config (file, flags and defaults together) as its
 ``config`` object, in this layout; :func:`dump_toml` writes it back as a file that runs the
-same experiment. Each command's config class (:class:`~llmsched.cli.config.RunConfig` for ``simulate``,
+same experiment. Each command's config class (``RunConfig`` for ``simulate``,
 :class:`llmsched.cli.sweep.SweepConfig`, :class:`llmsched.cli.fleet.FleetConfig`,
 :class:`llmsched.cli.provision.ProvisionConfig`) is a frozen dataclass made by
 :func:`config_class` from the command's declared options; it checks every field when it is made.
@@ -397,7 +397,7 @@ def _known_keys(where: str, table: Mapping[str, Any], allowed: Any) -> None:
 
 
 def config_from_dict(data: Mapping[str, Any], source: str = "config", cls: Any = None) -> Any:
-    """A config of class ``cls`` (default :class:`~llmsched.cli.config.RunConfig`, simulate's)
+    """A config of class ``cls`` (default ``RunConfig``, simulate's)
     from a dict in the TOML layout (what ``tomllib`` reads; see the module docstring).
 
     Keys left out take their defaults. ``source`` names the origin in messages (the file).
@@ -437,7 +437,7 @@ def config_from_dict(data: Mapping[str, Any], source: str = "config", cls: Any =
 
 
 def load_config(path: str | os.PathLike[str], cls: Any = None) -> Any:
-    """The config of class ``cls`` (default :class:`~llmsched.cli.config.RunConfig`) a TOML file holds.
+    """The config of class ``cls`` (default ``RunConfig``) a TOML file holds.
 
     Raises
     ------

@@ -4,7 +4,7 @@ The run is a competition engine (a prefill stage pauses decoding) under a reques
 an iteration policy, a fused engine (chunked prefill) under a request policy, or a Splitwise
 cluster of prompt and token machines; each is validated and compared with its lower bound.
 Its options are declared here and in :mod:`llmsched.cli.options`;
-:class:`~llmsched.cli.config.RunConfig` is the config they make (a ``--config`` file's layout is in
+``RunConfig`` is the config they make (a ``--config`` file's layout is in
 :mod:`llmsched.cli.config`).
 """
 
@@ -44,7 +44,7 @@ from llmsched.cli.options import (
 )
 from llmsched.online.registry import iteration_policy_names, request_policy_names
 
-__all__ = ["COMMAND", "OPTIONS", "RunConfig", "run"]
+__all__ = ["COMMAND", "OPTIONS", "run"]
 
 
 def _policy(kind: str) -> Kind:

@@ -51,6 +51,9 @@ def size_mismatches(schedule: Any, groups: Iterable[tuple[str, int, Iterable[str
 
 
 class Report:
+    """The violations a validator finds: a few messages a rule (``MAX_PER_RULE``), then a count,
+    and none for the rules told to skip."""
+
     def __init__(self, skip: set[str]):
         self.skip = skip
         self.items: list[Violation] = []

@@ -86,6 +86,7 @@ __all__ = [
     "LoopView",
     "PlannedIterations",
     "RequestLists",
+    "ScheduleT",
     "admits",
     "iteration_times",
     "open_engine",
@@ -96,6 +97,8 @@ __all__ = [
 ]
 
 _INF = math.inf
+#: The schedule class a batching rule builds (:class:`~llmsched.engines.competition.schedule.Schedule`
+#: for the competition rule).
 ScheduleT = TypeVar("ScheduleT")
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "MixedBatch",
     "RuleStart",
     "RunRecord",
+    "Schedule_co",
 ]
 
 #: :meth:`BatchingRule.plan`'s answer "free clients take requests; their prompts are under
@@ -65,6 +66,7 @@ TAKE = -1
 #: :meth:`BatchingRule.plan`'s answer "free clients take requests, prefilled now as one stage".
 PREFILL_STAGE = -2
 
+#: The schedule class a batching rule builds.
 Schedule_co = TypeVar("Schedule_co", covariant=True)
 
 
