@@ -223,3 +223,20 @@ def test_no_import_cycles() -> None:
     for module in sorted(graph):
         if module not in state:
             visit(module)
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A name one module shares with another is public: no ``from X import _name`` across
+    modules of the package (dunder names such as ``__version__`` aside)."""
+    crossing = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("llmsched"):
+                crossing += [
+                    f"{module} imports {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_")
+                    and not alias.name.startswith("__")
+                    and node.module != module
+                ]
+    assert not crossing, "\n".join(crossing)

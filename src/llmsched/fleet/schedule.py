@@ -31,9 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["FleetSchedule"]
 
 
-def _gather(
-    parts: list[np.ndarray], offsets: np.ndarray, engine: np.ndarray, index: np.ndarray
-) -> np.ndarray:
+def gather(parts: list[np.ndarray], offsets: np.ndarray, engine: np.ndarray, index: np.ndarray) -> np.ndarray:
     """Each request's entry of its engine's per-request array."""
     if not parts:
         return np.zeros(0)
@@ -81,7 +79,7 @@ class FleetSchedule(ScheduleBase):
 
     def _per_request(self, attribute: str) -> np.ndarray:
         parts = [np.asarray(getattr(s, attribute)) for s in self.schedules]
-        return read_only(_gather(parts, self._offsets, self.request_engine, self.request_index))
+        return read_only(gather(parts, self._offsets, self.request_engine, self.request_index))
 
     @cached_property
     def prefill_end(self) -> np.ndarray:

@@ -12,7 +12,7 @@ from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.competition.validate import validate
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.fusion.validate import validate_fused
-from llmsched.fleet.schedule import FleetSchedule, _gather
+from llmsched.fleet.schedule import FleetSchedule, gather
 
 if TYPE_CHECKING:
     pass
@@ -89,7 +89,7 @@ def validate_fleet(
 
     def column(name: str) -> np.ndarray:
         parts = [np.asarray(getattr(s.workload, name)) for s in fleet.schedules]
-        return _gather(parts, fleet._offsets, engine, index)
+        return gather(parts, fleet._offsets, engine, index)
 
     for name in ("prompt_tokens", "output_tokens"):
         differs = np.flatnonzero(column(name) != getattr(wl, name))

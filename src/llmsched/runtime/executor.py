@@ -52,7 +52,7 @@ def make_prompts(workload: Workload, vocab_size: int, seed: int = 0) -> list[lis
     return [rng.integers(0, vocab_size, size=int(n)).tolist() for n in workload.prompt_tokens]
 
 
-def _check_fit(engine: Engine, workload: Workload, prompts: Sequence[Sequence[int]]) -> None:
+def check_fit(engine: Engine, workload: Workload, prompts: Sequence[Sequence[int]]) -> None:
     if not isinstance(engine, Engine):
         raise TypeError(f"engine must be a llmsched.runtime.Engine, got {type(engine).__name__}")
     if len(prompts) != len(workload):
@@ -72,7 +72,7 @@ def _check_fit(engine: Engine, workload: Workload, prompts: Sequence[Sequence[in
 
 def run_alone(engine: Engine, workload: Workload, prompts: Sequence[Sequence[int]]) -> list[list[int]]:
     """Each request's greedy tokens when it runs by itself (slot 0, nothing else running)."""
-    _check_fit(engine, workload, prompts)
+    check_fit(engine, workload, prompts)
     out = []
     for i, prompt in enumerate(prompts):
         engine.reset()
@@ -212,7 +212,7 @@ def execute_schedule(
         raise ValueError(f"the schedule uses {schedule.clients} clients; the engine has {engine.slots} slots")
     if prompts is None:
         prompts = make_prompts(workload, engine.config.vocab_size, seed)
-    _check_fit(engine, workload, prompts)
+    check_fit(engine, workload, prompts)
     requests, iterations = replay_policies(schedule)
     engine.reset()
     start_wall = time.perf_counter()
@@ -246,7 +246,7 @@ def run_policies(
         )
     if prompts is None:
         prompts = make_prompts(workload, engine.config.vocab_size, seed)
-    _check_fit(engine, workload, prompts)
+    check_fit(engine, workload, prompts)
 
     # A policy object is copied for each run: the two runs must not share state.
     def fresh_requests() -> RequestPolicy:

@@ -19,7 +19,7 @@ import numpy as np
 
 from llmsched.core.workload import Workload
 from llmsched.runtime.engine import Engine
-from llmsched.runtime.executor import _check_fit, make_prompts
+from llmsched.runtime.executor import check_fit, make_prompts
 
 __all__ = ["InsertionResult", "run_insertion", "static_cache_need"]
 
@@ -85,7 +85,7 @@ def run_insertion(
         raise ValueError("run_insertion serves an offline batch; this workload has arrivals after 0")
     if prompts is None:
         prompts = make_prompts(workload, engine.config.vocab_size, seed)
-    _check_fit(engine, workload, prompts)
+    check_fit(engine, workload, prompts)
     n, slots = len(workload), engine.slots
     if mode == "static" and static_cache_need(workload, slots) > engine.max_len:
         raise ValueError(

@@ -17,7 +17,7 @@ from llmsched.core.cost import (
 )
 from llmsched.core.instance import check_cost_model, check_instance
 from llmsched.core.workload import Workload
-from llmsched.engines.fusion.schedule import _fixed_cost
+from llmsched.engines.fusion.schedule import fixed_cost
 
 if TYPE_CHECKING:
     pass
@@ -88,7 +88,7 @@ def fused_iteration_time(
     decode = decode_seconds(cost, decoding, context)
     prefill = prefill_seconds(cost, chunk_tokens, squares)
     price: Any = cost  # LinearCostModel or ContextCostModel: hashable
-    shared = np.minimum(_fixed_cost(price), decode_seconds(cost, decoding, 0))
+    shared = np.minimum(fixed_cost(price), decode_seconds(cost, decoding, 0))
     if np.ndim(decoding) == 0 and np.ndim(chunk_tokens) == 0:  # the loop's path: no arrays
         if chunk_tokens == 0:
             return float(decode)

@@ -27,7 +27,7 @@ __all__ = ["FusedSchedule", "frozen_array"]
 
 
 @functools.lru_cache(maxsize=64)
-def _fixed_cost(cost: Any) -> float:
+def fixed_cost(cost: Any) -> float:
     """The smaller of a prefill stage's and a decode iteration's fixed costs, once per model
     (the models fusion takes are frozen dataclasses, hashable)."""
     return min(float(prefill_seconds(cost, 0, 0)), float(decode_seconds(cost, 0, 0)))
