@@ -1,8 +1,8 @@
 """Run a fleet of engines: routers, backoff, and every engine's decision loop in one clock.
 
-Each engine runs its mode's loop (the one decision loop, :func:`llmsched.engines.loop.open_engine`,
-or the fused loop, :func:`llmsched.engines.fusion.rule.open_fused_engine`) on its cost model's clock, as a
-generator that stops whenever it needs to know the arrivals up to a
+Each engine runs the one decision loop (:func:`llmsched.engines.loop.open_engine`) under its
+mode's batching rule, on its cost model's clock, as a generator that stops whenever it needs
+to know the arrivals up to a
 time. The fleet keeps one heap of those times and hands out the arrivals in time order,
 so every engine sees exactly the requests routed to it and when: an engine's schedule is
 the one :func:`llmsched.simulate` gives for the requests it received (a test checks it).
