@@ -17,7 +17,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched.core.cost import CostModel, context_rate, is_context_aware
+from llmsched.core.cost import (
+    ContextCostModel,
+    CostModel,
+    LinearCostModel,
+    context_rate,
+    decode_seconds,
+    is_context_aware,
+    prefill_seconds,
+)
 from llmsched.core.instance import check_stage_time
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion.iteration import fused_iteration_time
@@ -143,7 +151,7 @@ class CostClock:
     :func:`~llmsched.engines.fusion.iteration.fused_iteration_time`.
     """
 
-    __slots__ = ("_cost", "_per_context", "_prefill_time", "_prompt", "_tau", "_time")
+    __slots__ = ("_cost", "_mixed_terms", "_per_context", "_prefill_time", "_prompt", "_tau", "_time")
     measured = False
 
     def __init__(self) -> None:
@@ -153,6 +161,9 @@ class CostClock:
         self._prefill_time: Any = None
         self._per_context = 0.0
         self._prompt: list[int] | None = None  # prompt lengths, for a model that prices squares
+        # (prefill base, per token, per square, shared fixed cost) of a model whose mixed
+        # iterations the clock prices itself (see ``mixed``), else None.
+        self._mixed_terms: tuple[float, float, float, float] | None = None
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
         # At most min(J, n) clients are ever active.
@@ -170,6 +181,7 @@ class CostClock:
         self._prompt = prompt if aware else None
         if aware and not (0.0 <= self._per_context < _INF):
             check_stage_time(cost, "decode_per_context", self._per_context)
+        self._mixed_terms = _mixed_terms(cost)
 
     def run_end(self, active: int, iterations: int, context: int) -> float:
         """When ``iterations`` decode iterations of ``active`` requests holding ``context``
@@ -253,7 +265,27 @@ class CostClock:
     ) -> DecodeRun:
         start = self._time
         active = len(running)
-        seconds = float(fused_iteration_time(self._cost, active, context, tokens, squares))
+        terms = self._mixed_terms
+        if terms is not None:
+            # fused_iteration_time's sum, term by term in its order (the same floats), without
+            # its checks and dispatch: the loop calls this once an iteration.
+            base, per_token, per_square, fixed = terms
+            decode = self._tau[active]
+            if self._per_context:
+                decode = decode + self._per_context * context
+            if not tokens:
+                seconds = decode
+            else:
+                prefill = base + per_token * tokens
+                if per_square:
+                    prefill = prefill + per_square * squares
+                if not active:
+                    seconds = prefill
+                else:
+                    shared = self._tau[active]
+                    seconds = decode + prefill - (fixed if fixed < shared else shared)
+        else:
+            seconds = float(fused_iteration_time(self._cost, active, context, tokens, squares))
         if not 0.0 <= seconds < _INF:
             call = f"fused_iteration_time({active}, {context}, {tokens}, {squares})"
             check_stage_time(self._cost, call, seconds)
@@ -262,3 +294,19 @@ class CostClock:
 
     def info(self) -> dict[str, Any]:
         return {}
+
+
+def _mixed_terms(cost: CostModel) -> tuple[float, float, float, float] | None:
+    """The terms :meth:`CostClock.mixed` prices a mixed iteration with, for the library's
+    linear and context models (no batch table): the prefill stage's base, its price per token
+    and per squared token (0.0 for the linear model), and the fixed cost the two phases share
+    (:func:`~llmsched.engines.fusion.schedule.fixed_cost`). None for any other model, whose
+    iterations :func:`~llmsched.engines.fusion.iteration.fused_iteration_time` prices."""
+    if type(cost) is LinearCostModel:
+        per_square = 0.0
+    elif type(cost) is ContextCostModel and cost.decode_by_batch is None:
+        per_square = float(cost.prefill_per_square)
+    else:
+        return None
+    fixed = min(float(prefill_seconds(cost, 0, 0)), float(decode_seconds(cost, 0, 0)))
+    return float(cost.prefill_base), float(cost.prefill_per_token), per_square, fixed
