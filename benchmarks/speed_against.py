@@ -17,7 +17,12 @@ Cases (each process runs its case ``--repeats`` times after a warm-up and report
 * ``disaggregated-stream``: the stream on one prompt and three token machines;
 * ``fleet-stream``: the stream on four engines of 200 clients, join-the-shortest-queue.
 
+With ``--instructions`` each case is counted instead of timed: the CPU instructions of one
+warm run (valgrind's cachegrind, the instructions of a process that runs the case twice less
+those of one that runs it once), which no other load on the machine changes; one count a tree.
+
     python benchmarks/speed_against.py --against 5b0bc9a [--rounds 5] [--repeats 3] [--case NAME]
+    python benchmarks/speed_against.py --against 5b0bc9a --instructions
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,6 +119,27 @@ def _time(tree: Path, case: str, repeats: int) -> float:
     return float(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def _instructions(tree: Path, case: str) -> int:
+    """The instructions of one warm run of ``case`` over ``tree`` (see the module docstring)."""
+    counts = []
+    for repeats in (0, 1):
+        env = {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1"}
+        valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+        out = subprocess.run(
+            [*valgrind, sys.executable, "-c", BODY, case, str(repeats)],
+            env=env,
+            cwd=str(tree),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
+        if found is None:
+            raise RuntimeError(f"valgrind printed no instruction count for {case}:\n{out.stderr[-2000:]}")
+        counts.append(int(found.group(1).replace(",", "")))
+    return counts[1] - counts[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", required=True, help="the commit to compare with (a git ref)")
@@ -119,7 +147,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--case", action="append", choices=CASES, help="run only these cases")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--instructions", action="store_true", help="count instructions (valgrind) instead")
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind on the PATH")
     if args.rounds < 1 or args.repeats < 1:
         raise SystemExit("--rounds and --repeats must be >= 1")
     cases = args.case or list(CASES)
@@ -127,6 +158,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         other = _extract(args.against, Path(folder))
         for case in cases:
+            if args.instructions:
+                this, that = _instructions(ROOT, case), _instructions(other, case)
+                rows[case] = {"this_instructions": this, "other_instructions": that, "ratio": this / that}
+                print(
+                    f"{case:22s} this {this / 1e9:7.3f} G instructions  {args.against} {that / 1e9:7.3f} G  "
+                    f"ratio {this / that:.3f}",
+                    flush=True,
+                )
+                continue
             mine, theirs = [], []
             for k in range(args.rounds):
                 first, second = (ROOT, other) if k % 2 else (other, ROOT)

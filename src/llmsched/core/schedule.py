@@ -30,6 +30,7 @@ __all__ = [
     "RequestTimes",
     "ScheduleBase",
     "ScheduleLike",
+    "decoding_at",
     "latency_figures",
     "runs_from_iteration_end",
 ]
@@ -658,3 +659,22 @@ class NumberedRuns(RunTable):
         run, offset, inside = self._locate(iterations)
         at = self.run_start[run] + self._elapsed(run, offset + ends)
         return np.where(inside, at, np.nan)
+
+
+def decoding_at(
+    iteration: np.ndarray, decode_start: np.ndarray, decode_end: np.ndarray, prompt: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """How many requests decode in each given iteration, and their context tokens then: the
+    requests with ``decode_start <= g < decode_end``, each holding its prompt and the
+    ``g - decode_start`` tokens it has decoded (exact integers, from prefix sums)."""
+    decoded = decode_start >= 0
+    start, end = decode_start[decoded], decode_end[decoded]
+    # Each request adds prompt - start to the context while it decodes (plus g, counted apart).
+    held = (prompt[decoded] - start).astype(np.int64)
+    by_start, by_end = np.argsort(start, kind="stable"), np.argsort(end, kind="stable")
+    began = np.searchsorted(start[by_start], iteration, side="right")
+    ended = np.searchsorted(end[by_end], iteration, side="right")
+    held_began = np.concatenate(([0], np.cumsum(held[by_start])))[began]
+    held_ended = np.concatenate(([0], np.cumsum(held[by_end])))[ended]
+    decoding = began - ended
+    return decoding, held_began - held_ended + decoding * iteration

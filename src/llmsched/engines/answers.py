@@ -215,11 +215,12 @@ def refuse_idle(policy: object, free: int, unstarted: int) -> NoReturn:
 
 def refuse_step(rule: object, step: object, ready: int) -> NoReturn:
     """Refuse an answer of a batching rule's ``plan`` or ``taken`` that names no step:
-    TypeError for another type, ValueError for an int out of range (or ``TAKE`` or
-    ``PREFILL_STAGE`` with no request ready; see :mod:`llmsched.engines.rule`)."""
+    TypeError for another type, ValueError for an int out of range (or a take, ``TAKE``,
+    ``PREFILL_STAGE``, ``JOIN`` or ``HAND_OFF``, with no request ready; see
+    :mod:`llmsched.engines.rule`)."""
     expected = (
-        "expected TAKE or PREFILL_STAGE (with requests ready), a MixedBatch tuple, or an int n >= 1 "
-        "of decode iterations"
+        "expected TAKE, PREFILL_STAGE, JOIN or HAND_OFF (with requests ready), a MixedBatch tuple, "
+        "or an int n >= 1 of decode iterations"
     )
     name = type(rule).__name__
     error = ValueError if type(step) is int else TypeError

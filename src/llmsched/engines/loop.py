@@ -58,6 +58,8 @@ from llmsched.engines.clock import CostClock, DecodeRun, Executor, admits, itera
 from llmsched.engines.competition.rule import CompetitionRule
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.rule import (
+    HAND_OFF,
+    JOIN,
     PREFILL_STAGE,
     TAKE,
     BatchingRule,
@@ -167,17 +169,27 @@ class EngineStream(RequestLists):
     ``withdrawn`` holds requests the fleet took back from the engine's request policy
     (through the policy's optional ``withdraw``, for backoff); the loop forgets
     them at its next step. ``closed`` tells an idle engine that nothing more will come.
+
+    For a driver that follows the engine's work request by request (a disaggregated
+    cluster): ``stage`` is ``(start, end, pairs)`` of the prefill stage the engine has just
+    taken, set when it yields after taking it (the driver clears it); ``done``, when the
+    driver sets it to a list, gets the index of every request that finishes decoding, and
+    ``done_at`` the time they finished (after a run cut short by an arrival, the time the
+    engine yields: ahead of the arrival that woke it).
     """
 
     __slots__ = (
         "closed",
         "cuttable",
+        "done",
+        "done_at",
         "finished",
         "finished_planned",
         "finished_prompt",
         "free",
         "knowns",
         "most_active",
+        "stage",
         "started",
         "withdrawn",
     )
@@ -194,6 +206,9 @@ class EngineStream(RequestLists):
         self.finished_prompt = 0  # and their prompt tokens
         self.free = 0
         self.most_active = 0  # the most requests that can decode at once (set when opened)
+        self.stage: tuple[float, float, list[tuple[int, int]]] | None = None
+        self.done: list[int] | None = None
+        self.done_at = 0.0
 
     def add(self, prompt: int, output: int, planned: int, arrival: float) -> int:
         """Add a request that reached the engine at ``arrival``; return its index there."""
@@ -506,7 +521,8 @@ def _run(
     arrive, ready_now, take, release = requests.arrive, requests.ready, requests.take, requests.release
     plan, taken_by = rule.plan, rule.taken
     run_prefill, run_decode, run_mixed = executor.prefill, executor.decode, executor.mixed
-    take_steps = (PREFILL_STAGE, TAKE)
+    take_steps = (PREFILL_STAGE, TAKE, JOIN, HAND_OFF)
+    first_cut = getattr(rule, "first_cut", None)  # optional: see BatchingRule
     until_event = DECODE_UNTIL_EVENT
 
     known_n = size  # requests known to the loop, in arrival order
@@ -523,14 +539,19 @@ def _run(
             known_n = len(due_in_order)
             if stream.withdrawn:
                 for request in stream.withdrawn:
-                    state[request] = taken  # it left: it counts as started here
-                    waiting_arrival_sum -= arrival[request]
+                    # It left (it may not have arrived here yet): it counts as started here.
+                    if state[request] == waiting:
+                        waiting_arrival_sum -= arrival[request]
+                    state[request] = taken
                     started += 1
                 stream.withdrawn.clear()
         if next_arrival < known_n and admits(now, due_in_order[next_arrival]):
             horizon = now + 8 * math.ulp(now)  # what admits() allows
             while next_arrival < known_n and due_in_order[next_arrival] <= horizon:
                 request = order[next_arrival]
+                if state[request]:  # withdrawn before it arrived here
+                    next_arrival += 1
+                    continue
                 state[request] = waiting
                 if not clairvoyant:
                     reveal(request, prompt[request], planned[request], output[request], arrival[request])
@@ -569,7 +590,8 @@ def _run(
             pairs = take(capacity)
             if type(pairs) is not list or not pairs:
                 refuse_take(pairs, requests, capacity, ready)
-            prefill_now = step == PREFILL_STAGE
+            # Prefilled here now, or arrived prefilled: they decode from the next decode iteration on.
+            joins = step in (PREFILL_STAGE, JOIN)
             tokens = 0
             well_formed = True
             for pair in pairs:
@@ -592,28 +614,35 @@ def _run(
                 state[request] = taken
                 client_of[request] = client
                 taken_at[request] = takes
-                if prefill_now:  # it decodes from the next decode iteration on
+                if joins:  # it decodes from the next decode iteration on
                     decode_start[request] = g
                     running[client] = request
                     context_offset += prompt[request] - g
                     heappush(heap, (g + output[request], client, request))
-                else:
+                elif step == TAKE:
                     under_way[client] = request
-            if tokens > capacity:
+                # HAND_OFF: it leaves once its stage has run, holding no client here.
+            if tokens > capacity and step != JOIN:  # a join's prompt was prefilled elsewhere
                 refuse_capacity(tokens, capacity, requests)
             if not well_formed:  # numpy integers or lists: the rule and executor get tuples of ints
                 pairs = [check_pair(pair, requests, capacity) for pair in pairs]
             takes += 1
-            free -= len(pairs)
             started += len(pairs)
-            if prefill_now:
+            if step != HAND_OFF:
+                free -= len(pairs)
+            if step == JOIN:
+                continue
+            if step != TAKE:  # a stage: PREFILL_STAGE or HAND_OFF
                 start, now = run_prefill(pairs, tokens)
                 add_prefill_start(start)
                 add_prefill_end(now)
                 add_prefill_run(len(run_starts))
                 if stream is not None:  # arrivals up to the stage's end are routed first
                     stream.started, stream.finished, stream.free = started, finished, free
+                    stream.stage = (start, now, pairs)
                     yield now
+                if step == HAND_OFF:
+                    finished += len(pairs)  # they left
                 continue
             step = taken_by(pairs, active)
 
@@ -647,8 +676,12 @@ def _run(
                 yield clock.run_end(active, run, context)
                 stream.cuttable = False
                 known_n = len(due_in_order)
-                cut = bool(free) and next_arrival < known_n
-            due = due_in_order[next_arrival] if free and next_arrival < known_n else _INF
+            if free and next_arrival < known_n:
+                due = due_in_order[next_arrival] if first_cut is None else first_cut(next_arrival, known_n)
+            else:
+                due = _INF
+            if stream is not None:
+                cut = due < _INF
             ran_by = "decode"
             pieces: Sequence[DecodeRun] = run_decode(running, run, due, context)
         elif type(step) is tuple:
@@ -707,6 +740,9 @@ def _run(
             if stream is not None:
                 stream.finished_planned += planned[request]
                 stream.finished_prompt += prompt[request]
+                if stream.done is not None:
+                    stream.done.append(request)
+                    stream.done_at = now
         if cut and stream is not None:
             # A cut run ends after the arrival that woke the engine: arrivals up to its end first.
             cut = False

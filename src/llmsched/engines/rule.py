@@ -9,7 +9,10 @@ methods of :class:`BatchingRule`, one per file (``engines/<mode>/rule.py``):
 * :class:`llmsched.engines.competition.rule.CompetitionRule`: a prefill stage (which pauses
   decoding) or a run of decode iterations, as the iteration policy decides;
 * :class:`llmsched.engines.fusion.rule.FusionRule`: every decoding request plus prompt
-  chunks up to a token budget (Sarathi-Serve's chunked prefill).
+  chunks up to a token budget (Sarathi-Serve's chunked prefill);
+* :class:`llmsched.engines.disaggregation.rule.PoolRule`: a machine of a disaggregated
+  cluster: prompt stages whose requests leave, requests that arrive prefilled and join
+  decoding, and stages lent to it.
 
 At a decision point the loop has admitted the arrivals and knows ``active`` (the requests
 decoding). While a client is free, and fewer than the rule's
@@ -24,6 +27,12 @@ then, with requests ready or prompts :attr:`BatchingRule.under_way`, it asks
 * :data:`TAKE` (with requests ready): free clients take requests, whose prompts are then
   under way; the loop hands the pairs to :meth:`BatchingRule.taken`, which answers with one
   of the following;
+* :data:`JOIN` (with requests ready): free clients take requests whose prompts were
+  prefilled elsewhere (their keys and values arrived with them); they decode from the next
+  decode iteration on, with no stage here;
+* :data:`HAND_OFF` (with requests ready): requests are taken and prefilled at once, as one
+  stage, and then leave the engine (a prompt machine of a disaggregated cluster: they decode
+  elsewhere); the clients the request policy named are free again at once;
 * a :data:`MixedBatch` tuple: one iteration of every decoding request plus the prompt chunks it
   holds (of prompts under way); the requests it names in ``done`` decode from the next
   iteration on;
@@ -50,6 +59,8 @@ from llmsched.core.workload import Workload
 from llmsched.policies import KnownRequests, oracle_lengths
 
 __all__ = [
+    "HAND_OFF",
+    "JOIN",
     "PREFILL_STAGE",
     "TAKE",
     "BatchingRule",
@@ -65,6 +76,12 @@ __all__ = [
 TAKE = -1
 #: :meth:`BatchingRule.plan`'s answer "free clients take requests, prefilled now as one stage".
 PREFILL_STAGE = -2
+#: :meth:`BatchingRule.plan`'s answer "free clients take requests prefilled elsewhere; they
+#: decode from the next decode iteration on".
+JOIN = -3
+#: :meth:`BatchingRule.plan`'s answer "take requests and prefill them now as one stage; then
+#: they leave the engine".
+HAND_OFF = -4
 
 #: The schedule class a batching rule builds.
 Schedule_co = TypeVar("Schedule_co", covariant=True)
@@ -283,8 +300,16 @@ class BatchingRule(Protocol[Schedule_co]):
         none): while it holds some, the loop asks :meth:`plan` even with no request
         ready; else such a plan could only decode on.
 
-    The loop reads the last two at every decision point: in a rule they are plain
-    attributes, kept up to date, not computed when read.
+    first_cut
+        Optional: None (or no such attribute), or a function ``(position, known)`` giving
+        the time of the first request, at or after ``position`` in the order of arrival and
+        before ``known``, whose arrival may cut a run of decode iterations short (``inf``
+        when none). By default every arrival may, while a client is free; a rule whose
+        engine cannot take some requests while it decodes (a prompt machine lent to
+        decoding) leaves them out.
+
+    The loop reads ``admit_below`` and ``under_way`` at every decision point: in a rule they
+    are plain attributes, kept up to date, not computed when read.
     """
 
     mode: str

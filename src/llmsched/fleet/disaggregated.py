@@ -2,18 +2,23 @@
 machines, token machines and the routers between them. The model (the cluster, its schedule,
 its validator, its lower bound) is :mod:`llmsched.engines.disaggregation`.
 
-* A :class:`PromptMachine` holds the requests routed to it in a request policy
+Every machine is an engine of the one decision loop (:mod:`llmsched.engines.loop`) under the
+pool rule (:class:`~llmsched.engines.disaggregation.rule.PoolRule`), whose queue tells a machine's
+requests apart (:class:`~llmsched.engines.disaggregation.rule.MachineQueue`):
+
+* a prompt machine holds the requests routed to it in a request policy
   (:class:`~llmsched.policies.RequestPolicy`) and runs prefill stages back to back; the policy
   chooses the waiting requests each stage holds (``take(capacity)``), up to the machine's
-  prefill capacity. ``fcfs`` (the default) takes them first come first served.
-* A :class:`TokenMachine` decodes with continuous batching: a request whose keys and values
-  have arrived joins at the next iteration boundary when a client is free, and waits in order
+  prefill capacity, and the stage's requests leave for the machines that decode them. ``fcfs``
+  (the default) takes them first come first served.
+* a token machine decodes with continuous batching: a request whose keys and values have
+  arrived joins at the next iteration boundary when a client is free, and waits in order
   otherwise; its runs of iterations over which nothing joins or finishes are jumped over in
   closed form. Every machine can decode (a prompt machine when the mixed pool lends it), so a
   prompt machine is a token machine with a queue.
-* A :class:`ClusterClock` drives them from one event heap: arrivals, stage ends, keys and
-  values arriving, and runs reaching their next event, in time order (ties in the order they
-  were scheduled).
+* :class:`ClusterClock` drives them from one event heap: arrivals, keys and values arriving,
+  and the times the machines ask to be woken at (a stage's end, a run's next event), in time
+  order (ties in the order they were scheduled).
 
 Routing goes through routers of :mod:`llmsched.fleet.routers`. An arriving request goes to the
 prompt machine ``prompt_router`` picks (``jsq-prompt-tokens``: the fewest prompt tokens queued
@@ -54,19 +59,19 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections import deque
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import numpy as np
 
 from llmsched.core.checks import rng
-from llmsched.core.cost import context_rate, is_context_aware
+from llmsched.core.schedule import decoding_at
 from llmsched.core.workload import Workload
-from llmsched.engines.answers import check_pair, check_ready, refuse_capacity, refuse_idle, refuse_take
+from llmsched.engines.answers import refuse_idle
 from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
+from llmsched.engines.disaggregation.rule import HANDED, LENT, PROMPT, MachineQueue, PoolRule, stage_requests
 from llmsched.engines.disaggregation.schedule import DisaggregatedSchedule
-from llmsched.engines.loop import admits, iteration_times
+from llmsched.engines.loop import EngineStream, open_engine
 from llmsched.fleet.engine import Engine
 from llmsched.fleet.routers import REGISTRY, Loads, Router, RouterSetup, as_router, engine_index
 from llmsched.online.registry import make_request_policy
@@ -79,424 +84,21 @@ PROMPT_ROUTER = "jsq-prompt-tokens"
 TOKEN_ROUTER = "jsq-requests"
 
 # Events, in the heap as (time, sequence, kind, who, version).
-_ARRIVE, _STAGE_DONE, _TRANSFER_DONE, _RUN_EVENT = 0, 1, 2, 3
-
-
-class _Ledger:
-    """What the run records per request and per run, and the routers' views of the pools,
-    shared by the machines and the clock."""
-
-    __slots__ = (
-        "decode_end",
-        "decode_start",
-        "held",
-        "held_tokens",
-        "known_of",
-        "output",
-        "prompt",
-        "queued_requests",
-        "queued_tokens",
-        "request_client",
-        "request_machine",
-        "runs",
-        "transfer_end",
-        "where",
-    )
-
-    def __init__(self, workload: Workload, prompt_machines: int, machines: int):
-        n = len(workload)
-        self.prompt: list[int] = workload.prompt_tokens.tolist()
-        self.output: list[int] = workload.output_tokens.tolist()
-        self.request_client = [-1] * n
-        self.request_machine = [-1] * n
-        self.transfer_end = [math.nan] * n
-        self.decode_start = [-1] * n
-        self.decode_end = [-1] * n
-        self.runs: list[tuple[int, float, int, float, float, int, int]] = []
-        # The prompt machine a request waits on (-1 before it arrives and once a stage takes
-        # it), and the view of the policy that took it, told when it finishes.
-        self.where = [-1] * n
-        self.known_of: list[KnownRequests | None] = [None] * n
-        # The routers' views, written as the machines change: the requests each machine
-        # decodes, waits to decode or expects, and their prompt tokens; the requests each
-        # prompt machine holds queued or in its stage, and their prompt tokens.
-        self.held = np.zeros(machines, dtype=np.int64)
-        self.held_tokens = np.zeros(machines, dtype=np.int64)
-        self.queued_requests = np.zeros(prompt_machines, dtype=np.int64)
-        self.queued_tokens = np.zeros(prompt_machines, dtype=np.int64)
-
-
-class TokenMachine:
-    """A machine as the token pool uses it: continuous batching over its clients.
-
-    A request routed here is *on its way* (``incoming``) until its keys and values arrive,
-    then *waits* until a client is free at an iteration boundary, then decodes in every
-    iteration until its last token. Iterations are numbered ``0, 1, ...`` over the machine's
-    runs (``g``); a *run* is iterations over which nothing joins or finishes, timed in closed
-    form (each iteration ``per_context * active`` longer than the one before under a
-    context-aware cost model). The mixed pool may lend the machine a prefill stage when it
-    holds nothing (``prefilling``); it then decodes that stage's requests itself.
-    """
-
-    __slots__ = (
-        "clients",
-        "context_offset",
-        "fresh",
-        "g",
-        "heap",
-        "incoming",
-        "index",
-        "ledger",
-        "load",
-        "load_tokens",
-        "next_k",
-        "per_context",
-        "prefilling",
-        "released",
-        "run_active",
-        "run_context",
-        "run_first",
-        "run_start",
-        "running",
-        "tau",
-        "version",
-        "waiting",
-    )
-
-    def __init__(self, index: int, clients: int, tau: list[float], per_context: float, ledger: _Ledger):
-        self.index = index
-        self.clients = clients
-        self.tau = tau
-        self.per_context = per_context
-        self.ledger = ledger
-        self.prefilling = False  # running a prefill stage (its own, or one lent to it)
-        # Free clients, built as requests take them (nothing is sized by idle clients): a stack
-        # of released clients on top of the clients never used, fresh, fresh + 1, ... (the
-        # lowest first), as if every client were stacked up front.
-        self.released: list[int] = []
-        self.fresh = 0
-        self.running: dict[int, int] = {}  # client -> request
-        self.heap: list[tuple[int, int, int]] = []  # (decode end, client, request)
-        self.waiting: deque[int] = deque()  # arrived keys and values, no client yet
-        self.incoming = 0  # requests routed here whose keys and values are on their way
-        self.load = 0  # requests decoding, waiting or on their way
-        self.load_tokens = 0  # their prompt tokens
-        self.g = 0
-        self.context_offset = 0  # context at iteration g: context_offset + active * g
-        self.run_start = math.nan  # the current run's start (NaN when none runs)
-        self.run_first = 0.0
-        self.run_active = 0
-        self.run_context = 0
-        self.version = 0  # moves on whenever the run's scheduled event changes
-        self.next_k = 0  # iterations of the current run up to its scheduled event
-
-    @property
-    def free(self) -> int:
-        """Clients free now."""
-        return len(self.released) + self.clients - self.fresh
-
-    def expect(self, request: int) -> None:
-        """``request`` is routed here: its keys and values are on their way (or in a stage
-        lent to this machine)."""
-        ledger = self.ledger
-        index = self.index
-        self.incoming += 1
-        self.load += 1
-        self.load_tokens += ledger.prompt[request]
-        ledger.held[index] = self.load
-        ledger.held_tokens[index] = self.load_tokens
-        ledger.request_machine[request] = index
-
-    def elapsed(self, k: int) -> float:
-        """Seconds of the current run's first ``k`` iterations."""
-        return self.run_first * k + self.per_context * self.run_active * (k * (k - 1) / 2)
-
-    def iterations_until(self, due: float) -> int:
-        """The fewest iterations of the current run after whose end ``due`` has come."""
-        first, growth = self.run_first, self.per_context * self.run_active
-        span = max(due - self.run_start, 0.0)
-        if first <= 0 and growth <= 0:
-            return 1
-        half = growth / 2
-        linear = first - half
-        root = 2 * span / (linear + math.sqrt(linear * linear + 4 * half * span)) if span > 0 else 0.0
-        k = max(1, math.ceil(root))
-        while k > 1 and admits(self.run_start + self.elapsed(k - 1), due):
-            k -= 1
-        while not admits(self.run_start + self.elapsed(k), due):
-            k += 1
-        return k
-
-    def receive(self, request: int, now: float) -> float:
-        """The keys and values of ``request`` arrive at ``now``: it waits for a client. Returns
-        when the run's next event is, if that changed, else -1."""
-        self.incoming -= 1
-        self.waiting.append(request)
-        if self.run_start != self.run_start:  # NaN: no run
-            if not self.prefilling:
-                self.admit()
-                return self.open_run(now)
-        elif len(self.released) + self.clients - self.fresh:
-            # A client is free: it joins at the first iteration end at or after now.
-            k = min(self.iterations_until(now), self.heap[0][0] - self.g)
-            if k < self.next_k:
-                self.version += 1
-                self.next_k = k
-                return self.run_start + self.elapsed(k)
-        return -1.0
-
-    def end_lent_stage(self, batch: list[int], now: float) -> float:
-        """The stage lent to this machine ends at ``now``: its requests wait here, with no
-        transfer. Returns when the run it starts has its next event (-1 when none)."""
-        transfer_end, waiting = self.ledger.transfer_end, self.waiting
-        for request in batch:
-            transfer_end[request] = now
-            waiting.append(request)
-        self.incoming -= len(batch)
-        self.admit()
-        return self.open_run(now)
-
-    def admit(self) -> None:
-        """Waiting requests take free clients, in order: the last released first, else the
-        lowest never used."""
-        waiting = self.waiting
-        free = len(self.released) + self.clients - self.fresh
-        if not (waiting and free):
-            return
-        ledger = self.ledger
-        prompt, output = ledger.prompt, ledger.output
-        request_client, decode_start, decode_end = (
-            ledger.request_client,
-            ledger.decode_start,
-            ledger.decode_end,
-        )
-        released, running, heap, g = self.released, self.running, self.heap, self.g
-        while waiting and free:
-            request = waiting.popleft()
-            if released:
-                client = released.pop()
-            else:
-                client = self.fresh
-                self.fresh += 1
-            free -= 1
-            running[client] = request
-            request_client[request] = client
-            decode_start[request] = g
-            decode_end[request] = g + output[request]
-            self.context_offset += prompt[request] - g
-            heapq.heappush(heap, (g + output[request], client, request))
-
-    def finish(self) -> None:
-        """The requests whose last token came at the end of iteration ``g - 1`` leave; the
-        policy that prefilled each learns its output length."""
-        heap, g = self.heap, self.g
-        if not heap or heap[0][0] != g:
-            return
-        ledger = self.ledger
-        prompt, output, decode_start, known_of = (
-            ledger.prompt,
-            ledger.output,
-            ledger.decode_start,
-            ledger.known_of,
-        )
-        while heap and heap[0][0] == g:
-            _, client, request = heapq.heappop(heap)
-            del self.running[client]
-            self.released.append(client)
-            self.context_offset -= prompt[request] - decode_start[request]
-            self.load -= 1
-            self.load_tokens -= prompt[request]
-            known = known_of[request]
-            if known is not None:
-                known.finish(output[request])
-        ledger.held[self.index] = self.load
-        ledger.held_tokens[self.index] = self.load_tokens
-
-    def close_run(self) -> float:
-        """Record the current run up to its scheduled event; return when it ends."""
-        k = self.next_k
-        end = self.run_start + self.elapsed(k)
-        growth = self.per_context * self.run_active
-        self.ledger.runs.append(
-            (self.index, self.run_start, k, self.run_first, growth, self.run_active, self.run_context)
-        )
-        self.g += k
-        return end
-
-    def open_run(self, now: float) -> float:
-        """Start a run at ``now`` with the running requests; return when its next event is
-        (the next finish), or -1 when nothing runs."""
-        self.version += 1
-        if not self.running:
-            self.run_start = math.nan
-            return -1.0
-        active = len(self.running)
-        self.run_start = now
-        self.run_active = active
-        self.run_context = self.context_offset + active * self.g
-        self.run_first = self.tau[active] + self.per_context * self.run_context
-        self.next_k = self.heap[0][0] - self.g
-        return now + self.elapsed(self.next_k)
-
-
-class PromptMachine(TokenMachine):
-    """A prompt machine: the requests routed to it wait in its request policy, and it runs
-    prefill stages back to back, each filled by its policy.
-
-    It starts a stage when it is not prefilling and decodes nothing (lent to the token pool,
-    it takes no stage until its decoding is done). ``queued`` counts the prompt tokens waiting,
-    ``in_stage`` those of the stage it runs and ``holding`` the requests of both; a token
-    machine lent to the prompt pool takes a stage from here too (:meth:`take`).
-    """
-
-    __slots__ = (
-        "capacity",
-        "holding",
-        "in_stage",
-        "known",
-        "policy",
-        "policy_clients",
-        "queued",
-        "stage_size",
-    )
-
-    def __init__(
-        self,
-        index: int,
-        clients: int,
-        tau: list[float],
-        per_context: float,
-        ledger: _Ledger,
-        capacity: int,
-        policy: RequestPolicy,
-        known: KnownRequests,
-    ):
-        super().__init__(index, clients, tau, per_context, ledger)
-        self.capacity = capacity
-        self.policy = policy
-        self.known = known
-        self.policy_clients = clients
-        self.queued = 0  # prompt tokens waiting, not yet in a stage
-        self.in_stage = 0  # prompt tokens in the stage it runs
-        self.stage_size = 0  # requests in the stage it runs
-        self.holding = 0  # requests waiting or in the stage it runs
-
-    def _show(self) -> None:
-        """Write what it holds into the prompt pool's router view."""
-        ledger = self.ledger
-        ledger.queued_tokens[self.index] = self.queued + self.in_stage
-        ledger.queued_requests[self.index] = self.holding
-
-    def arrive(self, request: int, predicted: int, arrival: float) -> None:
-        """``request`` is routed here as it arrives: the policy learns of it."""
-        ledger = self.ledger
-        prompt = ledger.prompt[request]
-        self.known.reveal(request, prompt, predicted, ledger.output[request], arrival)
-        ledger.where[request] = self.index
-        ledger.known_of[request] = self.known
-        self.policy.arrive(request)
-        self.queued += prompt
-        self.holding += 1
-        self._show()
-
-    def start_stage(self) -> list[int]:
-        """Its own next stage: the waiting requests its policy gives it (none when it runs
-        a stage already, decodes, or nothing waits)."""
-        if self.prefilling or self.load or not self.queued:
-            return []
-        batch = self.take(self.capacity, True)
-        if batch:
-            self.in_stage = sum(map(self.ledger.prompt.__getitem__, batch))
-            self.queued -= self.in_stage
-            self.stage_size = len(batch)
-        return batch
-
-    def end_stage(self) -> None:
-        """Its stage ends: the requests leave for their token machines."""
-        self.holding -= self.stage_size
-        self.in_stage = self.stage_size = 0
-        self._show()
-
-    def lend_stage(self, capacity: int) -> list[int]:
-        """A stage of at most ``capacity`` tokens for a token machine lent to the prompt pool:
-        one take of its policy (at most ``policy_clients`` requests, the most the lent machine
-        decodes at once)."""
-        batch = self.take(capacity, False)
-        if batch:
-            self.queued -= sum(map(self.ledger.prompt.__getitem__, batch))
-            self.holding -= len(batch)
-            self._show()
-        return batch
-
-    def take(self, capacity: int, whole: bool) -> list[int]:
-        """The waiting requests the policy gives a stage of ``capacity`` tokens: one take, or,
-        ``whole``, takes until the policy has nothing more that fits. Every answer is checked
-        as the decision loop checks it (:mod:`llmsched.engines.answers`), with the same
-        messages."""
-        policy, ledger = self.policy, self.ledger
-        prompt, where, index, clients = ledger.prompt, ledger.where, self.index, self.policy_clients
-        batch: list[int] = []
-        room = capacity
-        while room > 0:  # a prompt holds a token at least
-            ready = policy.ready()
-            if type(ready) is not int or ready < 0:
-                ready = check_ready(ready, policy)
-            if not ready:
-                break
-            asked = room
-            pairs = policy.take(asked)
-            if type(pairs) is not list or not pairs:
-                if type(pairs) is list and batch:
-                    break  # nothing more fits in the room left
-                refuse_take(pairs, policy, asked, ready)
-            for pair in pairs:
-                if type(pair) is tuple and len(pair) == 2 and type(pair[0]) is int and type(pair[1]) is int:
-                    request, client = pair
-                else:
-                    request, client = check_pair(pair, policy, asked)
-                if not (0 <= request < len(where) and where[request] == index and 0 <= client < clients):
-                    raise ValueError(
-                        f"request policy {type(policy).__name__}.take({asked}) is invalid: "
-                        + _pair_problem(request, client, len(where), clients, where, index, batch)
-                    )
-                where[request] = -1
-                room -= prompt[request]
-                batch.append(request)
-            if room < 0:
-                refuse_capacity(asked - room, asked, policy)
-            if len(pairs) > 1 and len({client for _, client in pairs}) < len(pairs):
-                raise ValueError(
-                    f"request policy {type(policy).__name__}.take({asked}) is invalid: a client appears twice"
-                )
-            release = policy.release
-            for _, client in pairs:
-                release(client)  # its request is in the stage: the place in the hand-over is free
-            if not whole:
-                break
-        return batch
-
-
-def _pair_problem(
-    request: int, client: int, n: int, clients: int, where: list[int], machine: int, batch: list[int]
-) -> str:
-    """What is wrong with a pair that failed the quick check (worded as the decision loop's)."""
-    if not 0 <= request < n:
-        return f"request {request} is not in the workload (0..{n - 1})"
-    if request in batch:
-        return f"request {request} appears twice"
-    if where[request] != machine:
-        return (
-            f"request {request} does not wait on prompt machine {machine} "
-            "(not arrived, taken or routed elsewhere)"
-        )
-    return f"client {client} does not exist (clients are 0..{clients - 1})"
+_ARRIVE, _TRANSFER_DONE, _WAKE = 0, 1, 2
 
 
 class ClusterClock:
     """The cluster's machines on one event clock, with a router in front of each pool.
 
+    Every machine is an engine running the one decision loop under
+    :class:`~llmsched.engines.disaggregation.rule.PoolRule`, as a generator
+    (:func:`~llmsched.engines.loop.open_engine`) that stops whenever it needs to know what has
+    reached it up to a time. The clock keeps one heap of events (arrivals, keys and values
+    arriving, the times the machines asked to be woken at), in time order (ties in the order
+    they were scheduled); between them it routes requests and lends stages.
+
     Built from checked arguments (:func:`simulate_disaggregated` checks them): it starts the
-    policies and the routers; :meth:`run` runs the workload once and returns its schedule.
+    machines and the routers; :meth:`run` runs the workload once and returns its schedule.
     """
 
     def __init__(
@@ -513,34 +115,63 @@ class ClusterClock:
         self.prompt_router, self.token_router = prompt_router, token_router
         n = len(workload)
         P, T = cluster.prompt_machines, cluster.token_machines
-        self.P, self.M, self.mixed = P, P + T, cluster.mixed
-        clients = cluster.token_clients
-        self.ledger = ledger = _Ledger(workload, P, P + T)
-        costs = (cluster.prompt_cost, cluster.token_cost)
-        tau = [iteration_times(cost, min(clients, n)) for cost in costs]
-        rates = [context_rate(cost) for cost in costs]
+        M = P + T
+        self.P, self.M, self.mixed = P, M, cluster.mixed
+        self.clients = clients = cluster.token_clients
+        self.prompt: list[int] = workload.prompt_tokens.tolist()
+        self.output: list[int] = workload.output_tokens.tolist()
         predicted = workload.predicted_output
         self.predicted: list[int] = predicted.tolist() if predicted is not None else [0] * n
-        self.prompt_machines: list[PromptMachine] = []
-        for p, policy in enumerate(policies):
-            known = KnownRequests(n, predicted is not None, oracle_lengths(policy), False, workload.name)
-            policy.start(known, clients)
-            capacity = int(cluster.prompt_cost.prefill_capacity)
-            self.prompt_machines.append(
-                PromptMachine(p, clients, tau[0], rates[0], ledger, capacity, policy, known)
+        self.policies = policies
+
+        # The machines: each an engine on a stream, asking its queue.
+        self.streams: list[EngineStream] = []
+        self.queues: list[MachineQueue] = []
+        self.engines: list[Generator[float, None, Any]] = []
+        for m in range(M):
+            stream = EngineStream()
+            stream.done = []
+            if m < P:
+                policy: RequestPolicy | None = policies[m]
+                known = KnownRequests(n, predicted is not None, oracle_lengths(policy), False, workload.name)
+            else:
+                policy = known = None
+            queue = MachineQueue(m, clients, stream, n, policy, known)
+            engine = open_engine(
+                cluster.cost_of(m),
+                clients,
+                queue,
+                None,
+                stream,
+                predicted is not None,
+                workload.name,
+                n,
+                PoolRule(queue),
             )
-        self.machines: list[TokenMachine] = [*self.prompt_machines]
-        self.machines += [TokenMachine(P + t, clients, tau[1], rates[1], ledger) for t in range(T)]
-        self.squares_priced = [is_context_aware(cluster.cost_of(m)) for m in range(P + T)]
+            self.streams.append(stream)
+            self.queues.append(queue)
+            self.engines.append(engine)
+            next(engine)  # started, policy and all (a policy refuses what it cannot run here): idle
+        self.capacity = [int(cluster.cost_of(m).prefill_capacity) for m in range(M)]
+
+        # The routers' views, written as the machines change: the requests each machine
+        # decodes, waits to decode or expects, and their prompt tokens; the requests each
+        # prompt machine holds queued or in its stage, and their prompt tokens.
+        self.held = np.zeros(M, dtype=np.int64)
+        self.held_tokens = np.zeros(M, dtype=np.int64)
+        self.queued_requests = np.zeros(P, dtype=np.int64)
+        self.queued_tokens = np.zeros(P, dtype=np.int64)
+        self.waiting_tokens = [0] * P  # prompt tokens waiting on each prompt machine, not in a stage
+        self.prefilling = [False] * M
 
         order = np.argsort(workload.arrival, kind="stable")
         self.order: list[int] = order.tolist()
         views = []
         for router, engines, cost, held, tokens in (
-            (prompt_router, P, cluster.prompt_cost, ledger.queued_requests, ledger.queued_tokens),
-            (token_router, T, cluster.token_cost, ledger.held[P:], ledger.held_tokens[P:]),
+            (prompt_router, P, cluster.prompt_cost, self.queued_requests, self.queued_tokens),
+            (token_router, T, cluster.token_cost, self.held[P:], self.held_tokens[P:]),
         ):
-            engine = Engine(cost, clients)
+            pool = Engine(cost, clients)
             router.start(
                 RouterSetup(
                     engines,
@@ -549,7 +180,7 @@ class ClusterClock:
                     np.zeros(0, dtype=np.int64),
                     order,
                     seed,
-                    np.full(engines, engine.tokens_per_s),
+                    np.full(engines, pool.tokens_per_s),
                 )
             )
             views.append(
@@ -558,7 +189,7 @@ class ClusterClock:
                     np.full(engines, clients, dtype=np.int64),
                     np.zeros(engines),
                     tokens,
-                    np.tile(engine.seconds_per_token, (engines, 1)),
+                    np.tile(pool.seconds_per_token, (engines, 1)),
                 )
             )
         self.prompt_loads, self.token_loads = views
@@ -567,217 +198,303 @@ class ClusterClock:
         self.lent_requests = n + 1
         self.lent_tokens = int(workload.total_prompt_tokens) + 1
 
+        # What ran: the stages in the order they started; each request's stage, the machine
+        # that decodes it (and its index there), and when its keys and values arrived there.
         self.stage_machine: list[int] = []
         self.stage_start: list[float] = []
         self.stage_end: list[float] = []
         self.stage_requests: list[list[int]] = []
+        self.in_stage: list[int] = [-1] * M  # each machine's stage under way (-1: none)
         self.request_stage = [-1] * n
+        self.request_machine = [-1] * n
+        self.request_local = [-1] * n
+        self.transfer_end = [math.nan] * n
+        self.known_of: list[KnownRequests | None] = [None] * n  # the view of the policy that took it
+        # Each prompt's whole transfer, by the cluster's formula (with no stage to overlap,
+        # all of it remains); a stage's overlap is taken off as its requests leave.
+        self.link: list[float] = np.asarray(cluster.transfer(workload.prompt_tokens, 0.0)).tolist()
+        self.results: list[Any] = [None] * M
+        self.version = [0] * M
         self.events: list[tuple[float, int, int, int, int]] = []
         self.sequence = itertools.count()  # ties in the order events were scheduled
 
     def push(self, time: float, kind: int, who: int, version: int = 0) -> None:
         heapq.heappush(self.events, (time, next(self.sequence), kind, who, version))
 
+    # -- the machines -------------------------------------------------------------------------
+    def resume(self, m: int, now: float) -> None:
+        """Let machine ``m`` run on from ``now`` until it needs to know more; then account for
+        what it did: the requests it finished, the stage it took."""
+        stream = self.streams[m]
+        if stream.done:  # finished at the end of a run cut short, which has now come
+            self.finished(m, stream.done)
+        try:
+            wake = next(self.engines[m])
+        except StopIteration as done:
+            self.results[m] = done.value
+            return
+        self.version[m] += 1
+        if wake < math.inf:
+            self.push(wake, _WAKE, m, self.version[m])
+        if stream.done and stream.done_at <= now:
+            self.finished(m, stream.done)
+        if stream.stage is not None:
+            start, end, pairs = stream.stage
+            stream.stage = None
+            self.started_stage(m, stage_requests(pairs, self.queues[m]), start, end)
+        if self.mixed and m >= self.P and not self.prefilling[m] and not self.held[m]:
+            self.lend(m, now)
+
+    def finished(self, m: int, done: list[int]) -> None:
+        """Requests finished decoding on machine ``m``: the policy that prefilled each learns
+        its output length."""
+        member, prompt, output, known_of = self.queues[m].member, self.prompt, self.output, self.known_of
+        for local in done:
+            request = member[local]
+            self.held[m] -= 1
+            self.held_tokens[m] -= prompt[request]
+            known = known_of[request]
+            if known is not None:
+                known.finish(output[request])
+        done.clear()
+
+    def add(self, m: int, request: int, kind: int, now: float) -> None:
+        """``request`` reaches machine ``m`` at ``now``."""
+        local = self.queues[m].add(
+            request, kind, self.prompt[request], self.output[request], self.predicted[request], now
+        )
+        if kind != PROMPT:
+            self.request_local[request] = local
+
+    def expect(self, m: int, request: int) -> None:
+        """``request`` will decode on machine ``m``."""
+        self.held[m] += 1
+        self.held_tokens[m] += self.prompt[request]
+        self.request_machine[request] = m
+
     # -- routing ------------------------------------------------------------------------------
-    def route_arrival(self, request: int, now: float) -> None:
-        """Route an arriving request to a prompt machine, whose policy learns of it."""
+    def route_arrival(self, request: int, now: float) -> int:
+        """Route an arriving request to a prompt machine; return which."""
         loads = self.prompt_loads
-        if self.mixed and any(machine.load for machine in self.prompt_machines):
-            ledger, P = self.ledger, self.P
-            held = ledger.held[:P]
+        P = self.P
+        if self.mixed and self.held[:P].any():
+            held = self.held[:P]
             lent = held > 0
             loads = Loads(
                 loads.requests + held + lent * self.lent_requests,
                 loads.clients,
                 loads.work,
-                loads.prompt_tokens + ledger.held_tokens[:P] + lent * self.lent_tokens,
+                loads.prompt_tokens + self.held_tokens[:P] + lent * self.lent_tokens,
                 loads.rates,
             )
         p = self.prompt_router.route(request, loads)
-        if type(p) is not int or not 0 <= p < self.P:
-            p = engine_index(self.prompt_router, request, p, self.P)
-        self.prompt_machines[p].arrive(request, self.predicted[request], now)
+        if type(p) is not int or not 0 <= p < P:
+            p = engine_index(self.prompt_router, request, p, P)
+        self.add(p, request, PROMPT, now)
+        self.known_of[request] = self.queues[p].known
+        self.waiting_tokens[p] += self.prompt[request]
+        self.queued_tokens[p] += self.prompt[request]
+        self.queued_requests[p] += 1
+        return p
 
-    def destination(self, request: int, source: int) -> TokenMachine:
+    def destination(self, request: int, source: int) -> int:
         """The machine that decodes ``request``, prefilled on prompt machine ``source``: the
         token pool's router's choice; with the mixed pool, when every token machine is full,
         an idle prompt machine other than ``source``, lent to the token pool."""
-        P, T = self.P, self.M - self.P
+        P, T, clients = self.P, self.M - self.P, self.clients
         t = self.token_router.route(request, self.token_loads)
         if type(t) is not int or not 0 <= t < T:
             t = engine_index(self.token_router, request, t, T)
-        chosen = self.machines[P + t]
-        clients = chosen.clients
-        if self.mixed and chosen.load >= clients and int(self.ledger.held[P:].min()) >= clients:
+        held = self.held
+        if self.mixed and held[P + t] >= clients and int(held[P:].min()) >= clients:
             idle = [
                 q
-                for q in self.prompt_machines
-                if q.index != source and not q.prefilling and not q.queued and q.load < clients
+                for q in range(P)
+                if q != source and not self.prefilling[q] and not self.waiting_tokens[q] and held[q] < clients
             ]
             if idle:
-                return min(idle, key=lambda q: (q.load, q.index))
-        return chosen
+                return min(idle, key=lambda q: (held[q], q))
+        return P + t
 
     # -- stages -------------------------------------------------------------------------------
-    def record_stage(self, m: int, batch: list[int], now: float) -> None:
-        """Machine ``m`` prefills ``batch`` from ``now``; its end is scheduled."""
-        self.machines[m].prefilling = True
-        cost: Any = self.cluster.cost_of(m)
-        prompt = self.ledger.prompt
-        tokens = sum(map(prompt.__getitem__, batch))
-        if self.squares_priced[m]:
-            seconds = float(cost.prefill_time(tokens, sum(prompt[r] ** 2 for r in batch)))
-        else:
-            seconds = float(cost.prefill_time(tokens))
+    def started_stage(self, m: int, batch: list[int], start: float, end: float) -> None:
+        """Machine ``m`` took a stage of ``batch`` from ``start`` to ``end``. A prompt
+        machine's requests are each routed to the machine that will decode them, so that
+        each transfer can start with the stage; a lent stage's requests decode where they
+        are, with no transfer."""
         stage = len(self.stage_start)
         self.stage_machine.append(m)
-        self.stage_start.append(now)
-        self.stage_end.append(now + seconds)
+        self.stage_start.append(start)
+        self.stage_end.append(end)
         self.stage_requests.append(batch)
+        self.in_stage[m] = stage
+        self.prefilling[m] = True
         request_stage = self.request_stage
         for request in batch:
             request_stage[request] = stage
-        self.push(now + seconds, _STAGE_DONE, stage)
-
-    def start_prompt(self, p: int, now: float) -> None:
-        """Prompt machine ``p`` starts its next stage, if it can; each of the stage's requests
-        is routed to the machine that will decode it, so its transfer can start with the
-        stage."""
-        batch = self.prompt_machines[p].start_stage()
-        if batch:
-            self.record_stage(p, batch, now)
+        if m < self.P:
+            self.waiting_tokens[m] -= sum(map(self.prompt.__getitem__, batch))
             for request in batch:
-                self.destination(request, p).expect(request)
+                d = self.destination(request, m)
+                self.expect(d, request)
+                if d < self.P:
+                    self.queues[d].expect()
+        else:
+            for request in batch:
+                self.transfer_end[request] = end
+
+    def ended_stage(self, m: int, now: float) -> None:
+        """Machine ``m``'s stage ends at ``now``: a prompt machine's requests leave it, and
+        their keys and values the rest of the way (each layer's leave once the stage has
+        computed it, with the overlap: what remains is transfer_seconds', in the same
+        operations)."""
+        stage = self.in_stage[m]
+        self.in_stage[m] = -1
+        self.prefilling[m] = False
+        if m >= self.P:
+            return
+        batch = self.stage_requests[stage]
+        self.queued_tokens[m] -= sum(map(self.prompt.__getitem__, batch))
+        self.queued_requests[m] -= len(batch)
+        cluster = self.cluster
+        overlap, layers = cluster.overlap, cluster.layers
+        lag = (self.stage_end[stage] - self.stage_start[stage]) * (layers - 1) / layers if overlap else 0.0
+        link, transfer_end = self.link, self.transfer_end
+        for request in batch:
+            x = link[request]
+            at = (max(x / layers, x - lag) if overlap else x) + now
+            transfer_end[request] = at
+            self.push(at, _TRANSFER_DONE, request)
 
     def lend(self, t: int, now: float) -> None:
         """An idle token machine takes a stage from the prompt queue holding the most tokens,
         when it holds more than one stage's worth (the mixed pool)."""
-        machine = self.machines[t]
-        if machine.prefilling or machine.load:
+        if self.prefilling[t] or self.held[t]:
             return
-        source = max(self.prompt_machines, key=lambda q: (q.queued, -q.index))
-        if source.queued <= source.capacity:
+        source = max(range(self.P), key=lambda q: (self.waiting_tokens[q], -q))
+        if self.waiting_tokens[source] <= self.capacity[source]:
             return  # no more than one stage waits: the prompt pool keeps up
-        batch = source.lend_stage(int(self.cluster.cost_of(t).prefill_capacity))
-        if batch:
-            self.record_stage(t, batch, now)
-            for request in batch:
-                machine.expect(request)
-
-    def after_idle(self, m: int, now: float) -> None:
-        """A machine whose decoding ran dry goes back to its own pool's work."""
-        if self.machines[m].load:
+        batch = self.queues[source].lend(self.capacity[t])
+        if not batch:
             return
-        if m < self.P:
-            self.start_prompt(m, now)
-        elif self.mixed:
-            self.lend(m, now)
+        tokens = sum(map(self.prompt.__getitem__, batch))
+        self.waiting_tokens[source] -= tokens
+        self.queued_tokens[source] -= tokens
+        self.queued_requests[source] -= len(batch)
+        for request in batch:
+            self.add(t, request, LENT, now)
+            self.expect(t, request)
+        self.resume(t, now)
 
     # -- the clock ----------------------------------------------------------------------------
     def run(self) -> DisaggregatedSchedule:
         """Run the workload; return its schedule."""
-        workload, cluster, ledger = self.workload, self.cluster, self.ledger
-        P, M, mixed = self.P, self.M, self.mixed
-        machines, prompt_machines = self.machines, self.prompt_machines
-        transfer_end, request_machine = ledger.transfer_end, ledger.request_machine
-        events, push, heappop = self.events, self.push, heapq.heappop
-        stage_machine, stage_start, stage_end = self.stage_machine, self.stage_start, self.stage_end
-        route_arrival, start_prompt = self.route_arrival, self.start_prompt
-        # Each prompt's whole transfer x, by the cluster's formula (with no stage to overlap,
-        # all of x remains); a stage's overlap is taken off as its requests leave.
-        link: list[float] = np.asarray(cluster.transfer(workload.prompt_tokens, 0.0)).tolist()
-        overlap, layers = cluster.overlap, cluster.layers
-        arrival = workload.arrival.tolist()
+        P, M = self.P, self.M
+        streams, queues, events = self.streams, self.queues, self.events
+        request_machine, resume = self.request_machine, self.resume
+        arrival = self.workload.arrival.tolist()
         for request in self.order:
-            push(arrival[request], _ARRIVE, request)
-
+            self.push(arrival[request], _ARRIVE, request)
+        woken = [False] * P
         while events:
-            now, _, kind, who, version = heappop(events)
+            now, _, kind, who, version = heapq.heappop(events)
             if kind == _ARRIVE:
-                route_arrival(who, now)
+                p = self.route_arrival(who, now)
+                # A prompt machine takes a stage only while it decodes nothing and expects nothing.
+                if streams[p].cuttable and not queues[p].load:
+                    woken[p] = True
                 if events and events[0][2] == _ARRIVE and events[0][0] <= now:
                     continue  # more arrive at this instant: they may share a stage
                 for p in range(P):
-                    start_prompt(p, now)
-                if mixed:
+                    if woken[p]:
+                        woken[p] = False
+                        resume(p, now)
+                if self.mixed:
                     for t in range(P, M):
                         self.lend(t, now)
-            elif kind == _STAGE_DONE:
-                m = stage_machine[who]
-                batch = self.stage_requests[who]
-                machine = machines[m]
-                machine.prefilling = False
-                if m < P:
-                    prompt_machines[m].end_stage()
-                    # Each layer's keys and values leave once the stage has computed it
-                    # (overlap): what remains after the stage is transfer_seconds', in the
-                    # same operations.
-                    lag = (stage_end[who] - stage_start[who]) * (layers - 1) / layers if overlap else 0.0
-                    for request in batch:
-                        x = link[request]
-                        at = (max(x / layers, x - lag) if overlap else x) + now
-                        transfer_end[request] = at
-                        push(at, _TRANSFER_DONE, request)
-                    start_prompt(m, now)
-                else:
-                    at = machine.end_lent_stage(batch, now)
-                    if at >= 0.0:
-                        push(at, _RUN_EVENT, m, machine.version)
             elif kind == _TRANSFER_DONE:
                 m = request_machine[who]
-                machine = machines[m]
-                at = machine.receive(who, now)
-                if at >= 0.0:
-                    push(at, _RUN_EVENT, m, machine.version)
-            else:  # a machine's run reaches its event
-                machine = machines[who]
-                if version != machine.version:
-                    continue
-                end = machine.close_run()
-                machine.finish()
-                machine.admit()
-                at = machine.open_run(end)
-                if at >= 0.0:
-                    push(at, _RUN_EVENT, who, machine.version)
-                if not machine.running:
-                    self.after_idle(who, end)
+                self.add(m, who, HANDED, now)
+                if streams[m].cuttable:
+                    resume(m, now)
+            elif version == self.version[who]:  # a machine's wake-up, not overtaken
+                if self.in_stage[who] >= 0:
+                    self.ended_stage(who, now)
+                resume(who, now)
         return self.schedule()
 
     def schedule(self) -> DisaggregatedSchedule:
         """What the run did; a ValueError when a policy left requests waiting with nothing
         left to happen."""
-        for machine in self.prompt_machines:
-            if machine.queued:
-                waiting = sum(1 for p in self.ledger.where if p == machine.index)
-                refuse_idle(machine.policy, machine.policy_clients, waiting)
-        ledger = self.ledger
-        rows = ledger.runs
-        makespan = max(
-            max(self.stage_end, default=0.0), max((r[1] + _run_span(r) for r in rows), default=0.0)
-        )
-        runs = np.array(rows, dtype=object) if rows else np.zeros((0, 7), dtype=object)
+        for p in range(self.P):
+            queue = self.queues[p]
+            if queue.waiting:
+                refuse_idle(self.policies[p], self.clients, len(queue.waiting))
+        for m in range(self.M):
+            self.streams[m].closed = True
+            if self.results[m] is None:
+                self.resume(m, math.inf)
+            if self.results[m] is None:  # pragma: no cover - the loop must end once closed and idle
+                raise RuntimeError(f"machine {m} did not end once every request had reached it")
+        rows = [self._runs(m) for m in range(self.M)]
+        runs = [np.concatenate([row[k] for row in rows]) for k in range(8)]
+        # The runs in the order they ended (then by machine), as the clock saw them.
+        by_end = np.lexsort((runs[0], runs[7]))
+        machine, start, iterations, first, step, active, context, end = (column[by_end] for column in runs)
+        makespan = max(max(self.stage_end, default=0.0), float(end.max()) if end.size else 0.0)
+        n = len(self.workload)
+        client = np.full(n, -1, dtype=np.int64)
+        decode_start = np.full(n, -1, dtype=np.int64)
+        for request in range(n):
+            m, local = self.request_machine[request], self.request_local[request]
+            if local >= 0:
+                client[request] = self.streams[m].client_of[local]
+                decode_start[request] = self.streams[m].decode_start[local]
         return DisaggregatedSchedule(
             self.workload,
             self.cluster,
             np.asarray(self.stage_machine, dtype=np.int64),
             np.asarray(self.stage_start, dtype=np.float64),
             np.asarray(self.stage_end, dtype=np.float64),
-            runs[:, 0].astype(np.int64),
-            runs[:, 1].astype(np.float64),
-            runs[:, 2].astype(np.int64),
-            runs[:, 3].astype(np.float64),
-            runs[:, 4].astype(np.float64),
-            runs[:, 5].astype(np.int64),
-            runs[:, 6].astype(np.int64),
+            machine,
+            start,
+            iterations,
+            first,
+            step,
+            active,
+            context,
             np.asarray(self.request_stage, dtype=np.int64),
-            np.asarray(ledger.request_machine, dtype=np.int64),
-            np.asarray(ledger.request_client, dtype=np.int64),
-            np.asarray(ledger.transfer_end, dtype=np.float64),
-            np.asarray(ledger.decode_start, dtype=np.int64),
-            np.asarray(ledger.decode_end, dtype=np.int64),
+            np.asarray(self.request_machine, dtype=np.int64),
+            client,
+            np.asarray(self.transfer_end, dtype=np.float64),
+            decode_start,
+            np.where(decode_start >= 0, decode_start + self.workload.output_tokens, -1),
             makespan,
             self.info(),
         )
+
+    def _runs(self, m: int) -> list[np.ndarray]:
+        """Machine ``m``'s decode runs: machine, start, iterations, first iteration's time,
+        step, requests decoding and their context at the first iteration, end."""
+        _, record = self.results[m]
+        stream = self.streams[m]
+        iterations = np.asarray(record.run_iterations, dtype=np.int64)
+        first_iteration = np.cumsum(iterations) - iterations
+        decode_start = np.asarray(stream.decode_start, dtype=np.int64)
+        decode_end = np.where(decode_start >= 0, decode_start + np.asarray(stream.output, dtype=np.int64), -1)
+        active, context = decoding_at(
+            first_iteration, decode_start, decode_end, np.asarray(stream.prompt, dtype=np.int64)
+        )
+        return [
+            np.full(iterations.size, m, dtype=np.int64),
+            np.asarray(record.run_start, dtype=np.float64),
+            iterations,
+            np.asarray(record.run_time, dtype=np.float64),
+            np.asarray(record.run_step, dtype=np.float64),
+            active.astype(np.int64),
+            context.astype(np.int64),
+            np.asarray(record.run_end, dtype=np.float64),
+        ]
 
     def info(self) -> dict[str, Any]:
         """The schedule's ``info``: the mode and the cluster's switches, the request policy
@@ -790,7 +507,7 @@ class ClusterClock:
             "mixed": self.cluster.mixed,
             "overlap": self.cluster.overlap,
             "request_policy": names[0] if len(set(names)) == 1 else tuple(names),
-            "oracle_lengths": any(oracle_lengths(m.policy) for m in self.prompt_machines),
+            "oracle_lengths": any(oracle_lengths(policy) for policy in self.policies),
             "prompt_router": self.prompt_router.name,
             "token_router": self.token_router.name,
             "seed": self.seed if any(getattr(r, "seeded", False) for r in routers) else None,
@@ -915,8 +632,3 @@ def _pool_router(what: str, router: str | Router, workload: Workload) -> Router:
             "these requests arrive over time"
         )
     return chosen
-
-
-def _run_span(row: tuple[int, float, int, float, float, int, int]) -> float:
-    _, _, k, first, step, _, _ = row
-    return first * k + step * (k * (k - 1) / 2)

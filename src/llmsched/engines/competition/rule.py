@@ -46,6 +46,7 @@ class CompetitionRule:
     # policy's to respect), and taken requests are prefilled at once: none is under way.
     admit_below = math.inf
     under_way: tuple[()] = ()
+    first_cut = None  # every arrival may cut a decode run, while a client is free
 
     def __init__(self, iteration_policy: IterationPolicy):
         check_iteration_policy(iteration_policy)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from llmsched.core.cost import CostModel
+from llmsched.core.schedule import decoding_at
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion.iteration import check_fused_instance, check_token_budget
 from llmsched.engines.fusion.schedule import FusedSchedule
@@ -63,6 +64,7 @@ class FusionRule:
 
     mode = "fusion"
     view: LoopView | None = None  # no iteration policy: decoding never pauses
+    first_cut = None  # every arrival may cut a decode run, while a client is free
 
     def __init__(self, token_budget: int = DEFAULT_TOKEN_BUDGET):
         self.token_budget = check_token_budget(token_budget)
@@ -138,7 +140,7 @@ class FusionRule:
         first = np.cumsum(iterations) - iterations  # each run's first iteration
         decode_start = np.asarray(record.request_decode_start, dtype=np.int64)
         decode_end = np.where(decode_start >= 0, decode_start + workload.output_tokens, -1)
-        decoding, context = _decoding(first, decode_start, decode_end, workload.prompt_tokens)
+        decoding, context = decoding_at(first, decode_start, decode_end, workload.prompt_tokens)
         chunk_tokens, chunk_squares = np.zeros(runs, dtype=np.int64), np.zeros(runs, dtype=np.int64)
         chunk_tokens[record.mixed_run] = record.mixed_tokens
         chunk_squares[record.mixed_run] = record.mixed_squares
@@ -153,25 +155,6 @@ class FusionRule:
         makespan = record.now if runs else 0.0
         budget = self.token_budget
         return FusedSchedule(workload, cost, clients, budget, **arrays, makespan=makespan, info=record.info)
-
-
-def _decoding(
-    iteration: np.ndarray, decode_start: np.ndarray, decode_end: np.ndarray, prompt: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """How many requests decode in each given iteration, and their context tokens then: the
-    requests with ``decode_start <= g < decode_end``, each holding its prompt and the
-    ``g - decode_start`` tokens it has decoded (exact integers, from prefix sums)."""
-    decoded = decode_start >= 0
-    start, end = decode_start[decoded], decode_end[decoded]
-    # Each request adds prompt - start to the context while it decodes (plus g, counted apart).
-    held = (prompt[decoded] - start).astype(np.int64)
-    by_start, by_end = np.argsort(start, kind="stable"), np.argsort(end, kind="stable")
-    began = np.searchsorted(start[by_start], iteration, side="right")
-    ended = np.searchsorted(end[by_end], iteration, side="right")
-    held_began = np.concatenate(([0], np.cumsum(held[by_start])))[began]
-    held_ended = np.concatenate(([0], np.cumsum(held[by_end])))[ended]
-    decoding = began - ended
-    return decoding, held_began - held_ended + decoding * iteration
 
 
 def simulate_fusion_policies(
