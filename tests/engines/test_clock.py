@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from llmsched import ContextCostModel, LinearCostModel, Workload
 from llmsched.engines.clock import CostClock, Executor, admits, iteration_times
 from llmsched.engines.fusion.iteration import fused_iteration_time
+from tests.strategies import cost_models
 
 LINEAR = LinearCostModel(1.0, 0.1, 0.5, 0.25, prefill_capacity=100)
 CONTEXT = ContextCostModel(0.004, 6e-5, 2e-8, 0.003, 2e-4, 1.5e-6, 1000)
@@ -112,6 +113,25 @@ def test_a_mixed_iteration_is_priced_as_a_fused_iteration(cost, running, tokens,
     assert seconds == fused_iteration_time(cost, len(running), 40, tokens, squares)
     assert step == getattr(cost, "decode_per_context", 0.0) * len(running)
     assert clock.now() == 2.0 + seconds
+
+
+@given(
+    cost=cost_models(), active=st.integers(0, 40), context=st.integers(0, 10**6), tokens=st.integers(0, 300)
+)
+def test_a_mixed_iteration_costs_exactly_what_fused_iteration_time_says(
+    cost, active, context, tokens
+) -> None:
+    """The clock sums a linear or context model's terms itself (mixed_terms); every model,
+    and every mix of decoding requests and chunk tokens, gets fused_iteration_time's float
+    to the last bit."""
+    if not hasattr(cost, "prefill_per_token"):  # a level model: fusion refuses it
+        return
+    squares = tokens * tokens
+    clock = CostClock()
+    clock.open(cost, 40, [])
+    running = {client: client for client in range(active)}
+    _, _, seconds, _ = clock.mixed(running, [], tokens, squares, context)
+    assert seconds == float(fused_iteration_time(cost, active, context, tokens, squares))
 
 
 def test_a_mixed_iteration_of_no_finite_time_is_refused() -> None:

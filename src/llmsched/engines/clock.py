@@ -17,18 +17,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from llmsched.core.cost import (
-    ContextCostModel,
-    CostModel,
-    LinearCostModel,
-    context_rate,
-    decode_seconds,
-    is_context_aware,
-    prefill_seconds,
-)
+from llmsched.core.cost import CostModel, context_rate, is_context_aware
 from llmsched.core.instance import check_stage_time
 from llmsched.core.workload import Workload
-from llmsched.engines.fusion.iteration import fused_iteration_time
+from llmsched.engines.fusion.iteration import fused_iteration_time, mixed_terms
 
 __all__ = ["Chunk", "CostClock", "DecodeRun", "Executor", "admits", "iteration_times"]
 
@@ -181,7 +173,7 @@ class CostClock:
         self._prompt = prompt if aware else None
         if aware and not (0.0 <= self._per_context < _INF):
             check_stage_time(cost, "decode_per_context", self._per_context)
-        self._mixed_terms = _mixed_terms(cost)
+        self._mixed_terms = mixed_terms(cost)
 
     def run_end(self, active: int, iterations: int, context: int) -> float:
         """When ``iterations`` decode iterations of ``active`` requests holding ``context``
@@ -294,19 +286,3 @@ class CostClock:
 
     def info(self) -> dict[str, Any]:
         return {}
-
-
-def _mixed_terms(cost: CostModel) -> tuple[float, float, float, float] | None:
-    """The terms :meth:`CostClock.mixed` prices a mixed iteration with, for the library's
-    linear and context models (no batch table): the prefill stage's base, its price per token
-    and per squared token (0.0 for the linear model), and the fixed cost the two phases share
-    (:func:`~llmsched.engines.fusion.schedule.fixed_cost`). None for any other model, whose
-    iterations :func:`~llmsched.engines.fusion.iteration.fused_iteration_time` prices."""
-    if type(cost) is LinearCostModel:
-        per_square = 0.0
-    elif type(cost) is ContextCostModel and cost.decode_by_batch is None:
-        per_square = float(cost.prefill_per_square)
-    else:
-        return None
-    fixed = min(float(prefill_seconds(cost, 0, 0)), float(decode_seconds(cost, 0, 0)))
-    return float(cost.prefill_base), float(cost.prefill_per_token), per_square, fixed

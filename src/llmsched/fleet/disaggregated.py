@@ -131,12 +131,13 @@ class ClusterClock:
         for m in range(M):
             stream = EngineStream()
             stream.done = []
-            if m < P:
-                policy: RequestPolicy | None = policies[m]
-                known = KnownRequests(n, predicted is not None, oracle_lengths(policy), False, workload.name)
-            else:
-                policy = known = None
-            queue = MachineQueue(m, clients, stream, n, policy, known)
+            prompts = None
+            if m < P:  # a prompt machine: its policy learns of its requests as they are routed to it
+                known = KnownRequests(
+                    n, predicted is not None, oracle_lengths(policies[m]), False, workload.name
+                )
+                prompts = (policies[m], known)
+            queue = MachineQueue(m, clients, stream, prompts)
             engine = open_engine(
                 cluster.cost_of(m),
                 clients,

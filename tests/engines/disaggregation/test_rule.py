@@ -24,8 +24,8 @@ COST = LinearCostModel(0.1, 0.001, 0.01, 0.0, 100)
 def _machine(clients: int, policy: FCFS | None = None, requests: int = 10):
     stream = EngineStream()
     stream.done = []
-    known = KnownRequests(requests, False, False, False, "test") if policy is not None else None
-    queue = MachineQueue(0, clients, stream, requests, policy, known)
+    prompts = (policy, KnownRequests(requests, False, False, False, "test")) if policy is not None else None
+    queue = MachineQueue(0, clients, stream, prompts)
     engine = open_engine(COST, clients, queue, None, stream, False, "test", requests, PoolRule(queue))
     return stream, queue, engine
 

@@ -39,10 +39,13 @@ from llmsched.engines.loop import EngineStream
 from llmsched.engines.rule import HAND_OFF, JOIN, PREFILL_STAGE, LoopView, RuleStart, RunRecord
 from llmsched.policies import DECODE_UNTIL_EVENT, KnownRequests, RequestPolicy
 
-__all__ = ["HANDED", "LENT", "PROMPT", "MachineQueue", "PoolRule"]
+__all__ = ["HANDED", "LENT", "PROMPT", "MachineQueue", "PoolRule", "Prompts"]
 
 #: The kinds of request a machine holds (see the module docstring).
 PROMPT, HANDED, LENT = 0, 1, 2
+
+#: A prompt machine's request policy and what it knows.
+Prompts = tuple[RequestPolicy, KnownRequests]
 
 
 class MachineQueue:
@@ -59,25 +62,18 @@ class MachineQueue:
     stream
         The machine's :class:`~llmsched.engines.loop.EngineStream`; :meth:`add` puts a
         request on it.
-    requests
-        The workload's size: the user's policy names requests by their index in the
-        workload, the loop by their index on the machine.
-    policy, known
-        A prompt machine's request policy and what it knows (requests revealed as they
-        reach the machine); None for a token machine.
+    prompts
+        A prompt machine's request policy and what it knows (a
+        :class:`~llmsched.policies.KnownRequests` of the whole workload, whose requests it
+        reveals as they reach the machine); None for a token machine. The policy names
+        requests by their index in the workload, the loop by their index on the machine.
     """
 
-    def __init__(
-        self,
-        index: int,
-        clients: int,
-        stream: EngineStream,
-        requests: int,
-        policy: RequestPolicy | None = None,
-        known: KnownRequests | None = None,
-    ):
-        self.index, self.clients, self.stream, self.requests = index, clients, stream, requests
+    def __init__(self, index: int, clients: int, stream: EngineStream, prompts: Prompts | None = None):
+        self.index, self.clients, self.stream = index, clients, stream
+        policy, known = prompts if prompts is not None else (None, None)
         self.policy, self.known = policy, known
+        self.requests = len(known.prompt_tokens) if known is not None else 0
         self.name = str(getattr(policy, "name", type(policy).__name__)) if policy is not None else "fifo"
         self.kind: list[int] = []  # per request on the machine
         self.member: list[int] = []  # each one's index in the workload

@@ -28,6 +28,7 @@ __all__ = [
     "check_token_budget",
     "chunk_squares",
     "fused_iteration_time",
+    "mixed_terms",
 ]
 
 
@@ -95,3 +96,18 @@ def fused_iteration_time(
         return float(prefill) if decoding == 0 else float(decode + prefill - shared)
     d, c = np.asarray(decoding), np.asarray(chunk_tokens)
     return np.where(c == 0, decode, np.where(d == 0, prefill, decode + prefill - shared)).astype(np.float64)
+
+
+def mixed_terms(cost: CostModel) -> tuple[float, float, float, float] | None:
+    """The terms that price a fused iteration under the library's linear and context models
+    (no batch table), for a caller that sums them itself, in :func:`fused_iteration_time`'s
+    order: the prefill stage's base, its price per token and per squared token (0.0 for the
+    linear model), and the fixed cost the two phases share (:func:`fixed_cost`). None for any
+    other model."""
+    if type(cost) is LinearCostModel:
+        per_square = 0.0
+    elif type(cost) is ContextCostModel and cost.decode_by_batch is None:
+        per_square = float(cost.prefill_per_square)
+    else:
+        return None
+    return float(cost.prefill_base), float(cost.prefill_per_token), per_square, fixed_cost(cost)
