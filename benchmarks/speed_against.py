@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # What each process runs: it prints the best of its repeats, in seconds, as JSON.
 BODY = r"""
-import json, sys, time
+import gc, json, sys, time
 from dataclasses import replace
 import numpy as np
 import llmsched
@@ -81,9 +81,11 @@ elif case == "fleet-stream":
     run = lambda: llmsched.simulate_fleet(w, [llmsched.Engine(cost, 200) for _ in range(4)], router="jsq")
 else:
     raise SystemExit(f"unknown case {case}")
+gc.collect()
 run()  # warm-up
 best = float("inf")
 for _ in range(repeats):
+    gc.collect()  # each run starts from a collected heap
     start = time.perf_counter()
     run()
     best = min(best, time.perf_counter() - start)
@@ -106,8 +108,13 @@ def _extract(ref: str, into: Path) -> Path:
     return into
 
 
+def _env(tree: Path) -> dict[str, str]:
+    # One hash seed: sets and dicts of strings iterate alike in every process.
+    return {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+
+
 def _time(tree: Path, case: str, repeats: int) -> float:
-    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1"}
+    env = _env(tree)
     out = subprocess.run(
         [sys.executable, "-c", BODY, case, str(repeats)],
         env=env,
@@ -119,25 +126,30 @@ def _time(tree: Path, case: str, repeats: int) -> float:
     return float(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def _instructions(tree: Path, case: str) -> int:
-    """The instructions of one warm run of ``case`` over ``tree`` (see the module docstring)."""
-    counts = []
+def _instructions(trees: tuple[Path, Path], case: str) -> tuple[int, int]:
+    """The instructions of one warm run of ``case`` over each tree (see the module
+    docstring); the four processes run two at a time."""
+    valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    counts: dict[tuple[int, int], int] = {}
     for repeats in (0, 1):
-        env = {**os.environ, "PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1"}
-        valgrind = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
-        out = subprocess.run(
-            [*valgrind, sys.executable, "-c", BODY, case, str(repeats)],
-            env=env,
-            cwd=str(tree),
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        found = re.search(r"I\s+refs:\s+([\d,]+)", out.stderr)
-        if found is None:
-            raise RuntimeError(f"valgrind printed no instruction count for {case}:\n{out.stderr[-2000:]}")
-        counts.append(int(found.group(1).replace(",", "")))
-    return counts[1] - counts[0]
+        running = [
+            subprocess.Popen(
+                [*valgrind, sys.executable, "-c", BODY, case, str(repeats)],
+                env=_env(tree),
+                cwd=str(tree),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for tree in trees
+        ]
+        for k, process in enumerate(running):
+            _, err = process.communicate()
+            found = re.search(r"I\s+refs:\s+([\d,]+)", err)
+            if process.returncode or found is None:
+                raise RuntimeError(f"valgrind printed no instruction count for {case}:\n{err[-2000:]}")
+            counts[k, repeats] = int(found.group(1).replace(",", ""))
+    return counts[0, 1] - counts[0, 0], counts[1, 1] - counts[1, 0]
 
 
 def main() -> None:
@@ -159,7 +171,7 @@ def main() -> None:
         other = _extract(args.against, Path(folder))
         for case in cases:
             if args.instructions:
-                this, that = _instructions(ROOT, case), _instructions(other, case)
+                this, that = _instructions((ROOT, other), case)
                 rows[case] = {"this_instructions": this, "other_instructions": that, "ratio": this / that}
                 print(
                     f"{case:22s} this {this / 1e9:7.3f} G instructions  {args.against} {that / 1e9:7.3f} G  "
