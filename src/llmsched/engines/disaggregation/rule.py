@@ -266,8 +266,8 @@ class PoolRule:
     """A cluster machine's iterations: what its :class:`MachineQueue` offers (a stage that
     hands its requests off, requests joining, a lent stage), else decoding on.
 
-    The cluster builds the schedule from every machine's record, so :meth:`schedule` gives
-    the record back as it is.
+    The cluster builds the schedule from every machine's record, so the rule's ``schedule``
+    gives the record back as it is.
     """
 
     mode = "disaggregated"
