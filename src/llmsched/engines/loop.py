@@ -174,8 +174,9 @@ class EngineStream(RequestLists):
     cluster): ``stage`` is ``(start, end, pairs)`` of the prefill stage the engine has just
     taken, set when it yields after taking it (the driver clears it); ``done``, when the
     driver sets it to a list, gets the index of every request that finishes decoding, and
-    ``done_at`` the time they finished (after a run cut short by an arrival, the time the
-    engine yields: ahead of the arrival that woke it).
+    ``done_at`` the time they finished: the end of the run the engine has just run, which,
+    for a run cut short by an arrival, is later than that arrival (the time the engine
+    yields next); the driver empties the list when it has read it.
     """
 
     __slots__ = (

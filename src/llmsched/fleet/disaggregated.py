@@ -163,7 +163,6 @@ class ClusterClock:
         self.queued_requests = np.zeros(P, dtype=np.int64)
         self.queued_tokens = np.zeros(P, dtype=np.int64)
         self.waiting_tokens = [0] * P  # prompt tokens waiting on each prompt machine, not in a stage
-        self.prefilling = [False] * M
 
         order = np.argsort(workload.arrival, kind="stable")
         self.order: list[int] = order.tolist()
@@ -227,6 +226,9 @@ class ClusterClock:
         """Let machine ``m`` run on from ``now`` until it needs to know more; then account for
         what it did: the requests it finished, the stage it took."""
         stream = self.streams[m]
+        stage = self.in_stage[m]
+        if stage >= 0 and now >= self.stage_end[stage]:
+            self.ended_stage(m, now)
         if stream.done:  # finished at the end of a run cut short, which has now come
             self.finished(m, stream.done)
         try:
@@ -243,7 +245,7 @@ class ClusterClock:
             start, end, pairs = stream.stage
             stream.stage = None
             self.started_stage(m, stage_requests(pairs, self.queues[m]), start, end)
-        if self.mixed and m >= self.P and not self.prefilling[m] and not self.held[m]:
+        if self.mixed and m >= self.P and self.in_stage[m] < 0 and not self.held[m]:
             self.lend(m, now)
 
     def finished(self, m: int, done: list[int]) -> None:
@@ -269,6 +271,7 @@ class ClusterClock:
 
     def expect(self, m: int, request: int) -> None:
         """``request`` will decode on machine ``m``."""
+        self.queues[m].expect()
         self.held[m] += 1
         self.held_tokens[m] += self.prompt[request]
         self.request_machine[request] = m
@@ -311,7 +314,7 @@ class ClusterClock:
             idle = [
                 q
                 for q in range(P)
-                if q != source and not self.prefilling[q] and not self.waiting_tokens[q] and held[q] < clients
+                if q != source and self.in_stage[q] < 0 and not self.waiting_tokens[q] and held[q] < clients
             ]
             if idle:
                 return min(idle, key=lambda q: (held[q], q))
@@ -329,17 +332,13 @@ class ClusterClock:
         self.stage_end.append(end)
         self.stage_requests.append(batch)
         self.in_stage[m] = stage
-        self.prefilling[m] = True
         request_stage = self.request_stage
         for request in batch:
             request_stage[request] = stage
         if m < self.P:
             self.waiting_tokens[m] -= sum(map(self.prompt.__getitem__, batch))
             for request in batch:
-                d = self.destination(request, m)
-                self.expect(d, request)
-                if d < self.P:
-                    self.queues[d].expect()
+                self.expect(self.destination(request, m), request)
         else:
             for request in batch:
                 self.transfer_end[request] = end
@@ -351,10 +350,11 @@ class ClusterClock:
         operations)."""
         stage = self.in_stage[m]
         self.in_stage[m] = -1
-        self.prefilling[m] = False
-        if m >= self.P:
-            return
         batch = self.stage_requests[stage]
+        if m >= self.P:  # a lent stage: its requests are handed back to decode here, no transfer
+            for request in batch:  # (expected here since the stage was lent)
+                self.add(m, request, HANDED, now)
+            return
         self.queued_tokens[m] -= sum(map(self.prompt.__getitem__, batch))
         self.queued_requests[m] -= len(batch)
         cluster = self.cluster
@@ -370,7 +370,7 @@ class ClusterClock:
     def lend(self, t: int, now: float) -> None:
         """An idle token machine takes a stage from the prompt queue holding the most tokens,
         when it holds more than one stage's worth (the mixed pool)."""
-        if self.prefilling[t] or self.held[t]:
+        if self.in_stage[t] >= 0 or self.held[t]:
             return
         source = max(range(self.P), key=lambda q: (self.waiting_tokens[q], -q))
         if self.waiting_tokens[source] <= self.capacity[source]:
@@ -396,19 +396,17 @@ class ClusterClock:
         arrival = self.workload.arrival.tolist()
         for request in self.order:
             self.push(arrival[request], _ARRIVE, request)
-        woken = [False] * P
         while events:
             now, _, kind, who, version = heapq.heappop(events)
             if kind == _ARRIVE:
-                p = self.route_arrival(who, now)
-                # A prompt machine takes a stage only while it decodes nothing and expects nothing.
-                if streams[p].cuttable and not queues[p].load:
-                    woken[p] = True
+                self.route_arrival(who, now)
                 if events and events[0][2] == _ARRIVE and events[0][0] <= now:
                     continue  # more arrive at this instant: they may share a stage
+                # Every idle prompt machine with prompts waiting is asked for a stage (one
+                # that decodes or expects to takes none).
                 for p in range(P):
-                    if woken[p]:
-                        woken[p] = False
+                    queue = queues[p]
+                    if streams[p].cuttable and queue.waiting and not queue.load:
                         resume(p, now)
                 if self.mixed:
                     for t in range(P, M):
@@ -419,8 +417,6 @@ class ClusterClock:
                 if streams[m].cuttable:
                     resume(m, now)
             elif version == self.version[who]:  # a machine's wake-up, not overtaken
-                if self.in_stage[who] >= 0:
-                    self.ended_stage(who, now)
                 resume(who, now)
         return self.schedule()
 
@@ -439,7 +435,7 @@ class ClusterClock:
                 raise RuntimeError(f"machine {m} did not end once every request had reached it")
         rows = [self._runs(m) for m in range(self.M)]
         runs = [np.concatenate([row[k] for row in rows]) for k in range(8)]
-        # The runs in the order they ended (then by machine), as the clock saw them.
+        # The runs in the order they ended, ties by machine.
         by_end = np.lexsort((runs[0], runs[7]))
         machine, start, iterations, first, step, active, context, end = (column[by_end] for column in runs)
         makespan = max(max(self.stage_end, default=0.0), float(end.max()) if end.size else 0.0)

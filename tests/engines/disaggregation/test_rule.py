@@ -13,7 +13,7 @@ import llmsched.fleet.disaggregated as disaggregated
 from llmsched import LinearCostModel, Workload
 from llmsched.engines.disaggregation.rule import HANDED, LENT, PROMPT, MachineQueue, PoolRule
 from llmsched.engines.loop import EngineStream, open_engine
-from llmsched.engines.rule import HAND_OFF, JOIN, PREFILL_STAGE
+from llmsched.engines.rule import HAND_OFF, JOIN
 from llmsched.online.baselines import FCFS
 from llmsched.policies import KnownRequests
 
@@ -97,14 +97,32 @@ def test_a_prompt_machine_that_decodes_takes_no_stage_and_a_prompt_cuts_nothing_
     assert stream.stage[0] == pytest.approx(0.1)
 
 
-def test_a_lent_stage_is_prefilled_here_and_decodes_here() -> None:
+def test_a_lent_stage_is_prefilled_here_as_a_stage_that_hands_its_requests_off() -> None:
     stream, queue, engine = _machine(clients=2)
     next(engine)
     for request in (0, 1):
         queue.add(request, LENT, 40, 2, 0, 0.0)
     end = engine.send(None)
-    assert queue.step == PREFILL_STAGE and end == pytest.approx(0.18)
-    assert stream.decode_start[:2] == [0, 0] and sorted(stream.client_of[:2]) == [0, 1]
+    assert queue.step == HAND_OFF and end == pytest.approx(0.18)
+    assert [queue.member[local] for local, _ in stream.stage[2]] == [0, 1]
+    assert stream.decode_start[:2] == [-1, -1]  # the cluster hands them back at the stage's end
+
+
+def test_a_request_whose_keys_and_values_arrive_during_a_lent_stage_decodes_first() -> None:
+    """One client on each token machine. Request 1 is lent to token machine 2 (a 0.3 s stage);
+    request 3's keys and values reach that machine at 0.061 s, during the stage: it takes the
+    client first, and request 1 decodes once it is done."""
+    from llmsched import DisaggregatedCluster, simulate_disaggregated, validate_disaggregated
+
+    prompt_cost = LinearCostModel(0.01, 1e-4, 0.01, 0.0, 100)
+    token_cost = LinearCostModel(0.3, 0.0, 0.01, 0.0, 100)
+    cluster = DisaggregatedCluster(1, 2, prompt_cost, token_cost, 1, 0.0, 1.0, 4, True, True)
+    work = Workload([60, 60, 50, 60], [3, 1, 1, 1], arrival=[0, 0, 0, 0.0446731])
+    schedule = simulate_disaggregated(work, cluster)
+    assert schedule.request_machine[1] == schedule.request_machine[3] == 2
+    assert schedule.stage_machine[schedule.request_stage[1]] == 2  # lent
+    assert schedule.request_decode_start.tolist() == [0, 1, 3, 0]
+    assert validate_disaggregated(schedule) == []
 
 
 def test_every_machine_of_a_cluster_runs_the_one_loop(monkeypatch) -> None:

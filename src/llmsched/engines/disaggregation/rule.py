@@ -18,8 +18,10 @@ request policy its loop asks) tells apart:
   (:data:`~llmsched.engines.rule.JOIN`): continuous batching. Clients are taken the last
   released first, else the lowest never used.
 * ``LENT``: a request of a stage lent to an idle token machine from a prompt machine's queue
-  (the mixed pool). The machine prefills the stage itself
-  (:data:`~llmsched.engines.rule.PREFILL_STAGE`) and decodes its requests.
+  (the mixed pool). The machine prefills the stage itself, as a stage that hands its requests
+  off (:data:`~llmsched.engines.rule.HAND_OFF`), and the cluster hands them back to it at the
+  stage's end, as requests whose keys and values have arrived: they join behind those that
+  arrived during the stage.
 
 A prompt request does not cut a run of decode iterations short (a prompt machine lent to
 decoding takes no stage until its decoding is done); only a request that can join does.
@@ -36,7 +38,7 @@ from llmsched.core.cost import CostModel
 from llmsched.core.workload import Workload
 from llmsched.engines.answers import check_pair, check_ready, refuse_capacity, refuse_take
 from llmsched.engines.loop import EngineStream
-from llmsched.engines.rule import HAND_OFF, JOIN, PREFILL_STAGE, LoopView, RuleStart, RunRecord
+from llmsched.engines.rule import HAND_OFF, JOIN, LoopView, RuleStart, RunRecord
 from llmsched.policies import DECODE_UNTIL_EVENT, KnownRequests, RequestPolicy
 
 __all__ = ["HANDED", "LENT", "PROMPT", "MachineQueue", "PoolRule", "Prompts"]
@@ -78,7 +80,7 @@ class MachineQueue:
         self.kind: list[int] = []  # per request on the machine
         self.member: list[int] = []  # each one's index in the workload
         self.incoming = 0  # requests expected here to decode, not yet arrived
-        self.step = 0  # what the last ready() > 0 offers: JOIN, PREFILL_STAGE or HAND_OFF
+        self.step = 0  # what the last ready() > 0 offers: JOIN or HAND_OFF
         self._start_state()
 
     def _start_state(self) -> None:
@@ -111,7 +113,8 @@ class MachineQueue:
         return local
 
     def expect(self) -> None:
-        """A request will arrive here prefilled, to decode."""
+        """A request will arrive here prefilled, to decode (the cluster says so when it routes
+        one here, before it arrives)."""
         self.incoming += 1
 
     @property
@@ -155,7 +158,7 @@ class MachineQueue:
 
     def ready(self) -> int:
         if self.lent:
-            self.step = PREFILL_STAGE
+            self.step = HAND_OFF
             return len(self.lent)
         if self.joins:
             free = len(self.released) + self.clients - self.fresh
@@ -183,9 +186,9 @@ class MachineQueue:
             joins = self.joins
             count = min(len(joins), len(self.released) + self.clients - self.fresh)
             return [(joins.popleft(), self._client()) for _ in range(count)]
-        if step == PREFILL_STAGE:
+        if self.lent:  # a lent stage: prefilled here, then handed back to decode (see the cluster)
             lent, self.lent = self.lent, []
-            return [(local, self._client()) for local in lent]
+            return [(local, 0) for local in lent]
         waiting = self.waiting
         # The user's policy names places in the hand-over, free again at once: none is held here.
         return [(waiting.pop(request), 0) for request in self._take(capacity, True)]
