@@ -418,3 +418,44 @@ def test_policies_and_routers_are_non_anticipative(seed, cut, name) -> None:
         before_a, before_b = np.flatnonzero(ends_a < cut), np.flatnonzero(ends_b < cut)
         assert before_a.size == before_b.size
         np.testing.assert_array_equal(ends_a[before_a], ends_b[before_b])
+
+
+@pytest.mark.parametrize(
+    ("case", "digest"),
+    [
+        (
+            (0, 80, 4.0, "linear", 1, 2, 8, False, "fcfs", "jsq-prompt-tokens", "jsq-requests"),
+            "db7c628941298261",
+        ),
+        (
+            (1, 120, 2.0, "linear", 2, 2, 4, True, "fcfs", "jsq-prompt-tokens", "jsq-requests"),
+            "a304bcab1b42d5b5",
+        ),
+        ((2, 100, 6.0, "context", 2, 1, 6, True, "shortest-first", "round-robin", "jsq"), "368ab6956b8b15d5"),
+        (
+            (3, 150, 1.0, "context", 1, 3, 3, True, "longest-first", "power-of-two", "random"),
+            "65df7ad5db8905e7",
+        ),
+        (
+            (4, 60, 0.0, "linear", 3, 2, 16, False, "batch-wise", "jsq-prompt-tokens", "jsq-requests"),
+            "8130ac5994214f44",
+        ),
+    ],
+)
+def test_cluster_schedules_are_what_they_were(case, digest) -> None:
+    """The cluster's schedules are bit for bit those of the simulator it had before its machines
+    ran the decision loop (digests of every array, the makespan and the info, recorded then):
+    linear and context-aware models, with and without overlap and the mixed pool (case 2 lends
+    prompt machines to decoding, case 3 token machines to prefilling), five policies and
+    several routers."""
+    from tests.engines.test_loop import COSTS, fingerprint, seeded_workload
+
+    seed, n, horizon, cost, prompt, token, clients, mixed, policy, prompt_router, token_router = case
+    model = COSTS[cost]
+    cluster = DisaggregatedCluster(
+        prompt, token, model, model, clients, 2.6e6, 25.0, 80, seed % 2 == 0, mixed
+    )
+    work = seeded_workload(seed, n, horizon)
+    schedule = simulate_disaggregated(work, cluster, policy, prompt_router, token_router, seed=seed)
+    assert validate_disaggregated(schedule) == []
+    assert fingerprint(schedule) == digest
