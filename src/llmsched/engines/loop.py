@@ -479,6 +479,12 @@ def _run(
     rule.start(engine)
     knowns = tuple(knowledge.all)
     reveal, reveal_other = known.reveal, (knowns[1].reveal if len(knowns) > 1 else None)
+    # A request policy that keeps its own view of the requests (a cluster machine's queue)
+    # reads nothing of the loop's: the loop neither reveals nor counts for it.
+    own_view = bool(getattr(requests, "own_view", False)) and len(knowns) == 1
+    tell = not clairvoyant and not own_view  # reveal each request as it arrives
+    if own_view:
+        knowns = ()
     most_active = min(clients, size) if stream is None else max(1, stream.most_active or clients)
     if stream is None:
         executor.start(workload, cost, clients)  # type: ignore[arg-type]
@@ -554,7 +560,7 @@ def _run(
                     next_arrival += 1
                     continue
                 state[request] = waiting
-                if not clairvoyant:
+                if tell:
                     reveal(request, prompt[request], planned[request], output[request], arrival[request])
                     if reveal_other is not None:
                         reveal_other(
@@ -631,9 +637,10 @@ def _run(
             started += len(pairs)
             if step != HAND_OFF:
                 free -= len(pairs)
-            if step == JOIN:
-                continue
-            if step != TAKE:  # a stage: PREFILL_STAGE or HAND_OFF
+            if step == JOIN:  # nothing ran: the rule says what runs now, as after TAKE
+                active = len(heap)
+                step = taken_by(pairs, active)
+            elif step != TAKE:  # a stage: PREFILL_STAGE or HAND_OFF
                 start, now = run_prefill(pairs, tokens)
                 add_prefill_start(start)
                 add_prefill_end(now)
@@ -645,7 +652,8 @@ def _run(
                 if step == HAND_OFF:
                     finished += len(pairs)  # they left
                 continue
-            step = taken_by(pairs, active)
+            else:
+                step = taken_by(pairs, active)
 
         context = context_offset + active * g
         mixed = False
@@ -657,6 +665,9 @@ def _run(
                     stream.cuttable = True
                     yield _INF  # until the fleet routes a request here, or closes the stream
                     stream.cuttable = False
+                    known_n = len(due_in_order)
+                    if next_arrival < known_n:  # what the next pass would do first, idle as it is
+                        now = executor.wait_until(due_in_order[next_arrival])
                     continue
                 if next_arrival >= known_n:
                     if stream is not None and started == known_n:

@@ -29,7 +29,8 @@ then, with requests ready or prompts :attr:`BatchingRule.under_way`, it asks
   of the following;
 * :data:`JOIN` (with requests ready): free clients take requests whose prompts were
   prefilled elsewhere (their keys and values arrived with them); they decode from the next
-  decode iteration on, with no stage here;
+  decode iteration on, with no stage here, and the loop hands the pairs to
+  :meth:`BatchingRule.taken` for what runs now;
 * :data:`HAND_OFF` (with requests ready): requests are taken and prefilled at once, as one
   stage, and then leave the engine (a prompt machine of a disaggregated cluster: they decode
   elsewhere); the clients the request policy named are free again at once;
@@ -339,7 +340,8 @@ class BatchingRule(Protocol[Schedule_co]):
 
     def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch:
         """Free clients just took ``pairs`` (checked ``(request, client)`` pairs of ints)
-        after :data:`TAKE`: the next step, a :data:`MixedBatch` or decode ``n``."""
+        after :data:`TAKE` or :data:`JOIN` (``active`` then counts the requests that
+        joined): the next step, a :data:`MixedBatch` or decode ``n``."""
         ...
 
     def info(self, facts: dict[str, Any]) -> dict[str, Any]:

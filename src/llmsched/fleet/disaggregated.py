@@ -236,9 +236,9 @@ class ClusterClock:
         except StopIteration as done:
             self.results[m] = done.value
             return
-        self.version[m] += 1
+        version = self.version[m] = self.version[m] + 1
         if wake < math.inf:
-            self.push(wake, _WAKE, m, self.version[m])
+            heapq.heappush(self.events, (wake, next(self.sequence), _WAKE, m, version))
         if stream.done and stream.done_at <= now:
             self.finished(m, stream.done)
         if stream.stage is not None:
@@ -252,13 +252,15 @@ class ClusterClock:
         """Requests finished decoding on machine ``m``: the policy that prefilled each learns
         its output length."""
         member, prompt, output, known_of = self.queues[m].member, self.prompt, self.output, self.known_of
+        tokens = 0
         for local in done:
             request = member[local]
-            self.held[m] -= 1
-            self.held_tokens[m] -= prompt[request]
+            tokens += prompt[request]
             known = known_of[request]
             if known is not None:
                 known.finish(output[request])
+        self.held[m] -= len(done)
+        self.held_tokens[m] -= tokens
         done.clear()
 
     def add(self, m: int, request: int, kind: int, now: float) -> None:

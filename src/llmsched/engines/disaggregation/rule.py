@@ -73,6 +73,7 @@ class MachineQueue:
 
     def __init__(self, index: int, clients: int, stream: EngineStream, prompts: Prompts | None = None):
         self.index, self.clients, self.stream = index, clients, stream
+        self.own_view = True  # the loop's view of the requests is not read: see start
         policy, known = prompts if prompts is not None else (None, None)
         self.policy, self.known = policy, known
         self.requests = len(known.prompt_tokens) if known is not None else 0
@@ -306,7 +307,9 @@ class PoolRule:
         return self.queue.step if ready else DECODE_UNTIL_EVENT
 
     def taken(self, pairs: list[tuple[int, int]], active: int) -> int:
-        return DECODE_UNTIL_EVENT  # never asked: plan never answers TAKE
+        # After a join: the queue gave every request that could join, and a machine that
+        # decodes takes no stage, so it decodes on.
+        return DECODE_UNTIL_EVENT
 
     def info(self, facts: dict[str, Any]) -> dict[str, Any]:
         return facts
