@@ -134,27 +134,6 @@ def test_a_mixed_iteration_costs_exactly_what_fused_iteration_time_says(
     assert seconds == float(fused_iteration_time(cost, active, context, tokens, squares))
 
 
-@given(
-    context_aware=st.booleans(),
-    active=st.integers(1, 30),
-    iterations=st.integers(1, 10_000),
-    context=st.integers(30, 10**5),
-    start=st.floats(0, 1e4),
-    due=st.floats(0, 2e4),
-)
-def test_cut_end_is_where_decode_stops(context_aware, active, iterations, context, start, due) -> None:
-    """cut_end tells, without moving the clock, exactly where decode would stop for an
-    arrival at ``due`` (a driver wakes an engine there)."""
-    clock = CostClock()
-    clock.open(CONTEXT if context_aware else LINEAR, 30, [])
-    clock.wait_until(start)
-    running = {client: client for client in range(active)}
-    at = clock.cut_end(active, iterations, context, due)
-    assert clock.now() == start
-    ((begin, count, first, growth),) = clock.decode(running, iterations, due, context)
-    assert at == begin + (first * count + growth * (count * (count - 1) / 2)) == clock.now()
-
-
 def test_a_mixed_iteration_of_no_finite_time_is_refused() -> None:
     """A cost model whose fused iteration is NaN is reported with its class and the call."""
 

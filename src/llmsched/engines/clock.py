@@ -209,31 +209,48 @@ class CostClock:
         self, running: Mapping[int, int], iterations: int, due: float, context: int = 0
     ) -> list[DecodeRun]:
         start = self._time
-        active = len(running)
-        tau = self._tau[active]
+        tau = self._tau[len(running)]
         if self._per_context:
-            first = tau + self._per_context * context
-            growth = self._per_context * active
-            step = _cut(start, first, growth, iterations, due)
-            self._time = start + (first * step + growth * (step * (step - 1) / 2))
-            return [(start, step, first, growth)]
-        step = _cut(start, tau, 0.0, iterations, due)
+            return self._decode_growing(start, tau, len(running), iterations, due, context)
+        step = iterations
+        if due < _INF and tau > 0:
+            # The fewest iterations after which the arrival counts as arrived.
+            until = max(1, math.ceil((due - start) / tau))
+            if until > 1 and admits(start + tau * (until - 1), due):
+                until -= 1
+            step = min(step, until)
         self._time = start + tau * step
         return [(start, step, tau, 0.0)]
 
-    def cut_end(self, active: int, iterations: int, context: int, due: float) -> float:
-        """Where the run :meth:`run_end` describes ends when an arrival at ``due`` cuts it
-        short: what :meth:`decode` would run, added up as the loop adds it; the clock does
-        not move."""
-        start = self._time
-        tau = self._tau[active]
-        if self._per_context:
-            first = tau + self._per_context * context
-            growth = self._per_context * active
-        else:
-            first, growth = tau, 0.0
-        step = _cut(start, first, growth, iterations, due)
-        return start + (first * step + growth * (step * (step - 1) / 2))
+    def _decode_growing(
+        self, start: float, tau: float, active: int, iterations: int, due: float, context: int
+    ) -> list[DecodeRun]:
+        """A run whose iterations grow by ``c_d * active`` each (a context-aware model)."""
+        first = tau + self._per_context * context
+        growth = self._per_context * active
+
+        def elapsed(k: int) -> float:
+            return first * k + growth * (k * (k - 1) / 2)
+
+        step = iterations
+        if due < _INF and (first > 0 or growth > 0):
+            # The fewest iterations k with start + elapsed(k) >= due: the positive root of
+            # growth/2 k^2 + (first - growth/2) k - (due - start), then corrected for rounding.
+            # Written 2 span / (linear + sqrt(...)), which does not cancel when growth is tiny
+            # next to first (linear = first - growth/2 >= 0, the context holding one token per
+            # active request at least).
+            span = max(due - start, 0.0)
+            half = growth / 2
+            linear = first - half
+            root = 2 * span / (linear + math.sqrt(linear * linear + 4 * half * span))
+            until = max(1, min(iterations, math.ceil(root)))
+            while until > 1 and admits(start + elapsed(until - 1), due):
+                until -= 1
+            while until < iterations and not admits(start + elapsed(until), due):
+                until += 1
+            step = min(step, until)
+        self._time = start + elapsed(step)
+        return [(start, step, first, growth)]
 
     def mixed(
         self, running: Mapping[int, int], chunks: Sequence[Chunk], tokens: int, squares: int, context: int
@@ -269,35 +286,3 @@ class CostClock:
 
     def info(self) -> dict[str, Any]:
         return {}
-
-
-def _cut(start: float, first: float, growth: float, iterations: int, due: float) -> int:
-    """The iterations of a run from ``start`` (the first ``first`` seconds long, each next one
-    ``growth`` longer) up to the first iteration end that admits ``due``: at most
-    ``iterations``, at least one."""
-    if due >= _INF:
-        return iterations
-    if not growth:
-        if first <= 0:
-            return iterations
-        # The fewest iterations after which the arrival counts as arrived.
-        until = max(1, math.ceil((due - start) / first))
-        if until > 1 and admits(start + first * (until - 1), due):
-            until -= 1
-        return min(iterations, until)
-    # The fewest iterations k with start + elapsed(k) >= due: the positive root of
-    # growth/2 k^2 + (first - growth/2) k - (due - start), then corrected for rounding. Written
-    # 2 span / (linear + sqrt(...)), which does not cancel when growth is tiny next to first
-    # (linear = first - growth/2 >= 0, the context holding one token per active request at least).
-    span = max(due - start, 0.0)
-    half = growth / 2
-    linear = first - half
-    root = 2 * span / (linear + math.sqrt(linear * linear + 4 * half * span))
-    until = max(1, min(iterations, math.ceil(root)))
-    while until > 1 and admits(start + (first * (until - 1) + growth * ((until - 1) * (until - 2) / 2)), due):
-        until -= 1
-    while until < iterations and not admits(
-        start + (first * until + growth * (until * (until - 1) / 2)), due
-    ):
-        until += 1
-    return until

@@ -172,8 +172,7 @@ class EngineStream(RequestLists):
 
     For a driver that follows the engine's work request by request (a disaggregated
     cluster): ``stage`` is ``(start, end, pairs)`` of the prefill stage the engine has just
-    taken, set when it yields after taking it (the driver clears it); ``run`` and ``clock``
-    tell where a run of decode iterations would be cut short (see ``__init__``); ``done``, when the
+    taken, set when it yields after taking it (the driver clears it); ``done``, when the
     driver sets it to a list, gets the index of every request that finishes decoding, and
     ``done_at`` the time they finished: the end of the run the engine has just run, which,
     for a run cut short by an arrival, is later than that arrival (the time the engine
@@ -181,7 +180,6 @@ class EngineStream(RequestLists):
     """
 
     __slots__ = (
-        "clock",
         "closed",
         "cuttable",
         "done",
@@ -192,11 +190,9 @@ class EngineStream(RequestLists):
         "free",
         "knowns",
         "most_active",
-        "run",
         "stage",
         "started",
         "withdrawn",
-        "woken_at",
     )
 
     def __init__(self) -> None:
@@ -214,13 +210,6 @@ class EngineStream(RequestLists):
         self.stage: tuple[float, float, list[tuple[int, int]]] | None = None
         self.done: list[int] | None = None
         self.done_at = 0.0
-        # While the engine waits cuttable in a run of decode iterations: the run's (active,
-        # iterations, context), whose cut the engine's clock tells (CostClock.cut_end); None
-        # while it waits idle. A driver that wakes it at that cut, and says so in woken_at
-        # (the time it resumes it at), spares it a stop there.
-        self.run: tuple[int, int, int] | None = None
-        self.clock: CostClock | None = None
-        self.woken_at = -math.inf
 
     def add(self, prompt: int, output: int, planned: int, arrival: float) -> int:
         """Add a request that reached the engine at ``arrival``; return its index there."""
@@ -504,7 +493,6 @@ def _run(
         stream.knowns = knowns
         # A fleet's engine runs on the cost clock, which tells a run's end before running it.
         clock = executor if isinstance(executor, CostClock) else None
-        stream.clock = clock
         if clock is None:
             raise TypeError(f"an engine on a stream runs on a CostClock, got {type(executor).__name__}")
         clock.open(cost, most_active, prompt)
@@ -675,7 +663,6 @@ def _run(
                 if next_arrival >= known_n and stream is not None and not stream.closed:
                     stream.started, stream.finished, stream.free = started, finished, free
                     stream.cuttable = True
-                    stream.run = None
                     yield _INF  # until the fleet routes a request here, or closes the stream
                     stream.cuttable = False
                     known_n = len(due_in_order)
@@ -698,7 +685,6 @@ def _run(
                 # the run changes (its finishes) is seen before it happens. With a client free an
                 # arrival may cut it short: the fleet then wakes the engine at that arrival.
                 stream.cuttable = bool(free)
-                stream.run = (active, run, context)
                 yield clock.run_end(active, run, context)
                 stream.cuttable = False
                 known_n = len(due_in_order)
@@ -770,12 +756,10 @@ def _run(
                     stream.done.append(request)
                     stream.done_at = now
         if cut and stream is not None:
-            # A cut run ends after the arrival that woke the engine: arrivals up to its end first
-            # (unless the driver woke it at that end, all of them routed).
+            # A cut run ends after the arrival that woke the engine: arrivals up to its end first.
             cut = False
-            if stream.woken_at < now:
-                stream.started, stream.finished, stream.free = started, finished, free
-                yield now
+            stream.started, stream.finished, stream.free = started, finished, free
+            yield now
 
     if stream is not None:
         stream.started, stream.finished, stream.free = started, finished, free

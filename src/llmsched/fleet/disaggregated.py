@@ -215,7 +215,6 @@ class ClusterClock:
         self.link: list[float] = np.asarray(cluster.transfer(workload.prompt_tokens, 0.0)).tolist()
         self.results: list[Any] = [None] * M
         self.version = [0] * M
-        self.wake_at = [math.inf] * M  # when each machine is to be woken
         self.events: list[tuple[float, int, int, int, int]] = []
         self.sequence = itertools.count()  # ties in the order events were scheduled
 
@@ -232,14 +231,12 @@ class ClusterClock:
             self.ended_stage(m, now)
         if stream.done:  # finished at the end of a run cut short, which has now come
             self.finished(m, stream.done)
-        stream.woken_at = now
         try:
             wake = next(self.engines[m])
         except StopIteration as done:
             self.results[m] = done.value
             return
         version = self.version[m] = self.version[m] + 1
-        self.wake_at[m] = wake
         if wake < math.inf:
             heapq.heappush(self.events, (wake, next(self.sequence), _WAKE, m, version))
         if stream.done and stream.done_at <= now:
@@ -419,17 +416,8 @@ class ClusterClock:
             elif kind == _TRANSFER_DONE:
                 m = request_machine[who]
                 self.add(m, who, HANDED, now)
-                stream = streams[m]
-                if stream.cuttable:
-                    if stream.run is None:  # idle
-                        resume(m, now)
-                    else:  # decoding with a client free: woken where its run is cut short
-                        assert stream.clock is not None
-                        at = stream.clock.cut_end(*stream.run, now)
-                        if at < self.wake_at[m]:
-                            version = self.version[m] = self.version[m] + 1
-                            self.wake_at[m] = at
-                            self.push(at, _WAKE, m, version)
+                if streams[m].cuttable:
+                    resume(m, now)
             elif version == self.version[who]:  # a machine's wake-up, not overtaken
                 resume(who, now)
         return self.schedule()
