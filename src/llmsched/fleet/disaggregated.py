@@ -279,8 +279,8 @@ class ClusterClock:
         self.request_machine[request] = m
 
     # -- routing ------------------------------------------------------------------------------
-    def route_arrival(self, request: int, now: float) -> int:
-        """Route an arriving request to a prompt machine; return which."""
+    def route_arrival(self, request: int, now: float) -> None:
+        """Route an arriving request to a prompt machine, whose policy learns of it."""
         loads = self.prompt_loads
         P = self.P
         if self.mixed and self.held[:P].any():
@@ -301,7 +301,6 @@ class ClusterClock:
         self.waiting_tokens[p] += self.prompt[request]
         self.queued_tokens[p] += self.prompt[request]
         self.queued_requests[p] += 1
-        return p
 
     def destination(self, request: int, source: int) -> int:
         """The machine that decodes ``request``, prefilled on prompt machine ``source``: the
