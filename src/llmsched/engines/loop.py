@@ -468,6 +468,9 @@ def _run(
     order, due_in_order, state = lists.order, lists.due, lists.state
     client_of, taken_at, decode_start = lists.client_of, lists.taken_at, lists.decode_start
     capacity = int(cost.prefill_capacity)
+    token_cap = getattr(rule, "token_cap", None)  # optional: see BatchingRule
+    if token_cap is not None:
+        capacity = min(capacity, int(token_cap))
     size = len(prompt)  # requests known up front: all of them, or none on a stream
 
     # Each policy knows what it may: true lengths only for one that plans with them.

@@ -309,6 +309,12 @@ class BatchingRule(Protocol[Schedule_co]):
         engine cannot take some requests while it decodes (a prompt machine lent to
         decoding) leaves them out.
 
+    token_cap
+        Optional: None (or no such attribute), or the most prompt tokens one take may hold
+        when that is fewer than the cost model's prefill capacity (vLLM's
+        ``max_num_batched_tokens``): the loop passes the smaller to the request policy's
+        ``take`` and refuses a group above it.
+
     The loop reads ``admit_below`` and ``under_way`` at every decision point: in a rule they
     are plain attributes, kept up to date, not computed when read.
     """

@@ -65,6 +65,7 @@ class FusionRule:
     mode = "fusion"
     view: LoopView | None = None  # no iteration policy: decoding never pauses
     first_cut = None  # every arrival may cut a decode run, while a client is free
+    whole_prompts = False  # prompts are chunked to fill the budget
 
     def __init__(self, token_budget: int = DEFAULT_TOKEN_BUDGET):
         self.token_budget = check_token_budget(token_budget)
@@ -154,7 +155,16 @@ class FusionRule:
         arrays: dict[str, Any] = dict(zip(_ARRAYS, columns, strict=True))
         makespan = record.now if runs else 0.0
         budget = self.token_budget
-        return FusedSchedule(workload, cost, clients, budget, **arrays, makespan=makespan, info=record.info)
+        return FusedSchedule(
+            workload,
+            cost,
+            clients,
+            budget,
+            **arrays,
+            makespan=makespan,
+            info=record.info,
+            whole_prompts=self.whole_prompts,
+        )
 
 
 def simulate_fusion_policies(

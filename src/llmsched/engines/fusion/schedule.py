@@ -57,6 +57,11 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     prompt in run ``chunk_run[k]``. Requests: ``request_client`` and the half-open range
     ``[request_decode_start, request_decode_end)`` of iterations in which each decodes.
 
+    ``whole_prompts`` marks an engine that never splits a prompt (Orca's mixed iterations,
+    :mod:`llmsched.engines.orca.rule`): each prompt is one chunk, and an iteration whose one
+    chunk is a whole prompt may hold more than the budget (a prompt longer than the budget
+    runs with the decoding requests, alone).
+
     It meets :class:`~llmsched.core.schedule.ScheduleLike`: one engine (machine 0) of
     ``clients`` clients, whose runs are its stages.
     """
@@ -83,8 +88,10 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     request_decode_end: np.ndarray
     makespan: float
     info: dict[str, Any] = field(default_factory=dict)
+    whole_prompts: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "whole_prompts", bool(self.whole_prompts))
         for name, dtype in (
             ("run_start", np.float64),
             ("run_iterations", np.int64),

@@ -51,11 +51,12 @@ def validate_fused(
       prefills something), and no pause while requests decode (a run with decoding
       requests starts when the run before it ends);
     * ``budget``: decoding requests plus chunk tokens at most ``token_budget`` in every
-      iteration;
+      iteration (with ``whole_prompts``, but in an iteration whose one chunk is a whole
+      prompt; each prompt is then one chunk);
     * ``chunks``: a run with chunks has one iteration; its chunk tokens and squared tokens
       are those of its chunks (squares recomputed from each chunk's place in its prompt);
       a request has at most one chunk per run, each of at least one token;
-    * ``prompt``: each request's chunks add up to its prompt;
+    * ``prompt``: each request's chunks add up to its prompt (one chunk with ``whole_prompts``);
     * ``arrival``: no chunk of a request before it arrives;
     * ``decode_start``: a request decodes from the iteration right after its last chunk on;
     * ``decoding``: each run's decoding count is the number of requests whose decode range
@@ -146,7 +147,12 @@ def validate_fused(
             ),
         )
     # budget
-    over = np.flatnonzero(s.run_decoding + s.run_chunk_tokens > budget)
+    over = s.run_decoding + s.run_chunk_tokens > budget
+    if s.whole_prompts and chunks:
+        # One chunk, a whole prompt, may run over the budget (checked whole under ``prompt``).
+        per_run = np.bincount(s.chunk_run, minlength=runs)
+        over &= ~((per_run == 1) & (s.run_chunk_tokens > 0))
+    over = np.flatnonzero(over)
     add(
         "budget",
         over,
@@ -194,6 +200,10 @@ def validate_fused(
     np.add.at(total, c_req, c_tok)
     short = np.flatnonzero(total != prompt)
     add("prompt", short, lambda i: f"request {i}'s chunks hold {total[i]} of its {prompt[i]} prompt tokens")
+    if s.whole_prompts:
+        pieces = np.bincount(c_req, minlength=n)
+        split = np.flatnonzero(pieces > 1)
+        add("prompt", split, lambda i: f"request {i}'s prompt is in {pieces[i]} chunks (whole prompts)")
     has_chunks = total > 0
     first_run = np.full(n, runs, dtype=np.int64)
     last_run = np.full(n, -1, dtype=np.int64)

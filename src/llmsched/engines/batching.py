@@ -1,0 +1,59 @@
+"""The batching rules of the engines people run, by name, with their knobs.
+
+=============== ============================================= ======================
+name            what an iteration holds                       schedule
+=============== ============================================= ======================
+``vllm``        prefill-first continuous batching (vLLM       ``Schedule``
+                without chunked prefill)
+``vllm`` with   every running request and prompt chunks up    ``FusedSchedule``
+chunking        to ``max_num_batched_tokens`` (decode first)
+``sarathi``     the same, Sarathi-Serve's chunked prefill     ``FusedSchedule``
+                (its budget ``max_num_batched_tokens``)
+``orca``        whole prompts first, then every decoding      ``FusedSchedule``
+                request, up to ``max_num_batched_tokens``      (``whole_prompts``)
+=============== ============================================= ======================
+
+The paper's PD competition, under any iteration policy, is
+:class:`~llmsched.engines.competition.rule.CompetitionRule`; an engine's clients are its
+batch slots (vLLM's ``max_num_seqs``, Orca's and SplitwiseSim's maximum batch size).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmsched.engines.fusion.rule import FusionRule
+from llmsched.engines.orca.rule import OrcaRule
+from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLMChunkedRule, VLLMRule
+
+__all__ = ["BATCHING", "batching_rule"]
+
+#: The named batching rules.
+BATCHING = ("vllm", "sarathi", "orca")
+
+
+def batching_rule(
+    name: str,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    chunked_prefill: bool = False,
+) -> Any:
+    """A fresh batching rule of engine ``name`` (see the module's table).
+
+    Raises
+    ------
+    ValueError
+        On an unknown name, a bad token count, or ``chunked_prefill`` asked of an engine
+        that always (``sarathi``) or never (``orca``) chunks.
+    """
+    if not isinstance(chunked_prefill, bool):
+        raise TypeError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")
+    if name == "vllm":
+        rule: Any = VLLMChunkedRule if chunked_prefill else VLLMRule
+        return rule(max_num_batched_tokens)
+    if name == "sarathi":
+        return FusionRule(max_num_batched_tokens)
+    if name == "orca":
+        if chunked_prefill:
+            raise ValueError("orca runs whole prompts: chunked_prefill applies to vllm")
+        return OrcaRule(max_num_batched_tokens)
+    raise ValueError(f"unknown batching rule {name!r}; expected one of {', '.join(BATCHING)}")

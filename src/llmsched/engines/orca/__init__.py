@@ -1,0 +1,1 @@
+"""Orca's batching: mixed iterations of whole prompts and decoding requests."""

@@ -1,0 +1,76 @@
+"""Orca's batching rule: mixed iterations of whole prompts and every decoding request.
+
+Orca's iteration-level scheduling, as SplitwiseSim's baseline machines run it: each
+iteration takes the waiting prompts first, first come first served and each whole, while
+they and the decoding requests (one token each) fit ``max_batch_tokens``; the first prompt
+always runs, even alone beyond the cap. Every decoding request decodes in every iteration.
+An iteration that holds prompts is a mixed iteration, priced by the cost model's
+:func:`~llmsched.engines.fusion.iteration.fused_iteration_time` (a measured table prices it
+from its prompt curve, as SplitwiseSim does).
+
+The schedule is a :class:`~llmsched.engines.fusion.schedule.FusedSchedule` with
+``whole_prompts``: the fused validator checks it, allowing an iteration of one whole prompt
+beyond the cap. SplitwiseSim instead leaves decoding requests beyond the cap out of such an
+iteration (they keep their cache and wait); here they decode in it, a token each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llmsched.engines.fusion.rule import FusionRule
+from llmsched.engines.rule import TAKE, MixedBatch
+from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS
+from llmsched.policies import DECODE_UNTIL_EVENT
+
+__all__ = ["OrcaRule"]
+
+
+class OrcaRule(FusionRule):
+    """Whole prompts first, then every decoding request, up to ``max_batch_tokens`` an
+    iteration (the first prompt always runs).
+
+    Raises
+    ------
+    TypeError, ValueError
+        When ``max_batch_tokens`` is not an integer in ``[2, 2**31]``.
+    """
+
+    batching = "orca"
+    whole_prompts = True
+
+    def __init__(self, max_batch_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS):
+        super().__init__(max_batch_tokens)
+
+    def plan(self, ready: int, active: int, iteration: int) -> int | MixedBatch:
+        if ready:
+            return TAKE
+        under_way = self.under_way
+        if not under_way:
+            return DECODE_UNTIL_EVENT
+        room = self.token_budget - active
+        prompt = self._prompt
+        chunks: list[tuple[int, int, int, int]] = []
+        tokens = squares = 0
+        while under_way:
+            request, client, _ = under_way[0]
+            size = prompt[request]
+            if chunks and size > room:
+                break  # first come first served: a later, smaller prompt does not pass it
+            under_way.popleft()
+            squares += size * size
+            tokens += size
+            room -= size
+            chunks.append((request, client, 0, size))
+        done: Sequence[tuple[int, int]] = [(request, client) for request, client, _, _ in chunks]
+        self._pending -= tokens
+        self.admit_below = self.token_budget - self._pending
+        return chunks, tokens, squares, done
+
+    def info(self, facts: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **super().info(facts),
+            "batching": self.batching,
+            "max_batch_tokens": self.token_budget,
+        }

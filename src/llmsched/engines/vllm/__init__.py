@@ -1,0 +1,1 @@
+"""vLLM's batching: prefill-first continuous batching, with or without chunked prefill."""

@@ -1,0 +1,84 @@
+"""Orca's rule: whole prompts first come first served, then every decoding request, within
+the token cap but for a first prompt that is longer; its schedules are fused schedules with
+whole prompts, which the fused validator checks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llmsched import LinearCostModel, Workload
+from llmsched.engines.fusion.rule import FusionRule
+from llmsched.engines.fusion.schedule import FusedSchedule
+from llmsched.engines.fusion.validate import validate_fused
+from llmsched.engines.loop import CostClock, run_loop
+from llmsched.engines.orca.rule import OrcaRule
+from llmsched.online import FCFS
+
+COST = LinearCostModel(0.02, 1e-4, 0.03, 2e-4, prefill_capacity=5000)
+
+
+def run(workload: Workload, rule: object, clients: int = 8) -> FusedSchedule:
+    schedule = run_loop(workload, COST, clients, FCFS(), None, CostClock(), False, rule)  # type: ignore[arg-type]
+    assert isinstance(schedule, FusedSchedule)
+    return schedule
+
+
+def test_prompts_run_whole_and_a_long_one_runs_past_the_cap() -> None:
+    """A 900-token prompt under a 256-token cap runs whole in one iteration; two 100-token
+    prompts share one; each request has one chunk, its whole prompt."""
+    workload = Workload([900, 100, 100], [4, 4, 4])
+    schedule = run(workload, OrcaRule(256), clients=3)
+    assert validate_fused(schedule) == []
+    assert schedule.whole_prompts and schedule.info["batching"] == "orca"
+    assert schedule.chunk_tokens.tolist() == [900, 100, 100]
+    assert schedule.chunk_run.tolist() == [0, 1, 1]
+
+
+def test_first_come_first_served_a_smaller_later_prompt_does_not_pass() -> None:
+    """With 250 tokens of room, a 300-token prompt waits for the next iteration, and the
+    50-token prompt behind it waits too."""
+    workload = Workload([150, 300, 50], [10, 10, 10])
+    schedule = run(workload, OrcaRule(400), clients=3)
+    assert validate_fused(schedule) == []
+    runs = dict(zip(schedule.chunk_request.tolist(), schedule.chunk_run.tolist(), strict=True))
+    assert runs[0] < runs[1] <= runs[2]
+    assert runs[1] == runs[2]  # they go together once the room is there
+
+
+def test_the_validator_holds_a_split_prompt_and_two_prompts_over_the_cap_against_orca() -> None:
+    """Marked whole_prompts, a chunked schedule (its chunks within the budget) breaks only the
+    prompt rule; a run of two whole prompts over the cap breaks only the budget rule."""
+    chunked = run(Workload([300, 20], [6, 6]), FusionRule(128), clients=2)
+    assert validate_fused(chunked) == []
+    rules = {v.rule for v in validate_fused(dataclasses.replace(chunked, whole_prompts=True))}
+    assert rules == {"prompt"}
+    orca = run(Workload([100, 100], [3, 3]), OrcaRule(256), clients=2)
+    tight = dataclasses.replace(orca, token_budget=150)
+    assert {v.rule for v in validate_fused(tight)} == {"budget"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prompts=st.lists(st.integers(1, 500), min_size=1, max_size=25),
+    outputs=st.data(),
+    cap=st.integers(2, 600),
+    clients=st.integers(1, 12),
+)
+def test_every_orca_schedule_validates(
+    prompts: list[int], outputs: st.DataObject, cap: int, clients: int
+) -> None:
+    """Every schedule validates; each prompt is one chunk; an iteration with two or more
+    prompts keeps within the cap with its decoding requests."""
+    n = len(prompts)
+    output = outputs.draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    arrival = outputs.draw(st.lists(st.sampled_from([0.0, 0.1, 0.7, 2.0]), min_size=n, max_size=n))
+    schedule = run(Workload(prompts, output, arrival=arrival), OrcaRule(cap), clients)
+    assert validate_fused(schedule) == []
+    assert np.bincount(schedule.chunk_request).tolist() == [1] * n
+    per_run = np.bincount(schedule.chunk_run, minlength=schedule.num_runs)
+    shared = per_run >= 2
+    assert np.all(schedule.run_decoding[shared] + schedule.run_chunk_tokens[shared] <= cap)
