@@ -104,10 +104,11 @@ def test_trace_loaders(tmp_path) -> None:
     split = tmp_path / "split.csv"
     split.write_text(
         "request_id,request_type,application_id,arrival_timestamp,batch_size,prompt_size,token_size\n"
-        "0,2,0,0.1,1,100,7\n1,2,0,0.3,1,50,9\n"
+        "0,2,0,0.1,1,100,7\n1,2,0,0.3,1,50,9\n2,2,0,0.4,1,60,1\n"
     )
     wl = workloads.from_splitwise_trace(split)
-    assert wl.output_tokens.tolist() == [7, 9] and wl.arrival.tolist() == [0.1, 0.3]
+    # token_size counts the token the prompt phase makes: one decode step fewer, at least one.
+    assert wl.output_tokens.tolist() == [6, 8, 1] and wl.arrival.tolist() == [0.1, 0.3, 0.4]
     with pytest.raises(ValueError, match="missing column"):
         workloads.from_vidur_trace(split)
 
@@ -389,7 +390,8 @@ LOADER_FILES = {
     ),
     "splitwise": (
         workloads.from_splitwise_trace,
-        "request_id,arrival_timestamp,prompt_size,token_size\n0,0,10,3\n1,2,900,700\n",
+        # token_size counts the prompt phase's token: 4 and 701 are 3 and 700 decode steps.
+        "request_id,arrival_timestamp,prompt_size,token_size\n0,0,10,4\n1,2,900,701\n",
     ),
     "azure": (
         workloads.from_azure_trace,

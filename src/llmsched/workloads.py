@@ -749,6 +749,7 @@ def _load_trace(
     prompt: str,
     output: str,
     arrival_optional: bool = False,
+    first_token_counted: bool = False,
 ) -> Workload:
     path_arg("path", path)
     label = _name(name, path)
@@ -766,6 +767,9 @@ def _load_trace(
         arrival=frame[arrival].to_numpy() if arrival in frame.columns else None,
         name=label,
     )
+    if first_token_counted:
+        # The prompt phase makes the first token: one decode step fewer, and at least one.
+        workload = workload.replace(output_tokens=np.maximum(workload.output_tokens - 1, 1))
     return _apply(workload, checked)[0]
 
 
@@ -856,11 +860,21 @@ def from_vidur_trace(path: str | PathLike[str], name: str | None = None, **optio
 def from_splitwise_trace(path: str | PathLike[str], name: str | None = None, **options: Any) -> Workload:
     """Read a SplitwiseSim trace (columns ``arrival_timestamp, prompt_size, token_size``, among others).
 
-    ``**options`` are those of :func:`prepare`. Bad files, values and options raise as in
-    :func:`from_csv`.
+    SplitwiseSim's ``token_size`` counts every output token, the one its prompt phase makes
+    included; here the prefill makes that token too, so a request decodes ``token_size - 1``
+    tokens (at least one: a ``token_size`` of 1 decodes one step, the least a request has).
+    ``**options`` are those of :func:`prepare` (``max_output`` clips the tokens decoded).
+    Bad files, values and options raise as in :func:`from_csv`.
     """
     return _load_trace(
-        path, name, options, "SplitwiseSim trace", "arrival_timestamp", "prompt_size", "token_size"
+        path,
+        name,
+        options,
+        "SplitwiseSim trace",
+        "arrival_timestamp",
+        "prompt_size",
+        "token_size",
+        first_token_counted=True,
     )
 
 
