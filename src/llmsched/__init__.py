@@ -1,11 +1,14 @@
 """llmsched: operations research for scheduling LLM inference.
 
-The core (workloads, cost models, schedules, the validator, the simulator and the lower
-bounds) needs only numpy; solvers and torch are imported lazily by the parts that use them.
+The core (workloads, cost models and measured hardware presets, schedules, the validator, the
+simulator and the lower bounds) needs only numpy; solvers and torch are imported lazily by the
+parts that use them.
 """
 
 from llmsched import workloads
 from llmsched.core.cost import ContextCostModel, CostModel, LevelCostModel, LinearCostModel, PrefillLevel
+from llmsched.core.hardware import Preset, preset, presets
+from llmsched.core.table import TableCostModel
 from llmsched.core.violations import Violation
 from llmsched.core.workload import Workload
 from llmsched.engines.competition.bounds import LowerBounds, lower_bounds
@@ -40,13 +43,17 @@ __all__ = [
     "LinearCostModel",
     "LowerBounds",
     "PrefillLevel",
+    "Preset",
     "Schedule",
+    "TableCostModel",
     "Violation",
     "Workload",
     "__version__",
     "disaggregated_lower_bounds",
     "fused_lower_bounds",
     "lower_bounds",
+    "preset",
+    "presets",
     "simulate",
     "simulate_disaggregated",
     "simulate_fleet",

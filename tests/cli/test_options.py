@@ -35,12 +35,16 @@ BY_NAME = {command.name: command for command in ALL}
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:
-    """The parser of command ``name`` (``validate`` is under ``runtime``)."""
+    """The parser of command ``name``, or of a subcommand of that name (``validate`` is under
+    ``runtime``, ``list`` and ``fit`` under ``cost``)."""
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    if name == "validate":
-        return choices["runtime"]._subparsers._group_actions[0].choices["validate"]
-    return choices[name]
+    if name in choices:
+        return choices[name]
+    for command in choices.values():
+        if command._subparsers is not None and name in command._subparsers._group_actions[0].choices:
+            return command._subparsers._group_actions[0].choices[name]
+    raise KeyError(name)
 
 
 def _actions(name: str) -> dict[str, argparse.Action]:

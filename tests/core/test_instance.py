@@ -113,3 +113,20 @@ def test_check_stage_time_returns_the_float_or_names_the_model() -> None:
     assert check_stage_time(SMALL_COST, "prefill_time(1)", np.float32(0.5)) == 0.5
     with pytest.raises(ValueError, match=r"LinearCostModel gave prefill_time\(3\) = 'fast'"):
         check_stage_time(SMALL_COST, "prefill_time(3)", "fast")
+
+
+def test_under_fusion_a_table_is_bounded_per_prompt_token() -> None:
+    """A model that is not affine: under fusion each iteration with chunks holds a prompt token
+    at least, so the prefill work is at most the prompt tokens times the longest such iteration
+    (under SplitwiseSim's factor, a full budget's tokens, a decoding request among them)."""
+    from llmsched import TableCostModel
+    from llmsched.core.instance import WorkloadTotals, prefill_work_bound
+
+    table = TableCostModel((100, 1000), (0.02, 0.2), (1, 8), (0.01, 0.02), mixed_factor=1.1)
+    totals = WorkloadTotals.of(Workload([300, 500], [4, 4]))
+    competition = prefill_work_bound(totals, table)
+    assert competition.seconds == pytest.approx(2 * table.prefill_time(800))
+    fused = prefill_work_bound(totals, table, token_budget=256, clients=2)
+    assert fused.longest == pytest.approx(1.1 * table.prefill_time(256))
+    assert fused.seconds == pytest.approx(800 * fused.longest)
+    assert "mixed_iteration_time(1, 0, 255, 0)" in fused.stage

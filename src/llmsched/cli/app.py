@@ -35,7 +35,7 @@ _REEXPORTED = (COST_HELP, WORKLOAD_HELP, ROUTER_NAMES, MAX_CLIENTS, parse_cost, 
 _check_output_file = check_output_file
 
 #: The commands, each a module of llmsched.cli with its ``COMMAND``, in the order ``--help`` lists them.
-COMMANDS = ("simulate", "reproduce", "study", "fleet", "provision", "sweep", "exegpt", "runtime")
+COMMANDS = ("simulate", "reproduce", "study", "fleet", "provision", "sweep", "exegpt", "runtime", "cost")
 
 
 class _Parser(argparse.ArgumentParser):

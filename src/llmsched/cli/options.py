@@ -65,7 +65,9 @@ WORKLOAD_HELP = (
 COST_HELP = (
     "paper | linear:A_P,B_P,A_D,B_D[,CAPACITY] (seconds, seconds/token, seconds, seconds/client, "
     "tokens) | context:A_P,B_P,C_P,A_D,B_D,C_D[,CAPACITY] (the linear terms plus seconds per "
-    "squared prompt token and per context token) | levels:CAP1=T1,CAP2=T2,...;TD (the MIP's semantics)"
+    "squared prompt token and per context token) | levels:CAP1=T1,CAP2=T2,...;TD (the MIP's semantics) "
+    "| preset:NAME (measured hardware, as llama2-70b/h100/tp8; llmsched cost list) | table:FILE.toml "
+    "(a cost table, as llmsched cost fit writes)"
 )
 
 #: Engine modes: PD competition (a prefill stage pauses decoding), PD fusion (chunked prefill,
@@ -159,6 +161,14 @@ def parse_cost(spec: str, clients: int | None = None) -> Any:
                     raise ValueError(f"a level must be CAP=T (tokens=seconds), got {item.strip()!r}")
                 levels.append((_spec_number("CAP", cap_s.strip(), int), _spec_number("T", time_s.strip())))
             return LevelCostModel(levels, _spec_number("TD", rest[0].strip()))
+        if kind == "preset" and arg:
+            from llmsched.core.hardware import preset
+
+            return preset(arg.strip()).cost()
+        if kind == "table" and arg:
+            from llmsched.core.table import TableCostModel
+
+            return TableCostModel.from_toml(arg)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"bad cost model {spec!r}: {exc}; expected {COST_HELP}") from None
     raise ValueError(f"unknown cost model {spec!r}; expected {COST_HELP}")
@@ -1341,12 +1351,16 @@ def scaled_cost(cost: Any, speed: float) -> Any:
     from dataclasses import fields, replace
 
     from llmsched.core.cost import ContextCostModel, LinearCostModel
+    from llmsched.core.table import TableCostModel
 
     if speed == 1:
         return cost
+    if isinstance(cost, TableCostModel):
+        return cost.scaled(speed)
     if not isinstance(cost, (LinearCostModel, ContextCostModel)):
         raise ValueError(
-            "a kind's SPEED needs a linear or context cost model (--cost linear:... or context:...)"
+            "a kind's SPEED needs a linear, context or table cost model (--cost linear:..., context:..., "
+            "preset:... or table:...)"
         )
     changes: dict[str, Any] = {
         f.name: getattr(cost, f.name) / speed

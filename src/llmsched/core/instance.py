@@ -170,21 +170,30 @@ def _is_affine(cost: CostModel) -> bool:
     return isinstance(cost, (LinearCostModel, ContextCostModel))
 
 
-def prefill_work_bound(totals: WorkloadTotals, cost: CostModel, token_budget: int | None = None) -> WorkBound:
+def prefill_work_bound(
+    totals: WorkloadTotals, cost: CostModel, token_budget: int | None = None, clients: int | None = None
+) -> WorkBound:
     """Seconds of prefill an engine of ``cost`` spends, at most, on a workload of ``totals``.
 
     Under competition every stage prefills at least one request, so there are at most as
     many stages as requests, none longer than a full stage of the longest prompts (checked
     finite here). Under fusion (``token_budget`` given) every iteration that carries prompt
-    chunks carries at least one prompt token and at most the budget; each such iteration
-    pays the prefill's fixed cost once, and the tokens' and squares' terms add up over the
-    chunks to the prompts' own (a chunked prompt's squares add up to its square).
+    chunks carries at least one prompt token and at most the budget, so there are at most as
+    many such iterations as prompt tokens. Under the linear and context models each pays the
+    prefill's fixed cost once, and the tokens' and squares' terms add up over the chunks to
+    the prompts' own (a chunked prompt's squares add up to its square); any other model's
+    iteration is bounded by the longest. A model that prices a mixed iteration itself
+    (``mixed_iteration_time``, as a table does) may charge an iteration's decoding requests as
+    prompt tokens (SplitwiseSim's rule): its longest is taken as the longer of two iterations
+    the engine can run, one decoding request (or as many as ``clients`` and the requests
+    allow) beside the largest chunk the budget leaves room for; the decoding requests' own
+    time is the decode bound's.
 
     Raises
     ------
     ValueError
-        When the cost model's time for the largest prefill stage the workload can ask for is
-        not a finite number of seconds >= 0, naming the call.
+        When the cost model's time for the largest prefill stage (or mixed iteration) the
+        workload can ask for is not a finite number of seconds >= 0, naming the call.
     """
     longest = totals.longest_prompt
     if token_budget is None:
@@ -197,11 +206,23 @@ def prefill_work_bound(totals: WorkloadTotals, cost: CostModel, token_budget: in
         why = f"a fused iteration's chunks of {tokens} prompt tokens, prompts of up to {longest}"
     call = f"prefill_time({tokens}, {squares})" if is_context_aware(cost) else f"prefill_time({tokens})"
     largest = check_stage_time(cost, call, prefill_seconds(cost, tokens, squares), why)
-    stage = f"cost model {type(cost).__name__} gives {call} = {largest:.6g} s ({why})"
-    if not _is_affine(cost):
-        return WorkBound(totals.requests * largest, largest, stage)
     price: Any = cost
+    if token_budget is not None and callable(getattr(cost, "mixed_iteration_time", None)):
+        budget = int(token_budget)
+        most = min(totals.requests, budget - 1, 1 if clients is None else int(clients))
+        for decoding in sorted({1, most}):
+            chunk = min(budget - decoding, totals.prompt_tokens)
+            mixed_call = f"mixed_iteration_time({decoding}, 0, {chunk}, 0)"
+            mixed_why = f"a fused iteration of {decoding} decoding and {chunk} prompt tokens"
+            seconds = price.mixed_iteration_time(decoding, 0, chunk, 0)
+            mixed = check_stage_time(cost, mixed_call, seconds, mixed_why)
+            if mixed > largest:
+                largest, call, why = mixed, mixed_call, mixed_why
+    stage = f"cost model {type(cost).__name__} gives {call} = {largest:.6g} s ({why})"
+    # A stage prefills a request at least; a fused iteration with chunks, a prompt token.
     stages = totals.requests if token_budget is None else totals.prompt_tokens
+    if not _is_affine(cost):
+        return WorkBound(stages * largest, largest, stage)
     seconds = (
         stages * float(price.prefill_base)
         + float(price.prefill_per_token) * totals.prompt_tokens
@@ -235,7 +256,11 @@ def decode_work_bound(totals: WorkloadTotals, cost: CostModel, clients: int) -> 
         times = np.broadcast_to(times, batches.shape)
     if not (times.min() >= 0 and times.max() < math.inf):  # NaN fails both
         bad = int(np.flatnonzero(~(np.isfinite(times) & (times >= 0)))[0])
-        check_stage_time(cost, f"decode_iteration_time({bad + 1})", times[bad])
+        largest = getattr(cost, "max_batch", None)
+        why = f"{bad + 1} of the {clients} clients decoding together" + (
+            f"; it prices batches of up to {largest} requests" if isinstance(largest, int) else ""
+        )
+        check_stage_time(cost, f"decode_iteration_time({bad + 1})", times[bad], why)
     rate = context_rate(cost)
     if is_context_aware(cost):
         check_stage_time(cost, "decode_per_context", rate)
@@ -325,5 +350,7 @@ def check_instance(
     """
     shortest = check_cost_model(workload, cost, clients)
     totals = WorkloadTotals.of(workload)
-    stages = (prefill_work_bound(totals, cost, token_budget), decode_work_bound(totals, cost, clients))
+    # The decode bound first: a batch past what the model prices is named as such.
+    decode = decode_work_bound(totals, cost, clients)
+    stages = (prefill_work_bound(totals, cost, token_budget, clients), decode)
     check_horizon(totals, shortest, sum(bound.seconds for bound in stages), stages=stages)

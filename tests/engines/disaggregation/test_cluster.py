@@ -24,7 +24,9 @@ def test_the_transfer_overlaps_layer_by_layer() -> None:
 
 
 def test_bad_input_is_refused() -> None:
-    with pytest.raises(TypeError, match="prompt_cost must be a LinearCostModel or a ContextCostModel"):
+    with pytest.raises(
+        TypeError, match="prompt_cost must be a LinearCostModel, a ContextCostModel or a TableCostModel"
+    ):
         _cluster(prompt_cost=PAPER.to_levels(4))
     with pytest.raises(ValueError, match="kv_bandwidth"):
         _cluster(kv_bandwidth=0.0)
@@ -34,3 +36,15 @@ def test_bad_input_is_refused() -> None:
         simulate_disaggregated(Workload([6000], [3]), _cluster())
     with pytest.raises(TypeError, match="DisaggregatedCluster"):
         simulate_disaggregated(_workload(3), "cluster")
+
+
+def test_a_measured_table_prices_either_pool() -> None:
+    """A TableCostModel is a per-token model: either pool takes one, and a batch past its table
+    is refused by the check, naming the call."""
+    from llmsched import preset
+
+    table = preset("llama2-70b/h100/tp8").cost()
+    cluster = _cluster(prompt_cost=table, token_cost=table)
+    cluster.check(Workload([500, 700], [3, 4]))
+    with pytest.raises(ValueError, match=r"decode_iteration_time\(65\) = inf"):
+        _cluster(prompt_cost=table, token_cost=table, token_clients=100).check(Workload([5] * 70, [2] * 70))

@@ -39,3 +39,25 @@ def test_a_fused_iteration_never_costs_less_than_its_parts() -> None:
     alone = fused_iteration_time(model, 0, 0, 10, 100)
     both = fused_iteration_time(model, 1, 0, 10, 100)
     assert both >= alone >= fused_iteration_time(model, 1, 0, 0, 0)
+
+
+def test_a_model_that_prices_mixed_iterations_answers_for_them() -> None:
+    """A cost model with mixed_iteration_time (a measured table) is asked, not the fused rule:
+    under SplitwiseSim's factor a mixed iteration is 1.1x the prompt curve at its tokens."""
+    from llmsched import TableCostModel
+
+    table = TableCostModel((100, 1000), (0.02, 0.2), (1, 8), (0.01, 0.02), mixed_factor=1.1)
+    assert fused_iteration_time(table, 4, 0, 296, 0) == pytest.approx(1.1 * table.prefill_time(300))
+    assert fused_iteration_time(table, 4, 0, 0, 0) == table.decode_iteration_time(4)
+    assert fused_iteration_time(table, 0, 0, 296, 0) == table.prefill_time(296)
+
+
+def test_a_fused_instance_takes_a_table_and_refuses_levels() -> None:
+    """Tables price chunks by their tokens; prefill levels do not."""
+    from llmsched import LinearCostModel, TableCostModel, Workload
+    from llmsched.engines.fusion.iteration import check_fused_instance
+
+    table = TableCostModel((100, 1000), (0.02, 0.2), (1, 8), (0.01, 0.02))
+    assert check_fused_instance(Workload([50, 900], [3, 3]), table, 4, 512) == 512
+    with pytest.raises(TypeError, match="a LinearCostModel, a ContextCostModel or a TableCostModel"):
+        check_fused_instance(Workload([50], [3]), LinearCostModel.paper().to_levels(4), 4, 512)

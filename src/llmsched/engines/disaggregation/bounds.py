@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -10,9 +11,11 @@ import numpy as np
 from llmsched.core.cost import (
     context_rate,
     decode_seconds,
+    is_context_aware,
     prefill_seconds,
     request_context,
 )
+from llmsched.core.table import prefill_lines
 from llmsched.core.workload import Workload
 from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 
@@ -37,31 +40,44 @@ class DisaggregatedBounds:
 def disaggregated_lower_bounds(workload: Workload, cluster: DisaggregatedCluster) -> DisaggregatedBounds:
     """Lower bounds on the makespan of any disaggregated schedule.
 
-    Without lent machines every prompt is prefilled on a prompt machine, each stage costing
-    at least ``a_p`` plus its tokens' and squares' terms, the stages at least
-    ``ceil(sum N^p / capacity)``; spread over ``P`` machines, some machine works at least
-    the total over ``P`` after the first arrival. (With ``mixed`` a token machine may take a
-    stage, so the pool's work is spread over every machine and priced at the cheaper of the
-    two models' coefficients.) Alone, request ``i`` needs its own prefill stage, its
-    transfer (with overlap, at least ``x / layers``; none when a lent machine may decode what
-    it prefilled), and ``N^d`` iterations of at least the least time of any batch, plus its
-    context's reads (under the cheaper pool's model when prompt machines may decode).
+    Without lent machines every prompt is prefilled on a prompt machine in stages of at most
+    its capacity, at least ``ceil(sum N^p / capacity)`` of them; the pool's least work is the
+    model's own least prefill time of all the tokens (``min_prefill_time``: ``a_p`` a stage
+    plus the tokens' and squares' terms under a linear or context model, the convex hull of
+    a table). Spread over ``P`` machines, some machine works at least the total over ``P``
+    after the first arrival. (With ``mixed`` a token machine may take a stage, so the pool's
+    work is spread over every machine and priced by a line below both models' prefill times:
+    for each pair of their lines, the lesser base and the lesser slope, and the cheaper
+    squares' term.) Alone, request ``i`` needs its own prefill stage (no stage holding it is
+    faster), its transfer (with overlap, at least ``x / layers``; none when a lent machine
+    may decode what it prefilled), and ``N^d`` iterations of at least the least time of any
+    batch, plus its context's reads (under the cheaper pool's model when prompt machines may
+    decode).
     """
     cluster.check(workload)
     prompt, output = workload.prompt_tokens, workload.output_tokens
-    # Both are LinearCostModel or ContextCostModel (the cluster checks it).
+    # LinearCostModel, ContextCostModel or TableCostModel (the cluster checks it).
     costs: list[Any] = [cluster.prompt_cost, cluster.token_cost] if cluster.mixed else [cluster.prompt_cost]
     machines = cluster.machines if cluster.mixed else cluster.prompt_machines
     squares = sum(p * p for p in prompt.tolist())
     total = int(prompt.sum())
-    # Per stage a_p, per token b_p, per squared token c_p: the cheapest of the pools that may
-    # prefill, and no fewer stages than the largest capacity allows.
-    a_p = min(float(cost.prefill_base) for cost in costs)
-    b_p = min(float(cost.prefill_per_token) for cost in costs)
-    c_p = min(float(getattr(cost, "prefill_per_square", 0.0)) for cost in costs)
     stages = -(-total // max(int(cost.prefill_capacity) for cost in costs))
-    work = (a_p * stages + b_p * total + c_p * squares) / machines
-    prefill = float(workload.arrival.min()) + work
+    if len(costs) == 1:
+        (cost,) = costs
+        if is_context_aware(cost):
+            least = float(cost.min_prefill_time(total, stages, squares))
+        else:
+            least = float(cost.min_prefill_time(total, stages))
+    else:
+        c_p = min(float(getattr(cost, "prefill_per_square", 0.0)) for cost in costs)
+        pairs = product(*(prefill_lines(cost) for cost in costs))
+        least = max(
+            min(a for a, _ in pair) * stages + min(b for _, b in pair) * total
+            for pair in pairs
+            if min(a for a, _ in pair) >= 0
+        )
+        least += c_p * squares
+    prefill = float(workload.arrival.min()) + least / machines
     alone_prefill = np.min(
         np.vstack(
             [

@@ -22,6 +22,7 @@ from llmsched.core.instance import (
     decode_work_bound,
     prefill_work_bound,
 )
+from llmsched.core.table import TableCostModel
 from llmsched.core.workload import Workload
 
 if TYPE_CHECKING:
@@ -70,8 +71,11 @@ def transfer_seconds(
 
 
 def _per_token_cost(name: str, cost: Any) -> CostModel:
-    if not isinstance(cost, (LinearCostModel, ContextCostModel)):
-        raise TypeError(f"{name} must be a LinearCostModel or a ContextCostModel, got {type(cost).__name__}")
+    if not isinstance(cost, (LinearCostModel, ContextCostModel, TableCostModel)):
+        raise TypeError(
+            f"{name} must be a LinearCostModel, a ContextCostModel or a TableCostModel, "
+            f"got {type(cost).__name__}"
+        )
     return cost
 
 

@@ -8,15 +8,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llmsched.core.cost import (
-    ContextCostModel,
     CostModel,
     context_rate,
     decode_seconds,
     is_context_aware,
     request_context,
 )
+from llmsched.core.table import decode_lines, prefill_lines
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion.iteration import check_fused_instance
+from llmsched.engines.fusion.schedule import fixed_cost
 
 if TYPE_CHECKING:
     pass
@@ -40,16 +41,49 @@ class FusedBounds:
     strong: float
 
 
+def _iteration_lines(cost: Any, least: float) -> list[tuple[float, float, float]]:
+    """``(m, beta, gamma)`` with every fused iteration at least ``m + beta * d + gamma * c``
+    plus its context and squares terms (``d`` decoding requests, ``c`` chunk tokens), each
+    ``>= 0``; ``least`` is the least decode time of any batch that can occur.
+
+    For a decode line ``alpha + beta * k`` and a prefill line ``p + g * c``: decoding alone
+    costs at least ``alpha + beta * d``; chunks alone ``p + g * c``; both, under the fused
+    rule, their sum less the shared fixed cost ``fixed`` (so ``alpha + p - fixed`` in place
+    of a base), and under a mixed factor ``f >= 1`` (SplitwiseSim's rule) ``f * (p + g * (c +
+    d))``, whose slope in ``d`` is ``f * g``. ``m`` is the least of the bases and ``beta``
+    the lesser slope in ``d``; a combination whose ``m`` is negative bounds nothing (the
+    count of iterations is bounded from below only) and is left out. The flat lines (``least``
+    and the prefill's least time, at slope 0) always give ``m >= 0``.
+    """
+    factor = getattr(cost, "mixed_factor", None)
+    fixed = float(fixed_cost(cost)) if factor is None else 0.0
+    decode = [*decode_lines(cost), (least, 0.0)]
+    out = []
+    for alpha, beta in decode:
+        for base, gamma in prefill_lines(cost):
+            if beta < 0 or gamma < 0:
+                continue
+            if factor is None:
+                m = min(alpha, base, alpha + base - fixed)
+                slope = beta
+            else:
+                m = min(alpha, base, factor * base)
+                slope = min(beta, factor * gamma)
+            if m >= 0:
+                out.append((m, slope, gamma))
+    return out
+
+
 def fused_lower_bounds(workload: Workload, cost: CostModel, clients: int, token_budget: int) -> FusedBounds:
     """Lower bounds on the makespan of every fused schedule of the instance.
 
     Proof. An iteration holding ``d`` decoding requests at context ``x`` and ``c`` chunk
-    tokens of ``q`` squared tokens takes at least ``m + beta * d + c_d * x + b_p * c + c_p * q``
-    with ``m = min(alpha, a_p)``, for any line ``alpha + beta * k`` (``alpha, beta >= 0``)
-    below the context-free decode time at every batch size (``a_d + b_d * k`` itself, or a
-    line of a batch table's hull): decoding alone costs the decode iteration, chunks alone
-    the prefill stage, both their sum less the smaller fixed cost, and every coefficient is
-    >= 0. Summed over the iterations, the decode tokens give ``sum N^d``, the contexts
+    tokens of ``q`` squared tokens takes at least ``m + beta * d + c_d * x + gamma * c +
+    c_p * q`` for each ``(m, beta, gamma)`` of :func:`_iteration_lines` (all >= 0): a line
+    below the decode time at every batch size (``a_d + b_d * k`` itself, or a line of a batch
+    table's hull) and one below the prefill time of every chunk (``a_p + b_p * c``, or a line
+    of a prefill table's hull), put together by the model's rule for an iteration holding
+    both. Summed over the iterations, the decode tokens give ``sum N^d``, the contexts
     ``sum request_context`` (each request reads ``N^p + j`` at its j-th token, whenever that
     comes), the chunks ``sum N^p`` and their squares ``sum (N^p)^2`` (a prompt's chunks add
     up to its square). Every request needs ``ceil(N^p / B)`` iterations of chunks (at most
@@ -57,20 +91,16 @@ def fused_lower_bounds(workload: Workload, cost: CostModel, clients: int, token_
     requests and carries at most ``B`` tokens: so at least ``max_i (ceil(N^p_i / B) + N^d_i)``,
     ``ceil(sum_i (ceil(N^p_i / B) + N^d_i) / J)`` and ``ceil(sum (N^p + N^d) / B)`` iterations,
     each costing at least ``m``. No iteration starts before the first arrival. Alone, request
-    i needs the same terms of its own after its arrival.
+    i needs the same terms of its own after its arrival (every coefficient being >= 0, the
+    other requests in its iterations only add).
     """
     budget = check_fused_instance(workload, cost, clients, token_budget)
     price: Any = cost
-    a_p, b_p = float(price.prefill_base), float(price.prefill_per_token)
     c_p = float(price.prefill_per_square) if is_context_aware(cost) else 0.0
     c_d = context_rate(cost)
-    if isinstance(cost, ContextCostModel):
-        lines = [(alpha, beta) for alpha, beta in cost.batch_hull() if alpha >= 0 and beta >= 0]
-    else:
-        lines = [(float(price.decode_base), float(price.decode_per_client))]
     # No batch holds more requests than there are: nothing is sized by idle clients.
     least = float(np.min(decode_seconds(cost, np.arange(1, min(clients, len(workload)) + 1), 0)))
-    lines.append((least, 0.0))  # below every batch size that can occur
+    lines = _iteration_lines(cost, least)
     prompt, output = workload.prompt_tokens, workload.output_tokens
     per_request = -(-prompt // budget) + output
     iterations = max(
@@ -80,11 +110,11 @@ def fused_lower_bounds(workload: Workload, cost: CostModel, clients: int, token_
     )
     squares = sum(p * p for p in prompt.tolist())
     contexts = sum(request_context(prompt, output).tolist())
-    fixed = b_p * int(prompt.sum()) + c_p * squares + c_d * contexts
-    tokens = int(output.sum())
-    work = max(iterations * min(alpha, a_p) + beta * tokens for alpha, beta in lines) + fixed
-    alone = [min(alpha, a_p) * per_request + beta * output for alpha, beta in lines]  # per request, each line
-    alone_best = np.max(np.vstack(alone), axis=0) + b_p * prompt + c_p * prompt.astype(np.float64) ** 2
+    prompts, tokens = int(prompt.sum()), int(output.sum())
+    work = max(iterations * m + beta * tokens + gamma * prompts for m, beta, gamma in lines)
+    work += c_p * squares + c_d * contexts
+    alone = [m * per_request + beta * output + gamma * prompt for m, beta, gamma in lines]  # each line
+    alone_best = np.max(np.vstack(alone), axis=0) + c_p * prompt.astype(np.float64) ** 2
     alone_best = alone_best + c_d * request_context(prompt, output)
     single = float((workload.arrival + alone_best).max())
     work = float(workload.arrival.min()) + work

@@ -16,6 +16,7 @@ from llmsched.core.cost import (
     prefill_seconds,
 )
 from llmsched.core.instance import check_cost_model, check_instance
+from llmsched.core.table import TableCostModel
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion.schedule import fixed_cost
 
@@ -41,15 +42,16 @@ def check_fused_instance(workload: Workload, cost: CostModel, clients: int, toke
 
     The instance must be valid as under competition (:func:`~llmsched.core.instance.check_instance`,
     the prefill's work bounded as the budget's chunks), the cost model must price stages per
-    token (a :class:`~llmsched.LinearCostModel` or a :class:`~llmsched.ContextCostModel`: a
-    chunk's time follows from its tokens), and the budget must be at least 2 (a decode token
-    and a prompt token, :func:`check_token_budget`). A budget below the clients
-    still runs: while the decoding requests fill it, no chunk is added until one finishes.
+    token (a :class:`~llmsched.LinearCostModel`, a :class:`~llmsched.ContextCostModel` or a
+    :class:`~llmsched.TableCostModel`: a chunk's time follows from its tokens), and the budget
+    must be at least 2 (a decode token and a prompt token, :func:`check_token_budget`). A
+    budget below the clients still runs: while the decoding requests fill it, no chunk is
+    added until one finishes.
     """
-    if not isinstance(cost, (LinearCostModel, ContextCostModel)):
+    if not isinstance(cost, (LinearCostModel, ContextCostModel, TableCostModel)):
         raise TypeError(
-            f"fusion prices a chunk by its tokens: it needs a LinearCostModel or a ContextCostModel, "
-            f"got {type(cost).__name__} (a LevelCostModel prices whole prefill levels)"
+            "fusion prices a chunk by its tokens: it needs a LinearCostModel, a ContextCostModel or a "
+            f"TableCostModel, got {type(cost).__name__} (a LevelCostModel prices whole prefill levels)"
         )
     check_cost_model(workload, cost, clients)
     budget = check_token_budget(token_budget)
@@ -80,12 +82,18 @@ def fused_iteration_time(
     """Seconds of fused iterations with ``decoding`` requests at ``context`` tokens and
     ``chunk_tokens`` prompt tokens of ``squares`` squared tokens (scalars or arrays).
 
-    Decoding alone: the decode iteration's time; chunks alone: the prefill stage's time;
-    both: their sum less the fixed cost they share (one pass, not two): the smaller of the
-    prefill stage's and the decode iteration's fixed costs, and never more than the decode
-    batch's own time at no context (a batch table may price a batch below ``a_d``), so an
-    iteration never costs less than either of its parts alone.
+    A cost model that prices a mixed iteration itself (it has
+    ``mixed_iteration_time(decoding, context, chunk_tokens, squares)``, as
+    :class:`~llmsched.TableCostModel` does) answers; for the others: decoding alone, the
+    decode iteration's time; chunks alone, the prefill stage's time; both, their sum less the
+    fixed cost they share (one pass, not two): the smaller of the prefill stage's and the
+    decode iteration's fixed costs, and never more than the decode batch's own time at no
+    context (a batch table may price a batch below ``a_d``), so an iteration never costs less
+    than either of its parts alone.
     """
+    mixed = getattr(cost, "mixed_iteration_time", None)
+    if mixed is not None:
+        return mixed(decoding, context, chunk_tokens, squares)
     decode = decode_seconds(cost, decoding, context)
     prefill = prefill_seconds(cost, chunk_tokens, squares)
     price: Any = cost  # LinearCostModel or ContextCostModel: hashable
@@ -103,7 +111,7 @@ def mixed_terms(cost: CostModel) -> tuple[float, float, float, float] | None:
     (no batch table), for a caller that sums them itself, in :func:`fused_iteration_time`'s
     order: the prefill stage's base, its price per token and per squared token (0.0 for the
     linear model), and the fixed cost the two phases share (:func:`fixed_cost`). None for any
-    other model."""
+    other model (a table among them: the caller then asks :func:`fused_iteration_time`)."""
     if type(cost) is LinearCostModel:
         per_square = 0.0
     elif type(cost) is ContextCostModel and cost.decode_by_batch is None:

@@ -1,0 +1,240 @@
+"""``llmsched cost``: the measured hardware presets (``cost list``) and cost tables fitted to
+measurements (``cost fit``), which ``--cost preset:NAME`` and ``--cost table:FILE.toml`` read."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from llmsched.cli.options import (
+    JSON,
+    OUTPUT_FILE,
+    TEXT,
+    Command,
+    Option,
+    check_output_file,
+    choice,
+    integer,
+    number,
+    print_json,
+    resolve,
+)
+
+__all__ = ["COMMAND", "FIT", "LIST", "parse_columns", "preset_rows", "run"]
+
+# What ``cost list`` prices: a prefill stage of these prompt tokens, and a decode iteration of
+# these requests, each holding this many tokens of context.
+LISTED_PREFILLS = (1024, 8192)
+LISTED_BATCHES = (1, 64)
+LISTED_CONTEXT = 1024
+
+DEFAULT_COLUMNS = (
+    "prompt=prompt_size,batch=batch_size,output=token_size,prefill_time=prompt_time,decode_time=token_time"
+)
+
+#: ``cost list``'s options.
+#:
+#: :meta hide-value:
+LIST_OPTIONS = (JSON,)
+
+#: ``cost fit``'s options.
+#:
+#: :meta hide-value:
+FIT_OPTIONS = (
+    Option(
+        "file", TEXT, None, "CSV of measurements with a header row, one measured run a row", positional=True
+    ),
+    Option(
+        "columns",
+        TEXT,
+        DEFAULT_COLUMNS,
+        "the column of each role, ROLE=COLUMN comma-separated (prompt: tokens a prompt; batch: prompts "
+        "a batch; output: output tokens, 'output=' when not measured; prefill_time: the batch's prompt "
+        "phase; decode_time: one decode iteration); roles not given keep SplitwiseSim's names",
+        metavar="ROLE=COL,...",
+    ),
+    Option("time_unit", choice("s", "ms", "us"), "ms", "unit of both time columns"),
+    Option("holdout", number(0.0, 1.0, low_open=True, high_open=True), 0.2, "share of rows held out"),
+    Option("seed", integer(0), 0, "seed of the split into fitted and held-out rows"),
+    Option(
+        "mixed_factor",
+        number(1.0),
+        None,
+        "price a mixed iteration at this factor times the prefill table at its tokens "
+        "(SplitwiseSim's rule; it uses 1.1)",
+        shown="the fused rule: decode plus prefill less their shared fixed cost",
+    ),
+    Option(
+        "out",
+        OUTPUT_FILE,
+        None,
+        "write the table fitted on every row to this TOML file, for --cost table:FILE",
+    ),
+    JSON,
+)
+
+
+def parse_columns(spec: str) -> dict[str, str | None]:
+    """``--columns``: ``ROLE=COLUMN`` pairs, comma-separated; an empty column (``output=``)
+    says the role was not measured.
+
+    Raises
+    ------
+    ValueError
+        A pair without ``=``, or a role given twice; an unknown role is refused by the fit.
+    """
+    roles: dict[str, str | None] = {}
+    for part in spec.split(","):
+        role, sep, column = (piece.strip() for piece in part.partition("="))
+        if not sep or not role:
+            raise ValueError(f"--columns takes ROLE=COLUMN pairs, got {part.strip()!r}")
+        if role in roles:
+            raise ValueError(f"--columns gives {role} twice")
+        roles[role] = column or None
+    return roles
+
+
+def preset_rows(context: int = LISTED_CONTEXT) -> list[dict[str, Any]]:
+    """One row per preset: its GPUs, memory for keys and values, price, power and a few of its
+    fitted times (milliseconds; decode iterations at ``context`` tokens a request)."""
+    from llmsched.core.hardware import presets
+
+    rows = []
+    for found in presets():
+        cost = found.cost()
+        row: dict[str, Any] = {
+            "name": found.name,
+            "gpus": found.gpus,
+            "kv_memory_gib": found.kv_memory_bytes / 2**30,
+            "kv_tokens": found.kv_tokens(),
+            "price": found.price,
+            "rated_watts": found.rated_watts,
+            "machine_price": found.machine_price,
+            "machine_power": found.machine_power,
+            "prefill_capacity": cost.prefill_capacity,
+            "max_batch": cost.max_batch,
+        }
+        for tokens in LISTED_PREFILLS:
+            seconds = float(cost.prefill_time(tokens))
+            row[f"prefill_{tokens}_ms"] = seconds * 1e3 if seconds < float("inf") else None
+        for batch in LISTED_BATCHES:
+            seconds = float(cost.decode_iteration_time(batch, batch * context))
+            row[f"decode_{batch}_ms"] = seconds * 1e3 if seconds < float("inf") else None
+        rows.append(row)
+    return rows
+
+
+def _shown(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def run_list(args: Any) -> int:
+    """``llmsched cost list``: the presets, as a table or one JSON object."""
+    config = resolve(args, LIST).config
+    rows = preset_rows()
+    if config.json:
+        print_json({"decode_context_tokens": LISTED_CONTEXT, "presets": rows})
+        return 0
+    header = (
+        f"{'preset':26s} {'GPUs':>4s} {'KV GiB':>7s} {'KV tokens':>9s} {'price':>6s} {'power W':>7s} "
+        f"{'prefill 1,024':>13s} {'8,192':>8s} {'decode 1':>8s} {'64':>6s}"
+    )
+    print(header)
+    for row in rows:
+        print(
+            f"{row['name']:26s} {row['gpus']:4d} {row['kv_memory_gib']:7.1f} {row['kv_tokens']:9,d} "
+            f"{row['price']:6.3f} {row['rated_watts']:7,.0f} {_shown(row['prefill_1024_ms']):>13s} "
+            f"{_shown(row['prefill_8192_ms']):>8s} {_shown(row['decode_1_ms']):>8s} "
+            f"{_shown(row['decode_64_ms']):>6s}"
+        )
+    print(
+        "times in ms (prefill of that many prompt tokens; decode iteration of that many requests at "
+        f"{LISTED_CONTEXT:,} context tokens each, '-' past the largest batch measured); price and power "
+        "are the engine's share of its machine, price relative to a DGX-A100 (Splitwise, Table V); "
+        "KV tokens in whole blocks of 16"
+    )
+    return 0
+
+
+def run_fit(args: Any) -> int:
+    """``llmsched cost fit``: the held-out error of a fit, and the table fitted on every row."""
+    from llmsched.core.table import TableCostModel
+
+    config = resolve(args, FIT).config
+    check_output_file(config.out, "--out", "cost.toml")
+    columns = parse_columns(config.columns)
+    report = TableCostModel.held_out_error(
+        config.file,
+        columns,
+        config.time_unit,
+        holdout=config.holdout,
+        seed=config.seed,
+        mixed_factor=config.mixed_factor,
+    )
+    model = TableCostModel.fit(config.file, columns, config.time_unit, mixed_factor=config.mixed_factor)
+    if config.out is not None:
+        model.to_toml(config.out)
+    out = {
+        "file": str(config.file),
+        "rows": report.train_rows + report.test_rows,
+        "held_out_rows": report.test_rows,
+        "seed": config.seed,
+        "prefill_mape": report.prefill_mape,
+        "decode_mape": report.decode_mape,
+        "prefill_knots": len(model.prefill_tokens),
+        "decode_knots": len(model.decode_batch),
+        "decode_per_context": model.decode_per_context,
+        "prefill_capacity": model.prefill_capacity,
+        "max_batch": model.max_batch,
+        "out": config.out,
+    }
+    if config.json:
+        print_json(out)
+        return 0
+    print(
+        f"{config.file}: {out['rows']} rows; fitted on {report.train_rows}, "
+        f"{report.test_rows} held out (seed {config.seed})"
+    )
+    print(f"  held-out MAPE  prefill {report.prefill_mape:.2%}  decode {report.decode_mape:.2%}")
+    print(
+        f"  table on every row: {out['prefill_knots']} prefill knots up to {model.prefill_capacity:,} "
+        f"tokens, {out['decode_knots']} decode knots up to {model.max_batch} requests, "
+        f"c_d = {model.decode_per_context:.3g} s per context token"
+    )
+    if config.out is not None:
+        print(f"  written to {config.out} (--cost table:{config.out})")
+    return 0
+
+
+def run(args: Any) -> int:
+    """Run ``llmsched cost list`` or ``llmsched cost fit``; the help and 2 without either."""
+    if args.action == "list":
+        return run_list(args)
+    if args.action == "fit":
+        return run_fit(args)
+    args.command_parser.print_help(sys.stderr)
+    return 2
+
+
+LIST = Command(
+    "list",
+    "the measured hardware presets (--cost preset:NAME), with their memory and times",
+    "",
+    LIST_OPTIONS,
+    run,
+)
+FIT = Command(
+    "fit",
+    "fit a cost table to measured times; print its held-out error, write it for --cost table:FILE",
+    "",
+    FIT_OPTIONS,
+    run,
+)
+COMMAND = Command(
+    "cost",
+    "cost models of measured hardware: presets and fitted tables",
+    "",
+    (),
+    run,
+    subcommands=(LIST, FIT),
+)

@@ -1,0 +1,241 @@
+"""Measured hardware as named presets: a model on a machine at a tensor-parallel degree, with its
+memory, price and power, and a cost model fitted to its measured times.
+
+The measurements are SplitwiseSim's, the simulator of the Splitwise paper (Patel et al.,
+"Splitwise: Efficient generative LLM inference using phase splitting", ISCA 2024), published at
+github.com/Mutinifni/splitwise-sim (commit 8f99e7d, ``data/perf_model.csv``) under the MIT
+License, Copyright (c) 2024 Pratyush Patel. The file ships unchanged as package data
+(``llmsched/data/splitwise_perf_model.csv``) with its license
+(``llmsched/data/SPLITWISE_LICENSE``): 1,260 rows, Llama-2-70B at tensor parallelism 2, 4 and 8
+and BLOOM-176B at 8, on DGX-A100, DGX-H100 and a power-capped DGX-H100, five repeats of each of
+21 points (prompt tokens, batch size, output tokens).
+
+The facts beside the times are SplitwiseSim's configuration and the paper's Table V: each
+machine holds eight GPUs of 80 GiB; a DGX-A100 is rated 6,500 W and a DGX-H100 10,200 W
+(7,140 W power-capped, in SplitwiseSim's configuration); relative to a DGX-A100, a DGX-H100
+costs 2.35x as a prompt machine and 2.5x as a token machine (Table V), draws 1.75x the power,
+and 1.23x when power-capped.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from llmsched.core.checks import positive_int, real, text
+from llmsched.core.table import TableCostModel
+
+__all__ = [
+    "GPU_MEMORY_BYTES",
+    "MIXED_FACTOR",
+    "Preset",
+    "measurements",
+    "preset",
+    "presets",
+]
+
+#: Bytes of one 80 GiB GPU (A100-80GB and H100-80GB alike).
+GPU_MEMORY_BYTES = 80 * 2**30
+#: SplitwiseSim prices a mixed iteration at 1.1x the prompt curve at its tokens.
+MIXED_FACTOR = 1.1
+# GPUs in one DGX machine: a preset's engine uses ``tensor_parallel`` of them.
+MACHINE_GPUS = 8
+
+# (layers, hidden size, bytes of fp16 weights) per model, as SplitwiseSim configures them.
+_MODELS = {"llama2-70b": (80, 8192, 135_000_000_000), "bloom-176b": (70, 14336, 329_000_000_000)}
+
+# Per machine, relative to a DGX-A100: (short name, machine, price, power, rated watts). A
+# DGX-H100 costs 2.35x as a prompt machine and 2.5x as a token machine in Table V; a preset
+# is either, so it takes the higher figure, which does not flatter the H100 in a comparison
+# of cost, and is the one Table V gives the power-capped H100 (the same machine).
+_HARDWARE = {
+    "a100-80gb": ("a100", "DGX-A100", 1.0, 1.0, 6500.0),
+    "h100-80gb": ("h100", "DGX-H100", 2.5, 1.75, 10200.0),
+    "h100-80gb-pcap": ("h100-pcap", "DGX-H100, power-capped", 2.5, 1.23, 7140.0),
+}
+
+# SplitwiseSim's rows at batch 64 under tensor parallelism 2 contradict the rest of its table:
+# a prefill of 64 prompts of 512 tokens is recorded 6.6-8.4x faster than one of 32 (794 ms
+# against 6,633 ms on A100), and a decode iteration of 64 requests faster than one of 32, on every
+# GPU. They are not measurements of the batch they name (the keys and values of 64 requests of
+# 640 tokens, 107 GB, cannot fit beside Llama-2-70B's weights on two GPUs), so the presets at
+# that degree leave them out and price batches of up to 32 requests (16,384 prefill tokens).
+_LARGEST_BATCH = {2: 32}
+
+
+@functools.cache
+def measurements() -> Mapping[tuple[str, str, int], Mapping[str, np.ndarray]]:
+    """SplitwiseSim's measurements, by (model, hardware, tensor parallel degree): per column
+    (``prompt_size``, ``batch_size``, ``token_size``, ``prompt_time``, ``token_time`` in ms,
+    ``peak_power``, ``average_power``, ``e2e_time``) the rows' values, in file order, read-only."""
+    text_ = resources.files("llmsched").joinpath("data/splitwise_perf_model.csv").read_text(encoding="utf-8")
+    groups: dict[tuple[str, str, int], dict[str, list[float]]] = {}
+    for row in csv.DictReader(text_.splitlines()):
+        key = (row["model"], row["hardware"], int(row["tensor_parallel"]))
+        columns = groups.setdefault(key, {})
+        for name, value in row.items():
+            if name not in ("model", "hardware", "tensor_parallel"):
+                columns.setdefault(name, []).append(float(value))
+    return MappingProxyType(
+        {
+            key: MappingProxyType({name: _read_only(np.array(values)) for name, values in columns.items()})
+            for key, columns in sorted(groups.items())
+        }
+    )
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    values.setflags(write=False)
+    return values
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A model served on a machine at a tensor-parallel degree, as measured.
+
+    Parameters
+    ----------
+    name
+        ``MODEL/HARDWARE/tpN``, as ``llama2-70b/h100/tp8``.
+    model, hardware, tensor_parallel
+        As the measurements name them (``llama2-70b``, ``h100-80gb``, 8).
+    gpus
+        GPUs the engine uses (its tensor-parallel degree).
+    gpu_memory_bytes
+        Memory of each GPU.
+    weights_bytes
+        The model's fp16 weights.
+    layers, hidden_size
+        The model's shape, which sizes its keys and values.
+    machine
+        The machine measured (``DGX-H100``), of eight GPUs.
+    machine_price, machine_power
+        A machine's price and provisioned power relative to a DGX-A100 (Table V of the paper).
+    machine_rated_watts
+        A machine's rated power (SplitwiseSim's configuration).
+    """
+
+    name: str
+    model: str
+    hardware: str
+    tensor_parallel: int
+    gpus: int
+    gpu_memory_bytes: int
+    weights_bytes: int
+    layers: int
+    hidden_size: int
+    machine: str
+    machine_price: float
+    machine_power: float
+    machine_rated_watts: float
+
+    def __post_init__(self) -> None:
+        for name in ("name", "model", "hardware", "machine"):
+            text(name, getattr(self, name))
+        for name in ("tensor_parallel", "gpus", "gpu_memory_bytes", "weights_bytes", "layers", "hidden_size"):
+            positive_int(name, getattr(self, name))
+        for name in ("machine_price", "machine_power", "machine_rated_watts"):
+            real(name, getattr(self, name), low=0.0, low_open=True)
+        if self.gpus > MACHINE_GPUS:
+            raise ValueError(f"gpus must be at most the {MACHINE_GPUS} of a machine, got {self.gpus}")
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of keys and values one token holds: ``2 * hidden * layers * 2`` (a key and a
+        value per layer, fp16). SplitwiseSim sizes them so, with no reduction for grouped-query
+        attention (Llama-2-70B shares each key and value head among eight query heads, so its
+        engines hold an eighth of this)."""
+        return 2 * self.hidden_size * self.layers * 2
+
+    @property
+    def kv_memory_bytes(self) -> int:
+        """Memory left for keys and values: the engine's GPUs less the weights."""
+        return self.gpus * self.gpu_memory_bytes - self.weights_bytes
+
+    def kv_tokens(self, block_size: int = 16) -> int:
+        """Tokens whose keys and values fit in :attr:`kv_memory_bytes`, in whole blocks of
+        ``block_size`` tokens (0 when the weights leave no room)."""
+        size = positive_int("block_size", block_size)
+        return max(0, self.kv_memory_bytes // (size * self.kv_bytes_per_token)) * size
+
+    @property
+    def price(self) -> float:
+        """The engine's price relative to a DGX-A100: its share of the machine's GPUs."""
+        return self.machine_price * self.gpus / MACHINE_GPUS
+
+    @property
+    def rated_watts(self) -> float:
+        """The engine's share of its machine's rated power."""
+        return self.machine_rated_watts * self.gpus / MACHINE_GPUS
+
+    def rows(self) -> dict[str, np.ndarray]:
+        """The measurements the cost model is fitted to, by column (times in ms)."""
+        rows = measurements()[(self.model, self.hardware, self.tensor_parallel)]
+        largest = _LARGEST_BATCH.get(self.tensor_parallel)
+        if largest is None:
+            return dict(rows)
+        keep = rows["batch_size"] <= largest
+        return {name: _read_only(values[keep]) for name, values in rows.items()}
+
+    def cost(self) -> TableCostModel:
+        """The :class:`~llmsched.core.table.TableCostModel` fitted to :meth:`rows`
+        (:meth:`TableCostModel.fit <llmsched.core.table.TableCostModel.fit>` with SplitwiseSim's
+        columns), mixed iterations at SplitwiseSim's 1.1x."""
+        return _fitted(self)
+
+
+@functools.cache
+def _fitted(preset: Preset) -> TableCostModel:
+    return TableCostModel.fit(preset.rows(), time_unit="ms", mixed_factor=MIXED_FACTOR, name=preset.name)
+
+
+@functools.cache
+def presets() -> tuple[Preset, ...]:
+    """Every preset: each (model, hardware, degree) SplitwiseSim measured, models in the order
+    Llama-2-70B, BLOOM-176B, then hardware A100, H100, power-capped H100, then degree."""
+    found = []
+    for model, hardware, degree in measurements():
+        layers, hidden, weights = _MODELS[model]
+        short, machine, price, power, watts = _HARDWARE[hardware]
+        found.append(
+            Preset(
+                f"{model}/{short}/tp{degree}",
+                model,
+                hardware,
+                degree,
+                degree,
+                GPU_MEMORY_BYTES,
+                weights,
+                layers,
+                hidden,
+                machine,
+                price,
+                power,
+                watts,
+            )
+        )
+    order = {name: i for i, name in enumerate(_MODELS)}
+    machines = {name: i for i, name in enumerate(_HARDWARE)}
+    return tuple(sorted(found, key=lambda p: (order[p.model], machines[p.hardware], p.tensor_parallel)))
+
+
+def preset(name: Any) -> Preset:
+    """The preset called ``name`` (as ``llama2-70b/h100/tp8``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        When ``name`` is not a str, or names no preset (the message lists them).
+    """
+    text("name", name)
+    for found in presets():
+        if found.name == name:
+            return found
+    raise ValueError(f"no preset {name!r}; the presets are {', '.join(p.name for p in presets())}")

@@ -1,0 +1,872 @@
+"""A cost model of measured times, interpolated piecewise-linearly (as SplitwiseSim and Vidur do).
+
+:class:`TableCostModel` prices a prefill stage by its prompt tokens and a decode iteration by
+its batch size from tables of measured times (*knots*), joined by straight lines, plus a term
+per context token read (decode time must stay affine in the context: the simulator jumps over
+a run of decode iterations in closed form). It meets the library's context-aware protocol
+(:class:`~llmsched.core.cost.ContextAwareCostModel`) and bounds total stage times from below
+(:class:`~llmsched.core.cost.BoundedCostModel`) through the lower convex hulls of its tables,
+so every lower bound of the library stays valid under it.
+
+:meth:`TableCostModel.fit` builds one from measurements (a CSV or a DataFrame with named
+columns), :meth:`TableCostModel.held_out_error` scores that fit on rows it did not see, and
+:meth:`TableCostModel.to_toml` / :meth:`TableCostModel.from_toml` keep a table in a file.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import numbers
+import os
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from llmsched.core.checks import (
+    MAX_TOKENS,
+    choice,
+    nonnegative_int,
+    path_arg,
+    positive_int,
+    probability,
+    real,
+    real_array,
+    sizes,
+    text,
+)
+from llmsched.core.checks import seed as check_seed
+from llmsched.core.cost import MAX_BATCH_TABLE
+
+__all__ = [
+    "COLUMNS",
+    "TIME_UNITS",
+    "HeldOutError",
+    "TableCostModel",
+    "decode_lines",
+    "lower_hull",
+    "prefill_lines",
+    "split_rows",
+]
+
+#: What each column of a measurement holds, by the role :meth:`TableCostModel.fit` reads it
+#: for, and its name in SplitwiseSim's ``perf_model.csv`` (the default).
+COLUMNS = {
+    "prompt": "prompt_size",
+    "batch": "batch_size",
+    "output": "token_size",
+    "prefill_time": "prompt_time",
+    "decode_time": "token_time",
+}
+#: Seconds per unit of a measured time.
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+# How far past its last knot a table may be read: its last segment's slope is a guess there.
+EXTRAPOLATION = 2
+
+
+def lower_hull(xs: Iterable[float], ys: Iterable[float]) -> list[tuple[float, float]]:
+    """The vertices of the lower convex hull of the points ``(xs[i], ys[i])`` (``xs``
+    ascending), from left to right (Andrew's monotone chain, lower half)."""
+    hull: list[tuple[float, float]] = []
+    for point in zip(xs, ys, strict=True):
+        while len(hull) >= 2:
+            (x0, y0), (x1, y1) = hull[-2], hull[-1]
+            if (x1 - x0) * (point[1] - y0) - (y1 - y0) * (point[0] - x0) > 0:
+                break
+            hull.pop()
+        hull.append((float(point[0]), float(point[1])))
+    return hull
+
+
+def prefill_lines(cost: Any) -> list[tuple[float, float]]:
+    """Lines ``(alpha, beta)``, ``beta >= 0``, below a cost model's prefill time of every
+    stage it can run, apart from a squares' term: a table's :meth:`TableCostModel.prefill_hull`,
+    or the line ``a_p + b_p * tokens`` of a linear or context model."""
+    hull = getattr(cost, "prefill_hull", None)
+    if hull is not None:
+        return [(float(alpha), float(beta)) for alpha, beta in hull()]
+    return [(float(cost.prefill_base), float(cost.prefill_per_token))]
+
+
+def decode_lines(cost: Any) -> list[tuple[float, float]]:
+    """Lines ``(alpha, beta)`` below a cost model's context-free decode time at every batch
+    size ``k >= 1``: its ``batch_hull()`` where it has one (a table, a context model), or the
+    line ``a_d + b_d * k`` of a linear model."""
+    hull = getattr(cost, "batch_hull", None)
+    if hull is not None:
+        return [(float(alpha), float(beta)) for alpha, beta in hull()]
+    return [(float(cost.decode_base), float(cost.decode_per_client))]
+
+
+def _lines_below(vertices: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Lines ``(alpha, beta)`` with ``alpha + beta * x`` at most every vertex's ``y``: one per
+    edge of the lower hull, its slope clipped at 0, and the flat line at the least ``y``.
+
+    A function that is linear between the vertices (and defined only between the first and
+    the last) lies above each line everywhere, because it does at the vertices."""
+    hull = lower_hull([x for x, _ in vertices], [y for _, y in vertices])
+    slopes = {0.0} | {max(0.0, (y1 - y0) / (x1 - x0)) for (x0, y0), (x1, y1) in pairwise(hull)}
+    return [(min(y - beta * x for x, y in vertices), beta) for beta in sorted(slopes)]
+
+
+def _knots(name: str, values: Any, *, whole: bool) -> tuple[Any, ...]:
+    """``values`` as a tuple of knots: strictly ascending whole numbers >= 1 (``whole``), or
+    finite numbers of seconds > 0; between 1 and :data:`~llmsched.core.cost.MAX_BATCH_TABLE`."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (Iterable, np.ndarray)):
+        raise TypeError(f"{name} must be a sequence of numbers, got {type(values).__name__} {values!r}")
+    items = list(values)
+    if not 1 <= len(items) <= MAX_BATCH_TABLE:
+        raise ValueError(f"{name} needs 1..{MAX_BATCH_TABLE} values (one per knot), got {len(items)}")
+    if whole:
+        knots = tuple(positive_int(f"{name}[{i}]", v, maximum=MAX_TOKENS) for i, v in enumerate(items))
+        for i, (a, b) in enumerate(pairwise(knots), start=1):
+            if b <= a:
+                raise ValueError(f"{name} must be strictly ascending; {name}[{i}] = {b} follows {a}")
+        return knots
+    return tuple(float(t) for t in real_array(name, items, low=0.0, low_open=True))
+
+
+@dataclass(frozen=True, init=False)
+class TableCostModel:
+    """Stage times read from tables of measured times, joined by straight lines.
+
+    A prefill stage of ``tokens`` prompt tokens takes the prefill table at ``tokens``; a
+    decode iteration of ``active`` requests holding ``context`` tokens in their caches takes
+    the decode table at ``active`` plus ``decode_per_context * context``. Between two knots
+    a table is read on the straight line through them. Below its first knot it keeps the
+    first knot's time: a batch smaller than the smallest measured is not assumed faster (and
+    ``prefill_time(0)`` and ``decode_iteration_time(0)`` are finite, as the simulator needs).
+    Past its last knot it goes on at its last segment's slope (never below flat), up to
+    ``prefill_capacity`` tokens and ``max_batch`` requests; past those it answers ``inf``,
+    which every entry point refuses, naming the call, before any work.
+
+    Parameters
+    ----------
+    prefill_tokens
+        Knots of the prefill table: prompt tokens in a prefill stage, whole, >= 1, strictly
+        ascending.
+    prefill_times
+        Seconds of a prefill stage at each knot: finite, > 0 and non-decreasing (a stage of
+        more tokens is never faster; the lower bounds rest on it: a request alone is
+        prefilled no faster than in any stage that holds it).
+    decode_batch
+        Knots of the decode table: requests decoding in an iteration, whole, >= 1, strictly
+        ascending.
+    decode_times
+        Seconds of a decode iteration at each knot with no context: finite and > 0 (not
+        necessarily increasing: a larger batch may be faster, as on a CPU).
+    decode_per_context
+        c_d, seconds per context token an iteration reads (>= 0).
+    prefill_capacity
+        The most prompt tokens one prefill stage may hold; default the last prefill knot, at
+        most twice it (past the last knot the table is an extrapolation).
+    max_batch
+        The largest batch it prices; default the last decode knot, at most twice it.
+    mixed_factor
+        How a mixed iteration (decoding requests and prompt tokens in one pass) is priced
+        (:meth:`mixed_iteration_time`): None for the library's fused rule, or a factor >= 1
+        for SplitwiseSim's (the factor times the prefill table at the iteration's tokens,
+        each decoding request counting one; SplitwiseSim uses 1.1).
+    name
+        A label (a preset's name, a file's).
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the field: knots that are not ascending whole numbers >= 1, times that are
+        not finite and > 0 (or prefill times that decrease), a table and its times of
+        different lengths, a capacity or largest batch below 1 or past twice the last knot,
+        a negative ``decode_per_context``, or a ``mixed_factor`` below 1.
+    """
+
+    prefill_tokens: tuple[int, ...]
+    prefill_times: tuple[float, ...]
+    decode_batch: tuple[int, ...]
+    decode_times: tuple[float, ...]
+    decode_per_context: float
+    prefill_capacity: int
+    max_batch: int
+    mixed_factor: float | None
+    name: str
+    # The tables as lists and the slopes past their ends, for lookups on the simulator's path.
+    _prefill_x: list[float] = field(init=False, repr=False, compare=False)
+    _prefill_y: list[float] = field(init=False, repr=False, compare=False)
+    _prefill_tail: float = field(init=False, repr=False, compare=False)
+    _decode_x: list[float] = field(init=False, repr=False, compare=False)
+    _decode_y: list[float] = field(init=False, repr=False, compare=False)
+    _decode_tail: float = field(init=False, repr=False, compare=False)
+
+    def __init__(
+        self,
+        prefill_tokens: Iterable[int],
+        prefill_times: Iterable[float],
+        decode_batch: Iterable[int],
+        decode_times: Iterable[float],
+        decode_per_context: float = 0.0,
+        prefill_capacity: int | None = None,
+        max_batch: int | None = None,
+        mixed_factor: float | None = None,
+        name: str = "",
+    ):
+        tokens = _knots("prefill_tokens", prefill_tokens, whole=True)
+        p_times = _knots("prefill_times", prefill_times, whole=False)
+        batch = _knots("decode_batch", decode_batch, whole=True)
+        d_times = _knots("decode_times", decode_times, whole=False)
+        for knots, times, names in (
+            (tokens, p_times, "prefill_tokens and prefill_times"),
+            (batch, d_times, "decode_batch and decode_times"),
+        ):
+            if len(knots) != len(times):
+                raise ValueError(f"{names} differ in length ({len(knots)} and {len(times)}): a time per knot")
+        for i, (a, b) in enumerate(pairwise(p_times), start=1):
+            if b < a:
+                raise ValueError(
+                    f"prefill_times must not decrease (a stage of more tokens is never faster); "
+                    f"prefill_times[{i}] = {b!r} s at {tokens[i]} tokens follows {a!r} s at {tokens[i - 1]}"
+                )
+        per_context = real("decode_per_context", decode_per_context, low=0.0)
+        capacity = self._limit("prefill_capacity", prefill_capacity, tokens[-1], "prefill knot")
+        largest = self._limit("max_batch", max_batch, batch[-1], "decode knot")
+        factor = None if mixed_factor is None else real("mixed_factor", mixed_factor, low=1.0)
+        set_field = object.__setattr__
+        for key, value in (
+            ("prefill_tokens", tokens),
+            ("prefill_times", p_times),
+            ("decode_batch", batch),
+            ("decode_times", d_times),
+            ("decode_per_context", per_context),
+            ("prefill_capacity", capacity),
+            ("max_batch", largest),
+            ("mixed_factor", factor),
+            ("name", text("name", name)),
+            ("_prefill_x", [float(x) for x in tokens]),
+            ("_prefill_y", list(p_times)),
+            ("_prefill_tail", _tail_slope(tokens, p_times)),
+            ("_decode_x", [float(x) for x in batch]),
+            ("_decode_y", list(d_times)),
+            ("_decode_tail", _tail_slope(batch, d_times)),
+        ):
+            set_field(self, key, value)
+
+    @staticmethod
+    def _limit(name: str, value: Any, last: int, knot: str) -> int:
+        if value is None:
+            return last
+        limit = positive_int(name, value, maximum=MAX_TOKENS)
+        if limit > EXTRAPOLATION * last:
+            raise ValueError(
+                f"{name} may be at most {EXTRAPOLATION} x the last {knot} ({EXTRAPOLATION * last:,}), got "
+                f"{limit:,}: past its last knot the table goes on at its last segment's slope, a "
+                "guess that is not carried further; measure larger sizes instead"
+            )
+        return limit
+
+    # ------------------------------------------------------------ the protocol
+    @property
+    def prefill_per_square(self) -> float:
+        """0.0: the prefill table sees tokens, not the prompts' squares (``squares`` is
+        accepted and unused)."""
+        return 0.0
+
+    def prefill_time(self, tokens: Any, squares: Any = 0) -> Any:
+        """Seconds of a prefill stage of ``tokens`` prompt tokens (scalars or arrays); ``inf``
+        past ``prefill_capacity``."""
+        tokens = sizes("tokens", tokens)
+        sizes("squares", squares)
+        return _read(tokens, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity)
+
+    def decode_iteration_time(self, active: Any, context: Any = 0) -> Any:
+        """Seconds of a decode iteration of ``active`` requests reading ``context`` tokens
+        (scalars or arrays); ``inf`` past ``max_batch``."""
+        active = sizes("active", active)
+        table = _read(active, self._decode_x, self._decode_y, self._decode_tail, self.max_batch)
+        return table + self.decode_per_context * sizes("context", context)
+
+    def mixed_iteration_time(self, decoding: Any, context: Any, chunk_tokens: Any, squares: Any = 0) -> Any:
+        """Seconds of one iteration of ``decoding`` requests at ``context`` tokens and
+        ``chunk_tokens`` prompt tokens (scalars or arrays).
+
+        With no prompt tokens it is the decode iteration; with no decoding requests, the
+        prefill stage. With both: under ``mixed_factor`` f, ``f * prefill_time(chunk_tokens +
+        decoding) + c_d * context`` (SplitwiseSim's rule: the pass is priced as a prompt of
+        all its tokens, a decoding request counting one); without, the library's fused rule,
+        the decode iteration plus the prefill stage less the fixed cost they share (the
+        smaller of ``prefill_time(0)`` and ``decode_iteration_time(0)``, and never more than
+        the decode batch's own time), as
+        :func:`~llmsched.engines.fusion.iteration.fused_iteration_time` prices the other models.
+        """
+        if (
+            type(decoding) is int
+            and type(chunk_tokens) is int
+            and type(context) is int
+            and min(decoding, chunk_tokens, context) >= 0
+        ):  # the simulator's path, once an iteration: plain lookups
+            if not chunk_tokens:
+                return self._read_decode(decoding) + self.decode_per_context * context
+            if not decoding:
+                return self._read_prefill(chunk_tokens)
+            if self.mixed_factor is not None:
+                return self.mixed_factor * self._read_prefill(chunk_tokens + decoding) + (
+                    self.decode_per_context * context
+                )
+        if np.ndim(decoding) == 0 and np.ndim(chunk_tokens) == 0:
+            if chunk_tokens == 0:
+                return float(self.decode_iteration_time(decoding, context))
+            if decoding == 0:
+                return float(self.prefill_time(chunk_tokens, squares))
+            return float(self._both(decoding, context, chunk_tokens, squares))
+        decode = self.decode_iteration_time(decoding, context)
+        prefill = self.prefill_time(chunk_tokens, squares)
+        both = self._both(decoding, context, chunk_tokens, squares)
+        d, c = np.asarray(decoding), np.asarray(chunk_tokens)
+        return np.where(c == 0, decode, np.where(d == 0, prefill, both)).astype(np.float64)
+
+    def _read_prefill(self, tokens: int) -> float:
+        return float(
+            _read(tokens, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity)
+        )
+
+    def _read_decode(self, active: int) -> float:
+        return float(_read(active, self._decode_x, self._decode_y, self._decode_tail, self.max_batch))
+
+    def _both(self, decoding: Any, context: Any, chunk_tokens: Any, squares: Any) -> Any:
+        """A mixed iteration's time when it holds both decoding requests and prompt tokens."""
+        if self.mixed_factor is not None:
+            tokens = np.add(sizes("chunk_tokens", chunk_tokens), sizes("decoding", decoding))
+            return self.mixed_factor * self.prefill_time(tokens) + self.decode_per_context * sizes(
+                "context", context
+            )
+        fixed = min(self._prefill_y[0], self._decode_y[0])
+        decode = self.decode_iteration_time(decoding, context)
+        shared = np.minimum(fixed, self.decode_iteration_time(decoding))
+        return decode + self.prefill_time(chunk_tokens, squares) - shared
+
+    # ------------------------------------------------------------ bounds
+    def prefill_hull(self) -> list[tuple[float, float]]:
+        """Lines ``(alpha, beta)``, ``beta >= 0``, with ``alpha + beta * t`` at most
+        ``prefill_time(t)`` for every ``t`` from 0 to ``prefill_capacity``: one per edge of
+        the lower convex hull of the prefill table over that range, and the flat line at its
+        least time. Any of them bounds a stage of any tokens, and so any sum of stages."""
+        return _lines_below(self._vertices(self._prefill_x, self._prefill_y, 0, self.prefill_capacity))
+
+    def batch_hull(self) -> list[tuple[float, float]]:
+        """Lines ``(alpha, beta)``, ``beta >= 0``, with ``alpha + beta * k`` at most the
+        context-free decode time at every batch size ``k >= 1`` (past ``max_batch`` the time
+        is ``inf``): one per edge of the lower convex hull of the decode table from 1 to
+        ``max_batch``, slopes clipped at 0, and the flat line at its least time. The contract
+        of :meth:`llmsched.ContextCostModel.batch_hull`: no slope is negative, so a line also
+        bounds an iteration by any part of its batch."""
+        return _lines_below(self._vertices(self._decode_x, self._decode_y, 1, self.max_batch))
+
+    def _vertices(self, xs: list[float], ys: list[float], low: int, high: int) -> list[tuple[float, float]]:
+        """The corners of a table read from ``low`` to ``high``: between them it is linear."""
+        tail = self._prefill_tail if xs is self._prefill_x else self._decode_tail
+        first = (float(low), float(_read(low, xs, ys, tail, high)))
+        if high <= low:
+            return [first]
+        inner = [(x, y) for x, y in zip(xs, ys, strict=True) if low < x < high]
+        return [first, *inner, (float(high), float(_read(high, xs, ys, tail, high)))]
+
+    def min_prefill_time(self, total_tokens: int, stages: int = 0, squares: int = 0) -> float:
+        """Least total prefill time of ``total_tokens`` prompt tokens in at least ``stages``
+        stages (and at least ``ceil(total / capacity)``); ``squares`` is checked and unused.
+
+        Let ``h`` be the lower convex hull of the prefill table over ``[0, capacity]``
+        (:meth:`prefill_hull`: ``h(t) <= prefill_time(t)``). ``s`` stages of ``t_i`` tokens
+        (``sum t_i = T``) take at least ``sum h(t_i) >= s * h(T / s)`` (Jensen), where ``s`` is
+        at least the stages asked and ``ceil(T / capacity)``, and at most ``T`` (a stage holds
+        a token at least). ``s * h(T / s)`` is convex in ``s`` (the perspective of a convex
+        function) and linear between the points ``s = T / x`` at the hull's corners ``x``, so
+        its least value over whole ``s`` is at the ends of the range or next to one of those
+        points: every such candidate is tried, and the least returned.
+        """
+        total = nonnegative_int("total_tokens", total_tokens)
+        asked = nonnegative_int("stages", stages)
+        nonnegative_int("squares", squares)
+        if total == 0:
+            return 0.0
+        least = max(asked, -(-total // self.prefill_capacity))
+        most = max(least, total)
+        vertices = self._vertices(self._prefill_x, self._prefill_y, 0, self.prefill_capacity)
+        lines = _lines_below(vertices)
+        candidates = {least, most}
+        for x, _ in lower_hull([x for x, _ in vertices], [y for _, y in vertices]):
+            if x > 0:
+                candidates |= {math.floor(total / x), math.ceil(total / x)}
+        # h(T / s) is the largest of the hull's lines at T / s, so s h(T / s) is their largest
+        # alpha s + beta T.
+        least_time = min(
+            max(alpha * s + beta * total for alpha, beta in lines) for s in candidates if least <= s <= most
+        )
+        return max(0.0, least_time)
+
+    def min_decode_time(self, total_tokens: int, iterations: int, context: int = 0) -> float:
+        """Least total decode time of ``total_tokens`` output tokens over at least
+        ``iterations`` iterations, the requests reading ``context`` tokens in all.
+
+        The argument of :meth:`llmsched.ContextCostModel.min_decode_time` with a batch table:
+        for any line ``alpha + beta * k`` of :meth:`batch_hull`, ``n`` iterations producing
+        ``k_i >= 1`` of these tokens each take at least ``n * alpha + beta * total_tokens``,
+        with ``iterations <= n <= total_tokens``; the context terms add up to
+        ``c_d * context`` whatever the schedule. The best line is returned.
+        """
+        total = nonnegative_int("total_tokens", total_tokens)
+        iterations = nonnegative_int("iterations", iterations)
+        reading = self.decode_per_context * nonnegative_int("context", context)
+        if total == 0:
+            return 0.0
+        best = max(
+            (iterations if alpha >= 0 else total) * alpha + beta * total for alpha, beta in self.batch_hull()
+        )
+        return max(0.0, best) + reading
+
+    # ------------------------------------------------------------ variants
+    def scaled(self, speed: float) -> TableCostModel:
+        """This table on a machine ``speed`` times as fast: every time divided by it."""
+        speed = real("speed", speed, low=0.0, low_open=True)
+        return TableCostModel(
+            self.prefill_tokens,
+            [t / speed for t in self.prefill_times],
+            self.decode_batch,
+            [t / speed for t in self.decode_times],
+            self.decode_per_context / speed,
+            self.prefill_capacity,
+            self.max_batch,
+            self.mixed_factor,
+            self.name,
+        )
+
+    # ------------------------------------------------------------ fitting
+    @classmethod
+    def fit(
+        cls,
+        data: Any,
+        columns: Mapping[str, str | None] | None = None,
+        time_unit: str = "ms",
+        *,
+        prefill_capacity: int | None = None,
+        max_batch: int | None = None,
+        mixed_factor: float | None = None,
+        name: str = "",
+    ) -> TableCostModel:
+        """A table fitted to measurements, one row per measured run.
+
+        Parameters
+        ----------
+        data
+            A CSV file (its path) with a header row, a pandas DataFrame, or a mapping of
+            column names to arrays.
+        columns
+            Which column holds what, by role (missing roles take :data:`COLUMNS`, SplitwiseSim's
+            names): ``prompt`` (tokens of each prompt), ``batch`` (prompts in the batch),
+            ``output`` (output tokens of each request; None when not measured), ``prefill_time``
+            (the batch's prompt phase) and ``decode_time`` (one decode iteration of the batch,
+            averaged over the output).
+        time_unit
+            The unit of both time columns: ``"s"``, ``"ms"`` or ``"us"``.
+        prefill_capacity, max_batch, mixed_factor, name
+            As the class takes them.
+
+        Notes
+        -----
+        Prefill (SplitwiseSim's rule): a row's key is its batch's tokens, prompt tokens times
+        batch size; a knot is the median time of the rows of one key. The medians are then
+        made non-decreasing by isotonic regression (pool adjacent violators, each weighted by
+        its rows): a stage of more tokens is never faster, and measurement noise between two
+        near keys could say otherwise.
+
+        The prompt count is not a dimension of the table, as it is not of SplitwiseSim's. It
+        matters in some measurements: in SplitwiseSim's, 512-token prompts batched to
+        1,024-8,192 tokens take 1-15 % less time than one prompt of as many tokens on H100
+        (Llama-2-70B and BLOOM-176B) and 1-2 % less for BLOOM-176B on A100, but 7-42 % more
+        for Llama-2-70B on A100; the median of a key shared by both lies between them, and
+        :meth:`held_out_error` shows what that costs (``benchmarks/perf_table.py``). A stage's
+        squared prompt lengths would tell its mean prompt length, but those measurements batch
+        prompts of one length (512 tokens) only, so a second dimension could be fitted along
+        that one line and no other.
+
+        Decode: a row's context is the tokens its batch holds on average over the output,
+        ``batch * (prompt + output / 2)`` (``batch * prompt`` without an output column).
+        ``c_d`` is the least-squares slope of time over context within each batch size (the
+        rows of one size differ only in context, so the slope is not confounded with the
+        batch), clipped at 0; 0 when no batch size was measured at two contexts. A knot is
+        then the median of ``time - c_d * context`` over the rows of its batch size.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A column missing or holding other than finite numbers (sizes whole and >= 1,
+            times > 0), an unknown role or time unit, a file that cannot be read as CSV, or
+            a fitted table the class refuses (a decode knot <= 0 once the context is taken off).
+        """
+        rows = _measurements(data, columns, time_unit)
+        return cls._fit_rows(rows, prefill_capacity, max_batch, mixed_factor, name)
+
+    @classmethod
+    def _fit_rows(
+        cls,
+        rows: dict[str, np.ndarray],
+        prefill_capacity: int | None,
+        max_batch: int | None,
+        mixed_factor: float | None,
+        name: str,
+    ) -> TableCostModel:
+        keys = rows["prompt"] * rows["batch"]
+        p_knots, p_median, p_count = _medians(keys, rows["prefill_time"])
+        p_times = _isotonic(p_median, p_count)
+        batch, context, times = rows["batch"], rows["context"], rows["decode_time"]
+        per_context = _within_slope(batch, context, times)
+        d_knots, d_times, _ = _medians(batch, times - per_context * context)
+        if np.any(d_times <= 0):
+            bad = int(d_knots[int(np.argmax(d_times <= 0))])
+            raise ValueError(
+                f"decode_time: the fitted context term (c_d = {per_context:.3g} s per token) exceeds the "
+                f"measured time at batch size {bad}; the context cannot explain these times"
+            )
+        return cls(
+            p_knots.tolist(),
+            p_times.tolist(),
+            d_knots.tolist(),
+            d_times.tolist(),
+            per_context,
+            prefill_capacity,
+            max_batch,
+            mixed_factor,
+            name,
+        )
+
+    @classmethod
+    def held_out_error(
+        cls,
+        data: Any,
+        columns: Mapping[str, str | None] | None = None,
+        time_unit: str = "ms",
+        *,
+        holdout: float = 0.2,
+        seed: int = 0,
+        mixed_factor: float | None = None,
+        name: str = "",
+    ) -> HeldOutError:
+        """How well :meth:`fit` predicts rows it did not see.
+
+        The rows are split at random (``seed``): ``holdout`` of them (rounded, at least one,
+        and at least one left to fit) are held out, the rest fitted; the fitted table then
+        predicts each held-out row's prefill time (at its batch's tokens) and decode time (at
+        its batch size and mean context). The table may be read up to the held-out rows'
+        sizes (within its extrapolation limit): the sizes are the question, not the answer.
+
+        Returns
+        -------
+        HeldOutError
+            The mean absolute percentage errors (as fractions) and the table fitted.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`fit`, a ``holdout`` outside (0, 1), fewer than two rows, or a bad ``seed``.
+        """
+        rows = _measurements(data, columns, time_unit)
+        train, test = split_rows(rows["batch"].size, holdout, seed)
+        fitted = {key: values[train] for key, values in rows.items()}
+        keys = rows["prompt"] * rows["batch"]
+        train_keys = keys[train]
+        # Cover the held-out sizes where the extrapolation limit allows it.
+        capacity = int(min(max(keys.max(), train_keys.max()), EXTRAPOLATION * train_keys.max()))
+        largest = int(min(rows["batch"].max(), EXTRAPOLATION * fitted["batch"].max()))
+        model = cls._fit_rows(fitted, capacity, largest, mixed_factor, name)
+        predicted_prefill = np.asarray(model.prefill_time(keys[test]), dtype=np.float64)
+        predicted_decode = np.asarray(
+            model.decode_iteration_time(rows["batch"][test], rows["context"][test]), dtype=np.float64
+        )
+        return HeldOutError(
+            float(np.mean(np.abs(predicted_prefill / rows["prefill_time"][test] - 1))),
+            float(np.mean(np.abs(predicted_decode / rows["decode_time"][test] - 1))),
+            int(train.size),
+            int(test.size),
+            model,
+        )
+
+    # ------------------------------------------------------------ files
+    def as_toml(self) -> str:
+        """This table as the text of a TOML file (:meth:`from_toml` reads it back exactly:
+        every float is written as Python's shortest repr that round-trips)."""
+        lines = [
+            "# A cost table of llmsched (llmsched.core.table.TableCostModel); times in seconds.",
+            'kind = "table"',
+        ]
+        if self.name:
+            lines.append(f"name = {_toml_string(self.name)}")
+        lines += [
+            f"decode_per_context = {self.decode_per_context!r}",
+            f"prefill_capacity = {self.prefill_capacity}",
+            f"max_batch = {self.max_batch}",
+        ]
+        if self.mixed_factor is not None:
+            lines.append(f"mixed_factor = {self.mixed_factor!r}")
+        lines += [
+            "",
+            "[prefill]",
+            f"tokens = [{', '.join(map(str, self.prefill_tokens))}]",
+            f"seconds = [{', '.join(map(repr, self.prefill_times))}]",
+            "",
+            "[decode]",
+            f"batch = [{', '.join(map(str, self.decode_batch))}]",
+            f"seconds = [{', '.join(map(repr, self.decode_times))}]",
+            "",
+        ]
+        return "\n".join(lines)
+
+    def to_toml(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`as_toml` to ``path``."""
+        Path(path_arg("path", path)).write_text(self.as_toml(), encoding="utf-8")
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> TableCostModel:
+        """The table a TOML file written by :meth:`to_toml` holds.
+
+        Raises
+        ------
+        OSError
+            When the file cannot be read.
+        ValueError, TypeError
+            A file that is not TOML, or a key missing, unknown or refused by the class (the
+            message names the file and the key).
+        """
+        import tomllib
+
+        where = Path(path_arg("path", path))
+        try:
+            table = tomllib.loads(where.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{where}: not a TOML file: {exc}") from None
+        return cls.from_mapping(table, str(where))
+
+    @classmethod
+    def from_mapping(cls, table: Mapping[str, Any], source: str = "cost table") -> TableCostModel:
+        """The table a mapping holds, laid out as :meth:`as_toml` writes it (``source``
+        names it in errors)."""
+        if not isinstance(table, Mapping):
+            raise TypeError(f"{source}: a cost table must be a table of keys, got {type(table).__name__}")
+        top = {"kind", "name", "decode_per_context", "prefill_capacity", "max_batch", "mixed_factor"}
+        parts = {"prefill": ("tokens", "seconds"), "decode": ("batch", "seconds")}
+        unknown = sorted(set(table) - top - set(parts))
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown key {unknown[0]!r}; a cost table holds {sorted(top | set(parts))}"
+            )
+        if table.get("kind", "table") != "table":
+            raise ValueError(f"{source}: kind must be 'table', got {table.get('kind')!r}")
+        arrays: dict[str, Any] = {}
+        for part, keys in parts.items():
+            section = table.get(part)
+            if not isinstance(section, Mapping):
+                raise ValueError(f"{source}: [{part}] is missing; it holds {' and '.join(keys)}")
+            extra = sorted(set(section) - set(keys))
+            if extra:
+                raise ValueError(
+                    f"{source}: unknown key {part}.{extra[0]}; [{part}] holds {' and '.join(keys)}"
+                )
+            for key in keys:
+                if key not in section:
+                    raise ValueError(f"{source}: {part}.{key} is missing")
+                arrays[f"{part}.{key}"] = section[key]
+        try:
+            return cls(
+                arrays["prefill.tokens"],
+                arrays["prefill.seconds"],
+                arrays["decode.batch"],
+                arrays["decode.seconds"],
+                table.get("decode_per_context", 0.0),
+                table.get("prefill_capacity"),
+                table.get("max_batch"),
+                table.get("mixed_factor"),
+                table.get("name", ""),
+            )
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{source}: {exc}") from None
+
+
+class HeldOutError(NamedTuple):
+    """What :meth:`TableCostModel.held_out_error` found: the mean absolute percentage error
+    (a fraction) of the prefill and decode times of the held-out rows, the rows fitted and
+    held out, and the table fitted."""
+
+    prefill_mape: float
+    decode_mape: float
+    train_rows: int
+    test_rows: int
+    model: TableCostModel
+
+
+def split_rows(count: int, holdout: float = 0.2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The rows fitted and the rows held out (ascending indices) of ``count`` rows, drawn by
+    ``seed``: ``holdout`` of them, rounded, at least one and at least one left to fit.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A ``holdout`` outside (0, 1), fewer than two rows, or a bad ``seed``.
+    """
+    share = probability("holdout", holdout)
+    if not 0 < share < 1:
+        raise ValueError(f"holdout must lie strictly between 0 and 1, got {holdout!r}")
+    count = nonnegative_int("count", count)
+    if count < 2:
+        raise ValueError(f"a held-out error needs two rows or more (one to fit, one to test), got {count}")
+    held = min(count - 1, max(1, round(share * count)))
+    order = np.random.default_rng(check_seed("seed", seed)).permutation(count)
+    return np.sort(order[held:]), np.sort(order[:held])
+
+
+# ---------------------------------------------------------------- reading tables
+def _tail_slope(xs: tuple[int, ...], ys: tuple[float, ...]) -> float:
+    """The slope past the last knot: the last segment's, never below flat (0 with one knot)."""
+    if len(xs) < 2:
+        return 0.0
+    return max(0.0, (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]))
+
+
+def _read(at: Any, xs: list[float], ys: list[float], tail: float, limit: int) -> Any:
+    """A table at ``at`` (a size or an array of sizes): flat before its first knot, on a
+    straight line between knots, at ``tail`` per unit past its last, ``inf`` past ``limit``."""
+    if isinstance(at, numbers.Real):
+        x = float(at)
+        if x > limit:
+            return math.inf
+        if x <= xs[0]:
+            return ys[0]
+        if x >= xs[-1]:
+            return ys[-1] + tail * (x - xs[-1])
+        i = bisect_right(xs, x)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    a = np.asarray(at, dtype=np.float64)
+    out = np.interp(a, xs, ys)
+    out = np.where(a > xs[-1], ys[-1] + tail * (a - xs[-1]), out)
+    out = np.where(a > limit, np.inf, out)
+    return float(out) if out.ndim == 0 else out
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in escaped) + '"'
+
+
+# ---------------------------------------------------------------- fitting
+def _roles(columns: Mapping[str, str | None] | None) -> dict[str, str | None]:
+    if columns is None:
+        return dict(COLUMNS)
+    if not isinstance(columns, Mapping):
+        raise TypeError(f"columns must map roles to column names, got {type(columns).__name__}")
+    unknown = sorted(set(columns) - set(COLUMNS))
+    if unknown:
+        raise ValueError(f"columns: unknown role {unknown[0]!r}; the roles are {list(COLUMNS)}")
+    roles: dict[str, str | None] = {**COLUMNS, **columns}
+    for role, column in roles.items():
+        if column is None and role != "output":
+            raise ValueError(f"columns: {role} needs a column (only output may be None)")
+        if column is not None and not isinstance(column, str):
+            raise TypeError(f"columns: {role} must name a column, got {column!r}")
+    return roles
+
+
+def _read_csv(path: str | os.PathLike[str], wanted: list[str]) -> dict[str, list[str]]:
+    """The ``wanted`` columns of a CSV file with a header row, as text."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise ValueError(f"{path}: no column {missing[0]!r}; its columns are {header}")
+        out: dict[str, list[str]] = {c: [] for c in wanted}
+        for row in reader:
+            for column in wanted:
+                out[column].append(row[column])
+    return out
+
+
+def _measurements(
+    data: Any, columns: Mapping[str, str | None] | None, time_unit: str
+) -> dict[str, np.ndarray]:
+    """The rows of ``data`` by role, checked: whole sizes >= 1 (prompt and batch), >= 0
+    (output), times in seconds > 0, and each row's mean decode context."""
+    roles = _roles(columns)
+    unit = TIME_UNITS[choice("time_unit", time_unit, TIME_UNITS)]
+    wanted = [c for c in roles.values() if c is not None]
+    if isinstance(data, (str, os.PathLike)):
+        table: Any = _read_csv(data, wanted)
+        source = str(data)
+    else:
+        table, source = data, "data"
+        if isinstance(data, bytes) or not hasattr(data, "__getitem__"):
+            raise TypeError(
+                f"data must be a CSV path, a DataFrame or a mapping of columns, got {type(data).__name__}"
+            )
+        for name in wanted:
+            try:
+                present = name in table
+            except TypeError:
+                present = False
+            if not present:
+                raise ValueError(f"data has no column {name!r} (columns={dict(roles)})")
+    rows: dict[str, np.ndarray] = {}
+    for role, column in roles.items():
+        if column is None:
+            continue
+        try:
+            values = np.asarray(table[column], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{source}: column {column!r} ({role}) must hold numbers") from None
+        label = f"{source}: column {column!r} ({role})"
+        if role in ("prefill_time", "decode_time"):
+            rows[role] = real_array(label, values, low=0.0, low_open=True) * unit
+        else:
+            low = 0.0 if role == "output" else 1.0
+            checked = real_array(label, values, low=low)
+            if np.any(checked != np.round(checked)):
+                raise ValueError(f"{label} must hold whole numbers")
+            rows[role] = checked.astype(np.int64)
+    if rows["prompt"].size == 0:
+        raise ValueError(f"{source} holds no rows")
+    output = rows.get("output")
+    half = 0.0 if output is None else output / 2.0
+    rows["context"] = rows["batch"] * (rows["prompt"] + half)
+    return rows
+
+
+def _medians(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct ``keys`` (ascending), the median of ``values`` at each and its count."""
+    unique, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    medians = np.array([np.median(values[inverse == k]) for k in range(unique.size)])
+    return unique, medians, counts
+
+
+def _isotonic(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The non-decreasing sequence nearest ``values`` in weighted least squares (pool
+    adjacent violators)."""
+    blocks: list[list[float]] = []  # [mean, weight, length]
+    for value, weight in zip(values.tolist(), weights.tolist(), strict=True):
+        blocks.append([value, weight, 1])
+        while len(blocks) >= 2 and blocks[-2][0] > blocks[-1][0]:
+            (m1, w1, n1), (m2, w2, n2) = blocks[-2], blocks.pop()
+            blocks[-1] = [(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, n1 + n2]
+    return np.concatenate([np.full(int(n), m) for m, _, n in blocks])
+
+
+def _within_slope(groups: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> float:
+    """The least-squares slope of ``ys`` over ``xs`` within groups (each group's means taken
+    off), clipped at 0; 0 when no group has two different ``xs``."""
+    _, inverse = np.unique(groups, return_inverse=True)
+    count = np.bincount(inverse)
+    dx = xs - (np.bincount(inverse, weights=xs) / count)[inverse]
+    dy = ys - (np.bincount(inverse, weights=ys) / count)[inverse]
+    spread = float(dx @ dx)
+    if spread <= 0:
+        return 0.0
+    return max(0.0, float(dx @ dy) / spread)
