@@ -225,6 +225,9 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.core.cost.LinearCostModel": LinearCostModel.paper,
     "llmsched.core.cost.ContextCostModel": lambda: ContextCostModel(0.01, 1e-4, 1e-8, 0.02, 2e-4, 1e-7, 800),
     "llmsched.core.cost.LevelCostModel": lambda: LevelCostModel([(100, 0.1), (200, 0.2)], 0.01),
+    "llmsched.core.table.TableCostModel": lambda: llmsched.preset("llama2-70b/h100/tp8").cost(),
+    "llmsched.core.hardware.Preset": lambda: llmsched.preset("bloom-176b/a100/tp8"),
+    "llmsched.core.memory.KVMemory": lambda: llmsched.core.memory.KVMemory(1000, 16, 0.01),
     "llmsched.exegpt.layers.ModelSpec": lambda: __import__("llmsched.exegpt.layers").exegpt.layers.model_spec(
         "opt-13b"
     ),

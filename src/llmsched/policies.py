@@ -243,7 +243,9 @@ class RequestPolicy(Protocol):
       to prefill: fill one prefill stage. It must return a non-empty ``list`` of
       ``(request, client)`` pairs of ints, each request arrived and not taken before, each
       client free, no request and no client twice, with prompt tokens summing to at most
-      ``capacity``. The policy removes the requests it returns from what it offers.
+      ``capacity``. The policy removes the requests it returns from what it offers. On an
+      engine with KV-cache memory ``capacity`` is also what the free memory can take, and
+      an empty list means the policy's next request does not fit: the engine decodes on.
 
     A policy whose decisions were made before the run over every request (a replay, a
     plan given by the caller) says so with a true ``planned_ahead`` attribute, and the
@@ -254,6 +256,11 @@ class RequestPolicy(Protocol):
     (``known``'s lists then start empty and grow as requests are routed to the engine), and
     a ``withdraw()`` method gives up one waiting request (the one it would start last) and
     returns it, or None when none waits; a fleet's backoff moves it to another engine.
+
+    On an engine with KV-cache memory (:mod:`llmsched.core.memory`) a preempted request comes
+    back as a new request (a *piece* with its own index) through the optional
+    ``resume(request)``, which puts it where the policy resumes preempted work (FCFS: first
+    in line, as vLLM does), or, without it, through ``arrive``.
     """
 
     def start(self, known: KnownRequests, clients: int) -> None: ...

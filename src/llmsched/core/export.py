@@ -12,8 +12,9 @@ Chrome trace (Trace Event Format JSON, opened by https://ui.perfetto.dev and chr
   (``"ph": "X"``, category ``stage``) per stage or run the machine ran, then a track per
   client that worked, ``client J`` (tid :func:`client_tid`), with one complete event per piece
   of a request's work there (``prefill r123``, ``decode r123``), each carrying the
-  ``request`` in its ``args``; names and order of the tracks as ``thread_name`` and
-  ``thread_sort_index`` metadata (``"ph": "M"``);
+  ``request`` in its ``args``; a request preempted and recomputed (an engine with KV-cache
+  memory) is named by its user request on each of its pieces' slices; names and order of
+  the tracks as ``thread_name`` and ``thread_sort_index`` metadata (``"ph": "M"``);
 * ``ts`` and ``dur`` in integer microseconds: ``ts = round(start * 1e6)`` and
   ``dur = round(end * 1e6) - ts`` (:func:`microseconds`), so each end is within 0.5 µs of the
   schedule's and slices that abut in the schedule abut in the trace; ``displayTimeUnit`` is
@@ -23,7 +24,7 @@ Chrome trace (Trace Event Format JSON, opened by https://ui.perfetto.dev and chr
   from and an ``"f"`` event (``"bp": "e"``) at the start of the slice it arrives in, so that
   viewers that bind a flow to the slice enclosing its event draw the arrow between the two;
   the times of the move itself are in their ``args``;
-* each request's arrival as an instant event (``"ph": "i"``, thread scope) named
+* each (user) request's arrival as an instant event (``"ph": "i"``, thread scope) named
   ``arrive r123`` on the engine track of the machine it arrived at, when the workload has
   arrivals (some request arriving after 0: in a closed batch they would all stack at 0 and
   say nothing the slices do not);
@@ -290,12 +291,14 @@ def one_engine_trace(workload: Any, events: list[dict[str, Any]], other: dict[st
 
 def mode_figures(schedule: Any, **figures: Any) -> dict[str, Any]:
     """A trace's ``otherData`` of ``schedule``: its ``mode``, ``workload`` (name) and
-    ``requests``, then ``figures``, then ``makespan_s``."""
+    ``requests`` (user requests: a preempted request's pieces count once), then ``figures``,
+    then ``makespan_s``."""
     workload = schedule.workload
     return {
         "mode": schedule.mode,
         "workload": workload.name,
-        "requests": len(workload),
+        # A schedule's user requests (every schedule class has them); a bare run its workload's.
+        "requests": len(getattr(schedule, "requests", workload)),
         **figures,
         "makespan_s": schedule.makespan,
     }

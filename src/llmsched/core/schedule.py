@@ -1,7 +1,30 @@
 """What every schedule offers, whatever its mode: the contract (:class:`ScheduleLike`),
 per-request latencies and the figures computed from them (:class:`RequestTimes`,
 :func:`latency_figures`, :func:`goodput_figures`), the stage kinds, and the array helpers the
-schedule classes share."""
+schedule classes share.
+
+Pieces. An engine with KV-cache memory (:mod:`llmsched.core.memory`) may preempt a decoding
+request by recompute: it stops, its cache is freed, and when taken again its prompt and the
+tokens it has decoded are prefilled anew before it decodes the rest. Such a schedule is built
+over *pieces*, one per stretch of a request's work: its ``workload`` is the pieces' and its
+``request_parent`` names the user request of each piece (None: every piece is a request of its
+own, and nothing below differs from a schedule without pieces). A user request's pieces, in
+increasing index, run one after the other; its first piece has its prompt, a later one the
+prompt and every token decoded before (recomputed, making no token), and their outputs add up
+to its output.
+
+Which arrays are per piece and which per user request:
+
+* per piece, indexed like ``workload``: the placement the mode records (``request_client``,
+  ``request_machine``, decode ranges, ...), ``prefill_end``, ``finish`` and
+  :attr:`RequestTimes.previous_piece`; :meth:`EngineSchedule.piece_frame` has a row per piece;
+* per user request, indexed like :attr:`RequestTimes.requests`: ``ttft``, ``latency``, ``e2e``,
+  ``normalized_latency``, ``tbt_mean`` (and a mode's ``tbt_max``), ``meets_slo``,
+  ``preemptions``, ``recomputed_tokens``, ``first_piece`` and ``last_piece``; ``request_frame``
+  and ``summary`` are over user requests, and ``tbt_distribution`` holds each user request's
+  gaps, ``output_tokens`` of them whatever its pieces (the first gap of a later piece runs from
+  the previous piece's last token to the end of its own first decode iteration).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from llmsched.core.checks import real
+from llmsched.core.memory import KVMemory
 from llmsched.core.metrics import weighted_mean, weighted_percentile
 from llmsched.core.workload import Workload
 
@@ -32,6 +56,8 @@ __all__ = [
     "ScheduleLike",
     "decoding_at",
     "latency_figures",
+    "piece_parents",
+    "replace_gaps",
     "runs_from_iteration_end",
 ]
 
@@ -107,6 +133,68 @@ def read_only(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+def piece_parents(values: Any, pieces: int) -> np.ndarray:
+    """A schedule's ``request_parent`` as a read-only int64 array, checked for its shape only:
+    one integer per piece, the user requests numbered ``0 .. U-1`` with a piece each (so that
+    every user-level figure is defined). Whether the pieces agree with the workload and with
+    one another (prompts, outputs, time order) is the validator's to say.
+
+    Raises
+    ------
+    TypeError
+        If the values are not integers.
+    ValueError
+        If they are not one-dimensional, not one per piece, negative, or skip a user request.
+    """
+    raw = np.asarray(values)
+    if raw.size and raw.dtype.kind not in "iu":
+        raise TypeError(f"Schedule.request_parent must hold integers, got dtype {raw.dtype}")
+    if raw.ndim != 1:
+        raise ValueError(f"Schedule.request_parent must be one-dimensional, got shape {raw.shape}")
+    if raw.size != pieces:
+        raise ValueError(f"Schedule.request_parent has {raw.size} entries for {pieces} pieces")
+    parent = raw.astype(np.int64)
+    if parent.size and parent.min() < 0:
+        raise ValueError(
+            f"Schedule.request_parent holds {int(parent.min())}; user requests are numbered from 0"
+        )
+    # U user requests with a piece each are at most as many as the pieces: a larger index
+    # skips one (checked before counting, so that a huge index costs no memory).
+    if parent.size and parent.max() >= pieces:
+        raise ValueError(
+            f"Schedule.request_parent holds {int(parent.max())}, but {pieces} pieces make at most "
+            f"{pieces} user requests, numbered 0 .. {pieces - 1}"
+        )
+    if parent.size:
+        missing = np.flatnonzero(np.bincount(parent) == 0)
+        if missing.size:
+            raise ValueError(
+                f"Schedule.request_parent skips user request {int(missing[0])}: every user request "
+                f"0 .. {int(parent.max())} needs a piece"
+            )
+    return read_only(parent)
+
+
+def replace_gaps(
+    values: np.ndarray, counts: np.ndarray, old: np.ndarray, new: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gaps as distinct ``values`` with ``counts``, with one count of each gap of ``old``
+    taken away and each gap of ``new`` added: read-only, values sorted, counts all > 0.
+
+    ``old`` must be values the distribution holds, bit for bit (a mode passes the very
+    values it counted); a count that would fall to 0 or below drops its value.
+    """
+    every = np.concatenate([values, old, new])
+    weight = np.concatenate(
+        [counts.astype(np.int64), np.full(old.size, -1, dtype=np.int64), np.ones(new.size, dtype=np.int64)]
+    )
+    distinct, where = np.unique(every, return_inverse=True)
+    total = np.zeros(distinct.size, dtype=np.int64)
+    np.add.at(total, where.reshape(-1), weight)
+    keep = total > 0
+    return read_only(distinct[keep]), read_only(total[keep])
+
+
 # Percentiles reported by Schedule.summary.
 QUANTILES = (50, 90, 99)
 
@@ -162,6 +250,26 @@ def slo_target(name: str, value: Any) -> float | None:
     if value is None:
         return None
     return real(name, value, low=0.0, low_open=True, finite=False)
+
+
+def meets_targets(
+    ttft: np.ndarray, tbt_mean: np.ndarray, slo_ttft: float | None, slo_tbt: float | None
+) -> np.ndarray:
+    """Whether each request's ``ttft`` and ``tbt_mean`` are within the targets (None: met by
+    every request; NaN meets no target).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A target that is not None or a number > 0 (``inf`` allowed).
+    """
+    ttft_target, tbt_target = slo_target("slo_ttft", slo_ttft), slo_target("slo_tbt", slo_tbt)
+    meets = np.ones(ttft.size, dtype=bool)
+    if ttft_target is not None:
+        meets &= ttft <= ttft_target
+    if tbt_target is not None:
+        meets &= tbt_mean <= tbt_target
+    return meets
 
 
 def sum_of_min(sorted_values: np.ndarray, prefix: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -241,10 +349,13 @@ class ScheduleLike(Protocol):
     :class:`~llmsched.FleetSchedule`. A caller that needs no more than this never asks
     which mode it holds.
 
-    Per-request arrays are indexed like the workload. A *machine* is what runs stages: the one
-    engine of a competition or fused schedule (machine 0), a prompt or token machine of a
-    cluster (numbered as the cluster numbers them, prompt machines first), an engine of a
-    fleet. A *client* is a batch slot of a machine.
+    Placement arrays, ``prefill_end`` and ``finish`` are indexed like the workload, whose rows
+    are the schedule's pieces; latencies, ``meets_slo`` and the frames and figures over
+    requests are indexed like :attr:`requests`, the user requests. Without preemption (every
+    schedule but an engine's with KV-cache memory) the two are one: see the module docstring.
+    A *machine* is what runs stages: the one engine of a competition or fused schedule
+    (machine 0), a prompt or token machine of a cluster (numbered as the cluster numbers them,
+    prompt machines first), an engine of a fleet. A *client* is a batch slot of a machine.
     """
 
     @property
@@ -254,7 +365,22 @@ class ScheduleLike(Protocol):
 
     @property
     def workload(self) -> Workload:
-        """The requests the schedule ran."""
+        """The requests the schedule ran: its pieces, when a request was preempted."""
+        ...
+
+    @property
+    def requests(self) -> Workload:
+        """The user requests: :attr:`workload` itself when no request was preempted."""
+        ...
+
+    @property
+    def preemptions(self) -> np.ndarray:
+        """How many times each user request was preempted (its pieces less one)."""
+        ...
+
+    @property
+    def recomputed_tokens(self) -> np.ndarray:
+        """Tokens each user request had prefilled anew after a preemption."""
         ...
 
     @property
@@ -275,33 +401,35 @@ class ScheduleLike(Protocol):
 
     @property
     def request_machine(self) -> np.ndarray:
-        """The machine each request decoded on (its engine in a fleet, its token machine in a
+        """The machine each piece decoded on (its engine in a fleet, its token machine in a
         cluster; 0 on a single engine)."""
         ...
 
     @property
     def request_client(self) -> np.ndarray:
-        """The client (of its machine) each request decoded on."""
+        """The client (of its machine) each piece decoded on."""
         ...
 
     @property
     def prefill_end(self) -> np.ndarray:
-        """When each request's prefill ended: its first token."""
+        """When each piece's prefill ended: its request's first token, for a first piece."""
         ...
 
     @property
     def finish(self) -> np.ndarray:
-        """When each request produced its last token."""
+        """When each piece produced its last token."""
         ...
 
     @property
     def ttft(self) -> np.ndarray:
-        """Time to first token of each request: ``prefill_end`` minus its arrival."""
+        """Time to first token of each user request: its first piece's ``prefill_end`` minus
+        its arrival."""
         ...
 
     @property
     def latency(self) -> np.ndarray:
-        """End-to-end latency of each request: ``finish`` minus its arrival."""
+        """End-to-end latency of each user request: its last piece's ``finish`` minus its
+        arrival."""
         ...
 
     @property
@@ -311,12 +439,13 @@ class ScheduleLike(Protocol):
 
     @property
     def normalized_latency(self) -> np.ndarray:
-        """End-to-end latency of each request over its output tokens."""
+        """End-to-end latency of each user request over its output tokens."""
         ...
 
     @property
     def tbt_mean(self) -> np.ndarray:
-        """Each request's mean time between tokens: ``(finish - prefill_end) / tokens``."""
+        """Each user request's mean time between tokens: from its first token (its first
+        piece's ``prefill_end``) to its last (its last piece's ``finish``) over its tokens."""
         ...
 
     @property
@@ -331,12 +460,12 @@ class ScheduleLike(Protocol):
         ...
 
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every gap between tokens of every request, as distinct values and their counts."""
+        """Every gap between tokens of every user request, as distinct values and their counts."""
         ...
 
     def meets_slo(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> np.ndarray:
-        """Whether each request's TTFT and mean time between tokens meet the targets (seconds;
-        None: no target)."""
+        """Whether each user request's TTFT and mean time between tokens meet the targets
+        (seconds; None: no target)."""
         ...
 
     def latency_figures(self) -> dict[str, float]:
@@ -354,8 +483,8 @@ class ScheduleLike(Protocol):
         ...
 
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
-        """One row per request (index ``request``): the workload's columns, then
-        :data:`REQUEST_COLUMNS` and the mode's own."""
+        """One row per user request (index ``request``): the columns of :attr:`requests`,
+        then :data:`REQUEST_COLUMNS` and the mode's own."""
         ...
 
     def stage_frame(self) -> pd.DataFrame:
@@ -392,9 +521,13 @@ class ScheduleLike(Protocol):
 
 class RequestTimes:
     """Per-request latencies of any mode's schedule, from its ``workload``, ``prefill_end``
-    (each request's first token) and ``finish`` (its last)."""
+    (each piece's first token) and ``finish`` (its last), over the user requests that
+    ``request_parent`` makes of the pieces (see the module docstring; None: each piece is a
+    user request, and each figure is computed as it always was)."""
 
     workload: Workload
+    # A class without pieces (a cluster's, a fleet's) keeps this; the engine schedules have a field.
+    request_parent: np.ndarray | None = None
 
     if TYPE_CHECKING:  # each schedule class computes them its own way
 
@@ -405,24 +538,102 @@ class RequestTimes:
         def finish(self) -> np.ndarray: ...
 
     @cached_property
+    def _piece_links(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each user request's first and last piece, and each piece's previous piece (-1 for
+        a first piece), from ``request_parent``."""
+        n = len(self.workload)
+        parent = self.request_parent
+        if parent is None:
+            every = read_only(np.arange(n, dtype=np.int64))
+            return every, every, read_only(np.full(n, -1, dtype=np.int64))
+        # A stable sort keeps each request's pieces in index order, which is their time order.
+        order = np.argsort(parent, kind="stable")
+        grouped = parent[order]
+        same = grouped[1:] == grouped[:-1]
+        opens = np.flatnonzero(np.concatenate([[True], ~same])) if n else np.zeros(0, dtype=np.int64)
+        closes = np.append(opens[1:] - 1, n - 1) if n else opens
+        previous = np.full(n, -1, dtype=np.int64)
+        previous[order[1:][same]] = order[:-1][same]
+        return read_only(order[opens]), read_only(order[closes]), read_only(previous)
+
+    @property
+    def first_piece(self) -> np.ndarray:
+        """Each user request's first piece (the one prefilling its own prompt; its index
+        among the pieces)."""
+        return self._piece_links[0]
+
+    @property
+    def last_piece(self) -> np.ndarray:
+        """Each user request's last piece (the one producing its last token)."""
+        return self._piece_links[1]
+
+    @property
+    def previous_piece(self) -> np.ndarray:
+        """Each piece's previous piece of its user request, -1 for a first piece."""
+        return self._piece_links[2]
+
+    @cached_property
+    def preemptions(self) -> np.ndarray:
+        """How many times each user request was preempted: its pieces less one (int64)."""
+        if self.request_parent is None:
+            return read_only(np.zeros(len(self.workload), dtype=np.int64))
+        pieces = np.bincount(self.request_parent, minlength=self.first_piece.size)
+        return read_only(pieces.astype(np.int64) - 1)
+
+    @cached_property
+    def recomputed_tokens(self) -> np.ndarray:
+        """Tokens prefilled anew for each user request: the prompts of its pieces after the
+        first, each its request's prompt and the tokens decoded before it (int64)."""
+        out = np.zeros(self.first_piece.size, dtype=np.int64)
+        if self.request_parent is not None:
+            later = self.previous_piece >= 0
+            np.add.at(out, self.request_parent[later], self.workload.prompt_tokens[later])
+        return read_only(out)
+
+    @cached_property
+    def requests(self) -> Workload:
+        """The user requests: each with its first piece's prompt, arrival and predicted
+        output, and its pieces' output tokens added up (:attr:`workload` itself without
+        ``request_parent``)."""
+        work = self.workload
+        if self.request_parent is None:
+            return work
+        first = self.first_piece
+        output = np.zeros(first.size, dtype=np.int64)
+        np.add.at(output, self.request_parent, work.output_tokens)
+        predicted = None if work.predicted_output is None else work.predicted_output[first]
+        return Workload(work.prompt_tokens[first], output, predicted, work.arrival[first], name=work.name)
+
+    def _of_first_piece(self, per_piece: np.ndarray) -> np.ndarray:
+        """A per-piece array's entry of each user request's first piece (the array itself
+        without pieces)."""
+        return per_piece if self.request_parent is None else per_piece[self.first_piece]
+
+    def _of_last_piece(self, per_piece: np.ndarray) -> np.ndarray:
+        """A per-piece array's entry of each user request's last piece (the array itself
+        without pieces)."""
+        return per_piece if self.request_parent is None else per_piece[self.last_piece]
+
+    @cached_property
     def ttft(self) -> np.ndarray:
-        """Time to first token of each request: end of its prefill minus its arrival."""
-        return read_only(self.prefill_end - self.workload.arrival)
+        """Time to first token of each user request: end of its first piece's prefill minus
+        its arrival."""
+        return read_only(self._of_first_piece(self.prefill_end) - self.requests.arrival)
 
     @cached_property
     def latency(self) -> np.ndarray:
-        """End-to-end latency of each request: its finish minus its arrival."""
-        return read_only(self.finish - self.workload.arrival)
+        """End-to-end latency of each user request: its last piece's finish minus its arrival."""
+        return read_only(self._of_last_piece(self.finish) - self.requests.arrival)
 
     @cached_property
     def e2e(self) -> np.ndarray:
-        """End-to-end latency of each request (the same array as :attr:`latency`)."""
+        """End-to-end latency of each user request (the same array as :attr:`latency`)."""
         return self.latency
 
     @cached_property
     def normalized_latency(self) -> np.ndarray:
-        """End-to-end latency of each request over its output tokens (seconds per token)."""
-        return read_only(self.latency / self.workload.output_tokens)
+        """End-to-end latency of each user request over its output tokens (seconds per token)."""
+        return read_only(self.latency / self.requests.output_tokens)
 
 
 class ScheduleBase(RequestTimes):
@@ -456,22 +667,16 @@ class ScheduleBase(RequestTimes):
         return self.workload.total_output_tokens / span if span > 0 else 0.0
 
     def meets_slo(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> np.ndarray:
-        """Whether each request meets the latency targets: TTFT <= ``slo_ttft`` and mean time
-        between tokens (``tbt_mean``) <= ``slo_tbt``, in seconds; a target left None is met by
-        every request.
+        """Whether each user request meets the latency targets: TTFT <= ``slo_ttft`` and mean
+        time between tokens (``tbt_mean``) <= ``slo_tbt``, in seconds; a target left None is
+        met by every request.
 
         Raises
         ------
         TypeError, ValueError
             A target that is not None or a number > 0 (``inf`` allowed).
         """
-        ttft_target, tbt_target = slo_target("slo_ttft", slo_ttft), slo_target("slo_tbt", slo_tbt)
-        meets = np.ones(len(self.workload), dtype=bool)
-        if ttft_target is not None:
-            meets &= self.ttft <= ttft_target
-        if tbt_target is not None:
-            meets &= self.tbt_mean <= tbt_target
-        return meets
+        return meets_targets(self.ttft, self.tbt_mean, slo_ttft, slo_tbt)
 
     def latency_figures(self) -> dict[str, float]:
         """:func:`latency_figures` of the schedule's requests and gaps, then p50, p90 and p99
@@ -495,16 +700,33 @@ class ScheduleBase(RequestTimes):
         return goodput_figures(self.meets_slo(slo_ttft, slo_tbt), self.makespan, slo_ttft, slo_tbt)
 
     def _request_frame(self, meets: np.ndarray, **columns: Any) -> pd.DataFrame:
-        """One row per request: the workload's columns, then ``columns`` (the mode's, in
-        order: its machine, client, prefill end, ...), then ``finish``, ``ttft``, ``latency``,
-        ``tbt_mean``, ``e2e``, ``normalized_latency`` and ``meets`` as ``meets_slo``."""
-        frame = self.workload.to_frame()
+        """One row per user request: the columns of :attr:`requests`, then ``columns`` (the
+        mode's per-piece arrays, in order: its machine, client, prefill end, ..., each taken
+        at the request's first piece), then ``finish`` (its last piece's), ``ttft``,
+        ``latency``, ``tbt_mean``, ``e2e``, ``normalized_latency``, the mode's counts of
+        preemption (:meth:`_preemption_columns`) and ``meets`` as ``meets_slo``."""
+        frame = self.requests.to_frame()
         for name, values in columns.items():
-            frame[name] = values
-        for name in ("finish", "ttft", "latency", "tbt_mean", "e2e", "normalized_latency"):
+            frame[name] = self._of_first_piece(np.asarray(values))
+        frame["finish"] = self._of_last_piece(self.finish)
+        for name in ("ttft", "latency", "tbt_mean", "e2e", "normalized_latency"):
             frame[name] = getattr(self, name)
+        for name, values in self._preemption_columns().items():
+            frame[name] = values
         frame["meets_slo"] = meets
         return frame
+
+    def _preemption_columns(self) -> dict[str, np.ndarray]:
+        """Columns on preemption that the mode's request frame holds: none in a mode whose
+        requests are never preempted."""
+        return {}
+
+    def _preemption_figures(self) -> dict[str, int]:
+        """``preemptions`` and ``recomputed_tokens`` over all user requests, for a summary."""
+        return {
+            "preemptions": int(self.preemptions.sum()),
+            "recomputed_tokens": int(self.recomputed_tokens.sum()),
+        }
 
     def write_chrome_trace(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """Write :meth:`chrome_trace` to ``path`` as JSON and return it.
@@ -552,7 +774,44 @@ class ScheduleBase(RequestTimes):
 
 
 class EngineSchedule(ScheduleBase):
-    """A schedule of one engine (a competition or a fused one): machine 0 runs every request."""
+    """A schedule of one engine (a competition or a fused one): machine 0 runs every request.
+
+    Its pieces may be parts of user requests (``request_parent``, see the module docstring):
+    the mode gives each piece's figures (``_piece_tbt_mean``, ``_first_gap``: the first gap
+    its ``tbt_distribution`` counts for a piece), and this class turns them into the user
+    requests'.
+    """
+
+    memory: KVMemory | None = None
+
+    if TYPE_CHECKING:
+
+        @property
+        def num_iterations(self) -> int: ...
+
+        @property
+        def request_client(self) -> np.ndarray: ...
+
+        @property
+        def request_decode_start(self) -> np.ndarray: ...
+
+        @property
+        def request_decode_end(self) -> np.ndarray: ...
+
+        @property
+        def _piece_tbt_mean(self) -> np.ndarray: ...
+
+        @property
+        def _first_gap(self) -> np.ndarray: ...
+
+        def iteration_end_at(self, iterations: Any) -> np.ndarray: ...
+
+    def _freeze_pieces(self) -> None:
+        """Check and freeze ``request_parent`` and ``memory`` (from ``__post_init__``)."""
+        if self.request_parent is not None:
+            object.__setattr__(self, "request_parent", piece_parents(self.request_parent, len(self.workload)))
+        if self.memory is not None and not isinstance(self.memory, KVMemory):
+            raise TypeError(f"Schedule.memory must be a KVMemory or None, got {type(self.memory).__name__}")
 
     @property
     def machines(self) -> int:
@@ -561,8 +820,86 @@ class EngineSchedule(ScheduleBase):
 
     @cached_property
     def request_machine(self) -> np.ndarray:
-        """The machine of each request: the one engine, 0."""
+        """The machine of each piece: the one engine, 0."""
         return read_only(np.zeros(len(self.workload), dtype=np.int64))
+
+    @cached_property
+    def _decoding(self) -> np.ndarray:
+        """Pieces whose decode range is a non-empty range of the schedule's iterations (every
+        piece of a valid schedule); the others have no gaps and NaN TBT metrics."""
+        lo, hi = self.request_decode_start, self.request_decode_end
+        return read_only((lo >= 0) & (lo < hi) & (hi <= self.num_iterations))
+
+    @cached_property
+    def tbt_mean(self) -> np.ndarray:
+        """Mean time between tokens of each user request (TPOT): from its first token to its
+        last over its output tokens; for a request in one piece, its piece's (NaN for one
+        that decodes nothing)."""
+        piece = self._piece_tbt_mean
+        if self.request_parent is None:
+            return piece
+        whole = (
+            self._of_last_piece(self.finish) - self._of_first_piece(self.prefill_end)
+        ) / self.requests.output_tokens
+        return read_only(np.where(self.preemptions == 0, piece[self.first_piece], whole))
+
+    @cached_property
+    def _resumes(self) -> np.ndarray:
+        """Pieces that continue a preempted request and decode: each has a gap that runs
+        from the previous piece's last token."""
+        return read_only(np.flatnonzero((self.previous_piece >= 0) & self._decoding))
+
+    @cached_property
+    def _user_first_gap(self) -> np.ndarray:
+        """Each piece's first gap as its user request sees it: the mode's ``_first_gap``, but
+        for a piece that resumes a request, from the previous piece's last token (its
+        recompute makes no token) to the end of its own first decode iteration."""
+        resumes = self._resumes
+        if not resumes.size:
+            return self._first_gap
+        gap = self._first_gap.copy()
+        ends = self.iteration_end_at(self.request_decode_start[resumes])
+        gap[resumes] = ends - self.finish[self.previous_piece[resumes]]
+        return read_only(gap)
+
+    def _user_gaps(self, values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gaps of the pieces (values with counts, each piece's first gap among them as
+        ``_first_gap`` has it) made the user requests' gaps: each resuming piece's first gap
+        replaced by :attr:`_user_first_gap`'s. Unchanged, read-only, when no piece resumes."""
+        resumes = self._resumes
+        if not resumes.size:
+            return read_only(values), read_only(counts)
+        return replace_gaps(values, counts, self._first_gap[resumes], self._user_first_gap[resumes])
+
+    def _preemption_columns(self) -> dict[str, np.ndarray]:
+        """``preemptions`` and ``recomputed_tokens`` of each user request, when the schedule
+        has pieces (a frame without them keeps the columns it always had)."""
+        if self.request_parent is None:
+            return {}
+        return {"preemptions": self.preemptions, "recomputed_tokens": self.recomputed_tokens}
+
+    def _piece_frame(self, slo_ttft: float | None, slo_tbt: float | None, **columns: Any) -> pd.DataFrame:
+        """One row per piece (index ``piece``): the workload's columns, ``parent`` (its user
+        request), then ``columns`` (the mode's), ``finish``, and ``ttft``, ``latency``,
+        ``tbt_mean``, ``e2e``, ``normalized_latency`` and ``meets_slo`` of the piece as if
+        it were a request (from its own prefill end and finish and its user request's
+        arrival)."""
+        frame = self.workload.to_frame().rename_axis("piece")
+        parent = self.request_parent
+        frame["parent"] = np.arange(len(self.workload), dtype=np.int64) if parent is None else parent
+        for name, values in columns.items():
+            frame[name] = values
+        latency = self.finish - self.workload.arrival
+        ttft = self.prefill_end - self.workload.arrival
+        meets = meets_targets(ttft, self._piece_tbt_mean, slo_ttft, slo_tbt)
+        frame["finish"] = self.finish
+        frame["ttft"] = ttft
+        frame["latency"] = latency
+        frame["tbt_mean"] = self._piece_tbt_mean
+        frame["e2e"] = latency
+        frame["normalized_latency"] = latency / self.workload.output_tokens
+        frame["meets_slo"] = meets
+        return frame
 
 
 class RunTable:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmsched.core.memory import KVMemory
 from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.orca.rule import OrcaRule
 from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLMChunkedRule, VLLMRule
@@ -36,8 +37,12 @@ def batching_rule(
     name: str,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     chunked_prefill: bool = False,
+    memory: KVMemory | None = None,
 ) -> Any:
     """A fresh batching rule of engine ``name`` (see the module's table).
+
+    ``memory`` is the engine's KV-cache memory (:class:`~llmsched.core.memory.KVMemory`), or
+    None for an engine whose clients alone bound what it holds.
 
     Raises
     ------
@@ -49,11 +54,11 @@ def batching_rule(
         raise TypeError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")
     if name == "vllm":
         rule: Any = VLLMChunkedRule if chunked_prefill else VLLMRule
-        return rule(max_num_batched_tokens)
+        return rule(max_num_batched_tokens, memory)
     if name == "sarathi":
-        return FusionRule(max_num_batched_tokens)
+        return FusionRule(max_num_batched_tokens, memory)
     if name == "orca":
         if chunked_prefill:
             raise ValueError("orca runs whole prompts: chunked_prefill applies to vllm")
-        return OrcaRule(max_num_batched_tokens)
+        return OrcaRule(max_num_batched_tokens, memory)
     raise ValueError(f"unknown batching rule {name!r}; expected one of {', '.join(BATCHING)}")

@@ -395,8 +395,19 @@ def run_loop(
     else:  # pragma: no cover - a closed run never yields
         raise RuntimeError("the decision loop yielded in a closed run")
     _place(record, lists, None)
+    if record.request_parent is not None:
+        workload = _pieces(workload, lists)
     schedule: Schedule | ScheduleT = engine_rule.schedule(workload, cost, clients, record, executor.measured)
     return schedule
+
+
+def _pieces(workload: Workload, lists: RequestLists) -> Workload:
+    """The workload of a run's pieces (see :class:`~llmsched.engines.rule.RunRecord`): each
+    request's first piece, then the continuations in the order made, each with its prompt
+    (the request's and the tokens recomputed), the tokens it decoded and its request's
+    arrival and prediction."""
+    predicted = lists.planned if workload.predicted_output is not None else None
+    return Workload(lists.prompt, lists.output, predicted, lists.arrival, name=workload.name)
 
 
 def simulate_policies(
@@ -472,6 +483,15 @@ def _run(
     if token_cap is not None:
         capacity = min(capacity, int(token_cap))
     size = len(prompt)  # requests known up front: all of them, or none on a stream
+    if getattr(rule, "memory", None) is not None and (
+        planned_ahead(requests) or not getattr(requests, "open_ended", False)
+    ):
+        raise TypeError(
+            f"request policy {policy_name(requests)} plans over the whole workload up front; under "
+            "KV-cache memory a preempted request continues as a new request, which only a policy "
+            "that learns requests as they come can take (an open_ended one: fcfs, batch-wise, "
+            "shortest-first, longest-first)"
+        )
 
     # Each policy knows what it may: true lengths only for one that plans with them.
     knowledge = _Knowledge(lists, predictions, clairvoyant or oracle_lengths(requests), clairvoyant, name)
@@ -536,6 +556,19 @@ def _run(
     until_event = DECODE_UNTIL_EVENT
 
     known_n = size  # requests known to the loop, in arrival order
+    # KV-cache memory (optional, see llmsched.core.memory): blocks held by the requests taken
+    # and not decoding yet (``holding``); a decoding request holds the blocks of its prompt and
+    # the tokens it has decoded (at least its first), computed when needed.
+    memory = getattr(rule, "memory", None)
+    holding: dict[int, int] = {}
+    held_apart = 0  # sum of holding
+    parent: list[int] | None = None  # each piece's request, once a request has been preempted
+    continuations = 0  # pieces made by preemption
+    if memory is not None:
+        if stream is not None:
+            raise TypeError("an engine with KV-cache memory runs a closed workload, not a fleet's stream")
+        total_blocks = memory.blocks
+        resume = getattr(requests, "resume", arrive)  # a continuation's place among the waiting
     next_arrival = finished = started = 0
     oldest = 0  # position in ``order`` of the oldest arrived request that may not have started
     waiting_arrival_sum = 0.0  # sum of the arrival times of the arrived, unstarted requests
@@ -572,10 +605,69 @@ def _run(
                 arrive(request)
                 waiting_arrival_sum += due_in_order[next_arrival]
                 next_arrival += 1
+        if memory is not None and heap:
+            # The next iteration writes a token of every decoding request: when their blocks
+            # do not fit, preempt (recompute) until they do.
+            need = held_apart + sum(
+                memory.blocks_for(prompt[r] + g - decode_start[r] + 1) for r in running.values()
+            )
+            if need > total_blocks:
+                if parent is None:
+                    parent = list(range(len(prompt)))
+                while need > total_blocks:
+                    # The request taken last among those that have decoded (one always has: a
+                    # request taken holds the blocks of its first token).
+                    victim = max(
+                        (r for r in running.values() if g > decode_start[r]), key=lambda r: (taken_at[r], r)
+                    )
+                    client = client_of[victim]
+                    decoded = g - decode_start[victim]
+                    need -= memory.blocks_for(prompt[victim] + decoded + 1)
+                    del running[client]
+                    heap = [entry for entry in heap if entry[2] != victim]
+                    heapq.heapify(heap)
+                    context_offset -= prompt[victim] - decode_start[victim]
+                    left = output[victim] - decoded
+                    output[victim] = decoded  # this piece of the request ends here
+                    for each in knowns:
+                        each.finish(decoded)
+                    release(client)
+                    free += 1
+                    finished += 1
+                    # The rest continues as a new piece: its prompt and the tokens decoded so
+                    # far are prefilled anew when it is taken again.
+                    piece = len(prompt)
+                    prompt.append(prompt[victim] + decoded)
+                    output.append(left)
+                    planned.append(max(1, planned[victim] - decoded))
+                    arrival.append(arrival[victim])
+                    state.append(waiting)
+                    client_of.append(-1)
+                    taken_at.append(-1)
+                    decode_start.append(-1)
+                    parent.append(parent[victim])
+                    continuations += 1
+                    n += 1
+                    for each in knowns:
+                        each.add_slot()
+                    if tell:
+                        reveal(piece, prompt[piece], planned[piece], left, arrival[piece])
+                        if reveal_other is not None:
+                            reveal_other(piece, prompt[piece], planned[piece], left, arrival[piece])
+                    waiting_arrival_sum += arrival[piece]
+                    resume(piece)
         active = len(heap)
         ready = ready_now() if free and active < rule.admit_below else 0
         if type(ready) is not int or ready < 0:
             ready = check_ready(ready, requests)
+        take_cap = capacity
+        if memory is not None and ready:
+            used = held_apart + sum(
+                memory.blocks_for(prompt[r] + g - decode_start[r] + 1) for r in running.values()
+            )
+            take_cap = min(capacity, memory.admission_tokens(total_blocks - used, min(free, ready)))
+            if take_cap <= 0:
+                ready = 0  # no prompt fits what is free: decode on until a request finishes
         if ready and active and view is not None:
             view.now = now
             view.active = active
@@ -596,12 +688,21 @@ def _run(
         # With nothing ready and nothing under way a rule can only decode on: not asked.
         step = plan(ready, active, g) if ready or rule.under_way else until_event
 
+        pairs: list[tuple[int, int]] | None = None
         if ready and step in take_steps:
-            pairs = take(capacity)
+            pairs = take(take_cap)
             if type(pairs) is not list or not pairs:
-                refuse_take(pairs, requests, capacity, ready)
+                if type(pairs) is list and take_cap < capacity:
+                    # The request policy's next request does not fit the free memory: decode on
+                    # (a request finishes, or the chunks under way run, and memory frees).
+                    step = taken_by([], len(heap)) if step == TAKE else until_event
+                    pairs = None
+                else:
+                    refuse_take(pairs, requests, take_cap, ready)
+        if pairs is not None:
             # Prefilled here now, or arrived prefilled: they decode from the next decode iteration on.
             joins = step in (PREFILL_STAGE, JOIN)
+            takeable = known_n + continuations  # requests that may be taken: arrived ones and pieces
             tokens = 0
             well_formed = True
             for pair in pairs:
@@ -612,11 +713,11 @@ def _run(
                 if type(request) is not int or type(client) is not int or type(pair) is not tuple:
                     request, client = check_pair(pair, requests, capacity)
                     well_formed = False
-                if not (0 <= request < known_n and state[request] == waiting and 0 <= client < clients) or (
+                if not (0 <= request < takeable and state[request] == waiting and 0 <= client < clients) or (
                     client in running or client in under_way
                 ):
                     refuse_pair(
-                        request, client, requests, capacity, known_n, clients, state, taken_at, takes,
+                        request, client, requests, take_cap, takeable, clients, state, taken_at, takes,
                         {**under_way, **running}, arrival, now,
                     )  # fmt: skip
                 tokens += prompt[request]
@@ -631,9 +732,12 @@ def _run(
                     heappush(heap, (g + output[request], client, request))
                 elif step == TAKE:
                     under_way[client] = request
+                    if memory is not None:  # its prompt's blocks, and its first token's
+                        blocks = holding[request] = memory.blocks_for(prompt[request] + 1)
+                        held_apart += blocks
                 # HAND_OFF: it leaves once its stage has run, holding no client here.
-            if tokens > capacity and step != JOIN:  # a join's prompt was prefilled elsewhere
-                refuse_capacity(tokens, capacity, requests)
+            if tokens > take_cap and step != JOIN:  # a join's prompt was prefilled elsewhere
+                refuse_capacity(tokens, take_cap, requests)
             if not well_formed:  # numpy integers or lists: the rule and executor get tuples of ints
                 pairs = [check_pair(pair, requests, capacity) for pair in pairs]
             takes += 1
@@ -675,13 +779,17 @@ def _run(
                 if next_arrival >= known_n:
                     if stream is not None and started == known_n:
                         break  # closed, and every request it got has finished or left
-                    refuse_idle(requests, free, known_n - started)
+                    refuse_idle(requests, free, known_n + continuations - started)
                 now = executor.wait_until(due_in_order[next_arrival])
                 continue
             # Decode a run of iterations over which the decoding set cannot change.
             run = heap[0][0] - g
             if step < run:
                 run = step
+            if memory is not None and run > 1:
+                run = _memory_run(
+                    memory, [prompt[r] + g - decode_start[r] for r in running.values()], held_apart, run
+                )
             if clock is not None and stream is not None:
                 stream.started, stream.finished, stream.free = started, finished, free
                 # Wait for the run's end on the fleet's clock before running it, so that nothing
@@ -737,6 +845,8 @@ def _run(
                 yield now
             for request, client in done:  # they decode from the next iteration on
                 del under_way[client]
+                if memory is not None:
+                    held_apart -= holding.pop(request)
                 decode_start[request] = g
                 running[client] = request
                 context_offset += prompt[request] - g
@@ -767,6 +877,7 @@ def _run(
     if stream is not None:
         stream.started, stream.finished, stream.free = started, finished, free
     record.now = now
+    record.request_parent = parent
     record.info = rule.info(
         {
             "request_policy": policy_name(requests),
@@ -778,6 +889,29 @@ def _run(
         }
     )
     return rule, record
+
+
+def _memory_run(memory: Any, tokens: list[int], apart: int, most: int) -> int:
+    """How many of the next ``most`` decode iterations fit ``memory``: the decoding requests
+    hold ``tokens`` tokens each (the next iteration writes one more each), the others
+    ``apart`` blocks. The first fits (the loop preempts until it does); the blocks needed
+    only grow, so the count is found by bisection."""
+    held = np.asarray(tokens, dtype=np.int64)
+    size, total = memory.block_size, memory.blocks
+
+    def fits(iterations: int) -> bool:  # the last of ``iterations`` iterations fits
+        return apart + int(np.sum(-(-(held + iterations) // size))) <= total
+
+    if fits(most):
+        return most
+    low, high = 1, most  # fits(low), not fits(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 class _ReplayRequests:

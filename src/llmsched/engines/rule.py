@@ -227,6 +227,11 @@ class RunRecord:
     ... in that order): each one's ``request_client``, ``request_take`` (the number of the
     take that took it: 0, 1, ...; -1 when never taken) and ``request_decode_start`` (its
     first decode iteration; -1 when it never decoded). ``chunk_request`` is renumbered too.
+
+    ``request_parent``: None, or, when an engine with KV-cache memory preempted requests, the
+    request of each *piece* (the requests above are then pieces: a preempted request's work
+    up to its preemption, and each continuation, appended in the order made; see
+    :mod:`llmsched.core.memory`).
     """
 
     __slots__ = (
@@ -243,6 +248,7 @@ class RunRecord:
         "prefill_start",
         "request_client",
         "request_decode_start",
+        "request_parent",
         "request_take",
         "run_end",
         "run_iterations",
@@ -276,6 +282,7 @@ class RunRecord:
         self.request_client: Sequence[int] = ()
         self.request_take: Sequence[int] = ()
         self.request_decode_start: Sequence[int] = ()
+        self.request_parent: list[int] | None = None
         self.info: dict[str, Any] = {}
 
 

@@ -100,6 +100,11 @@ class FCFS:
     def arrive(self, request: int) -> None:
         self._queue.append(request)
 
+    def resume(self, request: int) -> None:
+        """A preempted request's continuation (an engine with KV-cache memory): first in line,
+        as vLLM puts a preempted request back at the head of its waiting queue."""
+        self._queue.appendleft(request)
+
     def release(self, client: int) -> None:
         self._free.release(client)
         self._free_count += 1

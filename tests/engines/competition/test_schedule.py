@@ -406,3 +406,75 @@ def test_tbt_percentiles_are_numpys_exactly_when_times_are_exact(instance, reque
     workload, cost, clients = instance
     schedule = simulate(workload, cost, clients, requests, iterations)
     _check_serving_metrics(schedule, exact=True)
+
+
+# ------------------------------------------------------- pieces: a request preempted by recompute
+def _preempted() -> Schedule:
+    """Request 0 (prompt 10, 5 tokens) preempted after 2 tokens and recomputed (its second
+    piece prefills 10 + 2 tokens, then decodes 3) around request 1 (prompt 4, 1 token, arriving
+    at 0.5 s), on one client: simulated as three requests, then made pieces of two."""
+    cost = LinearCostModel(1.0, 0.125, 0.5, 0.25, prefill_capacity=100)
+    # The continuation arrives when the first piece ends, so that it runs after it.
+    plain = simulate(Workload([10, 4, 12], [2, 1, 3], arrival=[0.0, 0.5, 3.75]), cost, 1)
+    return replace(plain, workload=plain.workload.replace(arrival=[0.0, 0.5, 0.0]), request_parent=[0, 1, 0])
+
+
+def test_a_preempted_request_has_the_hand_computed_figures() -> None:
+    """Piece 0 prefills 10 tokens in [0, 2.25] and decodes at 3.0 and 3.75; request 1
+    prefills in [3.75, 5.25] and decodes at 6.0; piece 2 recomputes 12 tokens in [6.0, 8.5]
+    and decodes at 9.25, 10.0 and 10.75. Request 0's gaps are 0.75, 0.75, then 9.25 - 3.75 =
+    5.5 across its preemption, then 0.75 twice: five gaps for five tokens."""
+    s = _preempted()
+    assert s.validate() == []
+    assert (s.prefill_end.tolist(), s.finish.tolist()) == ([2.25, 5.25, 8.5], [3.75, 6.0, 10.75])
+    assert s.requests.prompt_tokens.tolist() == [10, 4] and s.requests.output_tokens.tolist() == [5, 1]
+    assert s.requests.arrival.tolist() == [0.0, 0.5]
+    assert (s.first_piece.tolist(), s.last_piece.tolist(), s.previous_piece.tolist()) == (
+        [0, 1],
+        [2, 1],
+        [-1, -1, 0],
+    )
+    assert s.ttft.tolist() == [2.25, 4.75] and s.latency.tolist() == s.e2e.tolist() == [10.75, 5.5]
+    assert s.normalized_latency.tolist() == [10.75 / 5, 5.5]
+    assert s.tbt_mean.tolist() == [(10.75 - 2.25) / 5, 0.75] and s.tbt_max.tolist() == [5.5, 0.75]
+    assert (s.preemptions.tolist(), s.recomputed_tokens.tolist()) == ([1, 0], [12, 0])
+    values, counts = s.tbt_distribution()
+    assert (values.tolist(), counts.tolist()) == ([0.75, 5.5], [5, 1])
+    assert s.meets_slo(slo_tbt=1.0).tolist() == [False, True]
+    summary = s.summary(slo_tbt=1.0)
+    assert (summary["requests"], summary["preemptions"], summary["recomputed_tokens"]) == (2, 1, 12)
+    assert summary["tbt_mean_s"] == pytest.approx((5 * 0.75 + 5.5) / 6)
+    assert summary["ttft_mean_s"] == 3.5 and summary["slo_attainment"] == 0.5
+    assert summary["tokens_per_s"] == 6 / 10.75 and summary["utilization"] == 1.0
+    assert repr(s).startswith("Schedule(requests=2, pieces=3, clients=1,")
+
+
+def test_frames_of_a_preempted_request() -> None:
+    """request_frame has a row per user request (placement of its first piece, finish of its
+    last, its preemptions); piece_frame a row per piece with its parent and its own figures."""
+    s = _preempted()
+    frame = s.request_frame(slo_tbt=1.0)
+    assert frame.index.name == "request" and len(frame) == 2
+    placed = ["prompt_tokens", "output_tokens", "prefill_stage", "prefill_end", "finish"]
+    assert frame[placed].values.tolist() == [[10, 5, 0, 2.25, 10.75], [4, 1, 2, 5.25, 6.0]]
+    assert frame["tbt_max"].tolist() == [5.5, 0.75] and frame["meets_slo"].tolist() == [False, True]
+    assert list(frame.columns)[-3:] == ["preemptions", "recomputed_tokens", "meets_slo"]
+    assert frame["recomputed_tokens"].tolist() == [12, 0]
+    pieces = s.piece_frame(slo_tbt=1.0)
+    assert pieces.index.name == "piece" and pieces["parent"].tolist() == [0, 1, 0]
+    assert pieces["prompt_tokens"].tolist() == [10, 4, 12] and pieces["prefill_stage"].tolist() == [0, 2, 4]
+    assert pieces["ttft"].tolist() == [2.25, 4.75, 8.5] and pieces["tbt_max"].tolist() == [0.75] * 3
+    assert pieces["meets_slo"].tolist() == [True] * 3  # each piece alone decodes at 0.75 s a token
+    text = s.write_requests_csv()
+    assert text is not None and text.splitlines()[0].startswith("request,prompt_tokens")
+    assert len(text.splitlines()) == 3
+
+
+def test_a_trace_names_pieces_by_their_request() -> None:
+    """The trace shows each of a preempted request's pieces under the request's name, and
+    each request's arrival once."""
+    trace = _preempted().chrome_trace()
+    slices = [e["name"] for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "stage"]
+    assert slices == ["prefill r0", "decode r0", "prefill r1", "decode r1", "prefill r0", "decode r0"]
+    assert [e["name"] for e in trace["traceEvents"] if e["ph"] == "i"] == ["arrive r0", "arrive r1"]
+    assert trace["otherData"]["requests"] == 2

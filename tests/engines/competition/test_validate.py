@@ -409,6 +409,50 @@ def test_makespan_misreported(schedule: Schedule) -> None:
     assert len(violations) == 1
 
 
+# ------------------------------------------------------------------ memory
+def _preempted() -> Schedule:
+    """vLLM's rule under a KV-cache memory small enough that requests are preempted."""
+    from llmsched.core.memory import KVMemory
+    from llmsched.engines.batching import batching_rule
+    from llmsched.engines.loop import CostClock, run_loop
+    from llmsched.online import FCFS
+
+    memory = KVMemory(24, block_size=8, watermark=0.0)
+    schedule = run_loop(
+        Workload([20] * 4, [60] * 4),
+        LinearCostModel.paper(),
+        4,
+        FCFS(),
+        None,
+        CostClock(),
+        False,
+        batching_rule("vllm", 512, memory=memory),
+    )
+    assert isinstance(schedule, Schedule) and schedule.request_parent is not None
+    return schedule
+
+
+def test_memory_is_caught_alone_when_the_memory_shrinks() -> None:
+    """The same schedule against a memory of fewer blocks breaks the memory rule alone."""
+    from llmsched.core.memory import KVMemory
+
+    schedule = _preempted()
+    assert validate(schedule) == []
+    smaller = replace(schedule, memory=KVMemory(16, block_size=8, watermark=0.0))
+    _assert_only(validate(smaller), "memory", "KV blocks")
+
+
+# ------------------------------------------------------------------ pieces
+def test_pieces_are_caught_alone_when_a_continuation_is_claimed_by_another_request() -> None:
+    """A continuation said to belong to another request (whose prompt and decoded tokens it
+    does not recompute) breaks the pieces rule alone."""
+    schedule = _preempted()
+    later = int(schedule.request_parent.size - 1)
+    parent = schedule.request_parent.copy()
+    parent[later] = (parent[later] + 1) % 4
+    _assert_only(validate(replace(schedule, request_parent=parent)), "pieces", f"piece {later}")
+
+
 # ------------------------------------------------------------------ structure
 @pytest.mark.parametrize(
     ("field", "fragment"),

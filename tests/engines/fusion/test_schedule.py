@@ -115,3 +115,40 @@ def test_request_frame_and_summary_judge_the_targets_alike() -> None:
     assert s.summary(slo_ttft=1)["slo_ttft_s"] == 1.0 and isinstance(
         s.summary(slo_ttft=1)["slo_ttft_s"], float
     )
+
+
+# ------------------------------------------------------- pieces: a request preempted by recompute
+def test_a_preempted_request_has_the_hand_computed_figures() -> None:
+    """Request 0 (prompt 10, 5 tokens) preempted after 2 tokens and recomputed around request 1
+    (prompt 4, 1 token, arriving at 0.5 s) on one client, simulated as three requests then
+    made pieces of two. Each prompt is one chunk iteration (1 + 0.125 per token s), each
+    decode iteration 0.75 s: piece 0's first token at 2.25, its last at 3.75; request 1's at
+    5.25 and 6.0; piece 2 recomputes 12 tokens to 8.5 and decodes to 10.75. Request 0's gaps
+    are 0.75, 0.75, then 9.25 - 3.75 = 5.5 across its preemption, then 0.75 twice."""
+    from llmsched import LinearCostModel, Workload
+
+    cost = LinearCostModel(1.0, 0.125, 0.5, 0.25, prefill_capacity=100)
+    plain = simulate_fusion(Workload([10, 4, 12], [2, 1, 3], arrival=[0.0, 0.5, 3.75]), cost, 1, "fcfs", 64)
+    s = replace(plain, workload=plain.workload.replace(arrival=[0.0, 0.5, 0.0]), request_parent=[0, 1, 0])
+    assert s.validate() == []
+    assert (s.prefill_end.tolist(), s.finish.tolist()) == ([2.25, 5.25, 8.5], [3.75, 6.0, 10.75])
+    assert s.requests.output_tokens.tolist() == [5, 1] and s.requests.arrival.tolist() == [0.0, 0.5]
+    assert s.ttft.tolist() == [2.25, 4.75] and s.latency.tolist() == [10.75, 5.5]
+    assert s.tbt_mean.tolist() == [(10.75 - 2.25) / 5, 0.75]
+    assert (s.preemptions.tolist(), s.recomputed_tokens.tolist()) == ([1, 0], [12, 0])
+    values, counts = s.tbt_distribution()
+    assert (values.tolist(), counts.tolist()) == ([0.75, 5.5], [5, 1])
+    # Without pieces the same runs hold six gaps of 0.75 s: piece 2's first gap is its own.
+    plain_values, plain_counts = plain.tbt_distribution()
+    assert set(plain_values.tolist()) == {0.75} and plain_counts.sum() == 6
+    summary = s.summary(slo_ttft=3.0)
+    assert (summary["requests"], summary["preemptions"], summary["recomputed_tokens"]) == (2, 1, 12)
+    assert summary["slo_attainment"] == 0.5 and s.meets_slo(slo_ttft=3.0).tolist() == [True, False]
+    frame = s.request_frame()
+    assert frame["finish"].tolist() == [10.75, 6.0] and frame["preemptions"].tolist() == [1, 0]
+    assert s.piece_frame()["parent"].tolist() == [0, 1, 0]
+    assert repr(s).startswith("FusedSchedule(requests=2, pieces=3, clients=1,")
+    trace = s.chrome_trace()
+    slices = [e["name"] for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] != "stage"]
+    assert slices == ["prefill r0", "decode r0", "prefill r1", "decode r1", "prefill r0", "decode r0"]
+    assert [e["name"] for e in trace["traceEvents"] if e["ph"] == "i"] == ["arrive r0", "arrive r1"]

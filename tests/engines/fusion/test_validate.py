@@ -8,9 +8,13 @@ import numpy as np
 import pytest
 
 from llmsched import Workload
+from llmsched.core.memory import KVMemory
+from llmsched.engines.batching import batching_rule
 from llmsched.engines.fusion.iteration import fused_iteration_time
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.fusion.validate import FUSED_RULES, validate_fused
+from llmsched.engines.loop import CostClock, run_loop
+from llmsched.online import FCFS
 from tests.engines.fusion.test_rule import PAPER
 from tests.engines.fusion.test_schedule import _decode_run, _rules, _set, _valid
 
@@ -60,8 +64,18 @@ def test_each_rule_is_caught_alone() -> None:
         workload=Workload(prompt, s.workload.output_tokens, arrival=s.workload.arrival),
         run_context=s.run_context + runs_of_i,
     )
-    for rule, schedule in broken.items():
-        assert _rules(schedule) == {rule}, (rule, validate_fused(schedule)[:3])
+    # Orca's rule under a memory small enough to preempt: against fewer blocks, the memory rule
+    # alone; a continuation said to be another request's, the pieces rule alone.
+    memory = KVMemory(24, block_size=8, watermark=0.0)
+    rule = batching_rule("orca", 512, memory=memory)
+    pieced = run_loop(Workload([20] * 4, [60] * 4), PAPER, 4, FCFS(), None, CostClock(), False, rule)
+    assert validate_fused(pieced) == [] and pieced.request_parent is not None
+    broken["memory"] = replace(pieced, memory=KVMemory(16, block_size=8, watermark=0.0))
+    parent = pieced.request_parent.copy()
+    parent[-1] = (parent[-1] + 1) % 4
+    broken["pieces"] = replace(pieced, request_parent=parent)
+    for rule_name, schedule in broken.items():
+        assert _rules(schedule) == {rule_name}, (rule_name, validate_fused(schedule)[:3])
     assert set(broken) | {"structure", "decode_start"} == set(FUSED_RULES)
 
 

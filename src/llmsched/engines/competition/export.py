@@ -10,7 +10,9 @@ The conventions every mode keeps are in :mod:`llmsched.core.export`; a competiti
   and the output ``tokens`` decoded in it;
 * on a client's track, one complete event per segment of :meth:`Schedule.segments`: its
   prefill (``prefill r123``) and its share of each decode stage it decoded in
-  (``decode r123``), with ``args`` holding ``request``, ``stage`` and ``tokens``;
+  (``decode r123``), with ``args`` holding ``request``, ``stage`` and ``tokens``; the pieces
+  of a request preempted by recompute (``Schedule.request_parent``) are named by their user
+  request, whose arrival is shown once;
 * ``ts`` and ``dur`` in integer microseconds (:func:`llmsched.core.export.microseconds`);
 * each request's arrival as an instant ``arrive r123`` on the engine track, when the workload
   has arrivals (none for a closed batch);
@@ -168,12 +170,13 @@ def chrome_trace(schedule: Schedule) -> dict[str, Any]:
     ValueError
         If a stage or segment time is not finite.
     """
+    # A preempted request's pieces are named by their user request, which arrives once.
     return one_engine_trace(
-        schedule.workload,
-        engine_events(schedule),
+        schedule.requests,
+        engine_events(schedule, requests=schedule.request_parent),
         {
             "workload": schedule.workload.name,
-            "requests": len(schedule.workload),
+            "requests": len(schedule.requests),
             "clients": schedule.clients,
             "stages": schedule.num_stages,
             "makespan_s": schedule.makespan,

@@ -16,10 +16,12 @@ import numpy as np
 
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
+from llmsched.core.memory import KVMemory
 from llmsched.core.schedule import DECODE, PREFILL
 from llmsched.core.workload import Workload
 from llmsched.engines.answers import check_decision, check_iteration_policy, policy_name
 from llmsched.engines.competition.schedule import Schedule
+from llmsched.engines.memory import check_memory
 from llmsched.engines.rule import PREFILL_STAGE, LoopView, RuleStart, RunRecord
 from llmsched.policies import DECODE_UNTIL_EVENT, PREFILL_NOW, IterationPolicy
 
@@ -34,6 +36,9 @@ class CompetitionRule:
     iteration_policy
         An iteration-policy object (see :mod:`llmsched.policies`); it is started afresh
         with each run.
+    memory
+        The engine's KV-cache memory (:class:`~llmsched.core.memory.KVMemory`), or None for
+        an engine whose clients alone bound what it holds.
 
     Raises
     ------
@@ -48,8 +53,9 @@ class CompetitionRule:
     under_way: tuple[()] = ()
     first_cut = None  # every arrival may cut a decode run, while a client is free
 
-    def __init__(self, iteration_policy: IterationPolicy):
+    def __init__(self, iteration_policy: IterationPolicy, memory: KVMemory | None = None):
         check_iteration_policy(iteration_policy)
+        self.memory = memory
         self.policy = iteration_policy
         self.view: LoopView | None = None
         self._decide = iteration_policy.decide
@@ -57,6 +63,8 @@ class CompetitionRule:
 
     def check(self, workload: Workload, cost: CostModel, clients: int) -> None:
         check_instance(workload, cost, clients)
+        if self.memory is not None:
+            check_memory(workload, self.memory, clients)
 
     def start(self, engine: RuleStart) -> None:
         known = engine.known_for(self.policy)
@@ -126,6 +134,8 @@ class CompetitionRule:
             info=record.info,
             # None when every run is at constant speed (a model blind to context).
             run_iteration_step=run_step if run_step.any() else None,
+            request_parent=None if record.request_parent is None else np.asarray(record.request_parent),
+            memory=self.memory,
         )
 
 

@@ -20,7 +20,11 @@ Layout (all numpy arrays, read-only):
   stage, which the validator checks);
 * requests, indexed like the workload: ``request_client``, ``request_prefill_stage``, and
   ``request_decode_start`` / ``request_decode_end``, the half-open range of global decode
-  iterations in which the request decoded (one token each).
+  iterations in which the request decoded (one token each);
+* ``request_parent`` (None, or the user request of each request, then called a *piece*) and
+  ``memory`` (the engine's KV-cache memory, or None): an engine with memory preempts by
+  recompute, and each stretch of a request's work is a piece of the workload (see
+  :mod:`llmsched.core.schedule` for which figures are per piece and which per user request).
 
 Serving metrics: a request's first token comes at the end of its prefill stage, then one
 token at the end of each decode iteration it takes part in. Its *time between tokens* (TBT)
@@ -50,6 +54,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from llmsched.core.cost import CostModel
+from llmsched.core.memory import KVMemory
 from llmsched.core.metrics import range_max
 from llmsched.core.schedule import (
     DECODE,
@@ -81,6 +86,13 @@ class Schedule(NumberedRuns, EngineSchedule):
 
     It meets :class:`~llmsched.core.schedule.ScheduleLike`: one engine (machine 0) of
     ``clients`` clients.
+
+    With ``request_parent`` set, the workload's rows are pieces of the user requests
+    (:attr:`requests`). Per piece: the placement arrays, ``prefill_end``, ``finish``, the
+    stage and segment tables and :meth:`piece_frame`. Per user request: ``ttft``,
+    ``latency``, ``e2e``, ``normalized_latency``, ``tbt_mean``, ``tbt_max``, :meth:`meets_slo`,
+    ``preemptions``, ``recomputed_tokens``, :meth:`request_frame`, :meth:`summary` and
+    :meth:`tbt_distribution`. Without it, pieces and user requests are one.
     """
 
     mode: ClassVar[str] = "competition"
@@ -105,8 +117,12 @@ class Schedule(NumberedRuns, EngineSchedule):
     info: dict[str, Any] = field(default_factory=dict)
     # None: every run at constant speed (zeros); a schedule replaced with other runs keeps it.
     run_iteration_step: np.ndarray | None = None
+    # None: each request is a user request of its own (no preemption).
+    request_parent: np.ndarray | None = None
+    memory: KVMemory | None = None
 
     def __post_init__(self) -> None:
+        self._freeze_pieces()
         if self.run_iteration_step is not None:
             step = frozen_array("run_iteration_step", self.run_iteration_step, np.float64)
             object.__setattr__(self, "run_iteration_step", step)
@@ -146,6 +162,8 @@ class Schedule(NumberedRuns, EngineSchedule):
         makespan: float,
         measured: bool = False,
         info: dict[str, Any] | None = None,
+        request_parent: Any = None,
+        memory: KVMemory | None = None,
     ) -> Schedule:
         """A schedule from the end time of every decode iteration, one run per iteration.
 
@@ -175,6 +193,8 @@ class Schedule(NumberedRuns, EngineSchedule):
             makespan,
             measured=measured,
             info={} if info is None else info,
+            request_parent=request_parent,
+            memory=memory,
         )
 
     # ------------------------------------------------------------------ sizes
@@ -205,8 +225,9 @@ class Schedule(NumberedRuns, EngineSchedule):
         return self._step
 
     def __repr__(self) -> str:
+        pieces = "" if self.request_parent is None else f", pieces={len(self.workload)}"
         return (
-            f"Schedule(requests={len(self.workload)}, clients={self.clients}, "
+            f"Schedule(requests={len(self.requests)}{pieces}, clients={self.clients}, "
             f"stages={self.num_stages}, makespan={self.makespan:.3f}s, "
             f"utilization={self.utilization:.2%})"
         )
@@ -335,16 +356,9 @@ class Schedule(NumberedRuns, EngineSchedule):
 
     # ---------------------------------------------------- time between tokens
     @cached_property
-    def _decoding(self) -> np.ndarray:
-        """Requests whose decode range is a non-empty range of the schedule's iterations
-        (every request of a valid schedule); the others have no gaps and NaN TBT metrics."""
-        lo, hi = self.request_decode_start, self.request_decode_end
-        return read_only((lo >= 0) & (lo < hi) & (hi <= self.num_iterations))
-
-    @cached_property
     def _first_gap(self) -> np.ndarray:
-        """Each request's first gap: from its prefill's end to the end of its first decode
-        iteration (NaN for a request that decodes nothing)."""
+        """Each piece's first gap: from its prefill's end to the end of its first decode
+        iteration (NaN for a piece that decodes nothing)."""
         gap = self.iteration_end_at(self.request_decode_start) - self.prefill_end
         return read_only(np.where(self._decoding, gap, np.nan))
 
@@ -382,12 +396,14 @@ class Schedule(NumberedRuns, EngineSchedule):
         return read_only(tokens - present), read_only(spanning)
 
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every time-between-tokens gap of every request, as values with counts.
+        """Every time-between-tokens gap of every user request, as values with counts.
 
         The list in which ``values[k]`` appears ``counts[k]`` times is the list of all gaps
-        (one per output token); its size is O(requests + runs), not O(tokens), when every run
-        keeps its speed, and grows by one per iteration of each run whose iterations lengthen
-        (a context-aware model: O(iterations), still not O(tokens)). Use
+        (one per output token; the first gap of a piece resuming a preempted request runs
+        from the previous piece's last token, see :mod:`llmsched.core.schedule`); its size
+        is O(requests + runs), not O(tokens), when every run keeps its speed, and grows by one
+        per iteration of each run whose iterations lengthen (a context-aware model:
+        O(iterations), still not O(tokens)). Use
         :func:`llmsched.core.metrics.weighted_percentile` for its percentiles.
 
         Returns
@@ -405,7 +421,7 @@ class Schedule(NumberedRuns, EngineSchedule):
             [np.ones(int(self._decoding.sum()), dtype=np.int64), spanning[1:], run_counts]
         )
         keep = counts > 0
-        return read_only(values[keep]), read_only(counts[keep])
+        return self._user_gaps(values[keep], counts[keep])
 
     def _gaps_within_varying_runs(self, within: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The gaps inside the runs when some runs speed up or slow down (a context term):
@@ -428,10 +444,10 @@ class Schedule(NumberedRuns, EngineSchedule):
         return values, np.concatenate([within[~varying], pairs.astype(np.int64)])
 
     @cached_property
-    def tbt_mean(self) -> np.ndarray:
-        """Mean time between tokens of each request (TPOT): (finish - prefill end) / tokens.
+    def _piece_tbt_mean(self) -> np.ndarray:
+        """Mean time between tokens of each piece: (finish - prefill end) / tokens.
 
-        NaN for a request that decodes nothing.
+        NaN for a piece that decodes nothing.
         """
         tokens = self.request_decode_end - self.request_decode_start
         decoding = self._decoding
@@ -440,11 +456,27 @@ class Schedule(NumberedRuns, EngineSchedule):
 
     @cached_property
     def tbt_max(self) -> np.ndarray:
-        """Largest time between tokens of each request (NaN for one that decodes nothing)."""
+        """Largest time between tokens of each user request, the gaps across its preemptions
+        included (NaN for one with a piece that decodes nothing)."""
+        if self.request_parent is None:
+            return self._piece_tbt_max
+        longest = np.full(len(self.requests), -np.inf)
+        # np.maximum keeps a NaN, so a request with a piece that decodes nothing stays NaN.
+        np.maximum.at(longest, self.request_parent, self._tbt_max_from(self._user_first_gap))
+        return read_only(longest)
+
+    @cached_property
+    def _piece_tbt_max(self) -> np.ndarray:
+        """Largest time between tokens of each piece, from its own prefill's end (NaN for one
+        that decodes nothing)."""
+        return self._tbt_max_from(self._first_gap)
+
+    def _tbt_max_from(self, first_gap: np.ndarray) -> np.ndarray:
+        """Largest gap of each piece whose first gap is ``first_gap``'s."""
         decoding = self._decoding
         lo = np.where(decoding, self.request_decode_start, 0)
         hi = np.where(decoding, self.request_decode_end, 1)
-        best = self._first_gap.copy()
+        best = first_gap.copy()
         if not self.num_runs:
             return read_only(best)
         length, first = self.run_iterations, self.run_first_iteration
@@ -534,14 +566,15 @@ class Schedule(NumberedRuns, EngineSchedule):
             ``requests``, ``clients``, ``makespan_s``, ``utilization``, ``tokens_per_s``,
             ``prefill_stages``, ``decode_iterations``, ``prefill_time_s``, ``decode_time_s``;
             mean, p50, p90 and p99 (numpy's linear percentiles) of ``ttft``, ``latency`` and
-            ``e2e`` (the same figures) over requests, and of ``tbt`` over every gap between
-            tokens of every request (not over per-request means; ``tbt_mean_s`` is the
-            token-weighted mean gap); p50, p90, p99 of ``normalized_latency``;
+            ``e2e`` (the same figures) over user requests, and of
+            ``tbt`` over every gap between tokens of every user request (not over per-request
+            means; ``tbt_mean_s`` is the token-weighted mean gap); p50, p90, p99 of ``normalized_latency``;
             ``requests_per_s`` (requests over makespan); ``goodput_rps`` (requests meeting
             both targets over makespan), ``slo_attainment`` (their share) and the targets
             ``slo_ttft_s``, ``slo_tbt_s`` (None when not given); ``mode`` (``competition``) and
             ``machines`` (1), the keys every mode's summary has
-            (:data:`~llmsched.core.schedule.SUMMARY_KEYS`).
+            (:data:`~llmsched.core.schedule.SUMMARY_KEYS`); last ``preemptions`` and
+            ``recomputed_tokens``, totals over the user requests (0 without preemption).
 
         Raises
         ------
@@ -550,7 +583,7 @@ class Schedule(NumberedRuns, EngineSchedule):
         """
         goodput = self.goodput_figures(slo_ttft, slo_tbt)  # the targets checked before the rest
         out: dict[str, Any] = {
-            "requests": len(self.workload),
+            "requests": len(self.requests),
             "clients": self.clients,
             "makespan_s": self.makespan,
             "utilization": self.utilization,
@@ -564,24 +597,45 @@ class Schedule(NumberedRuns, EngineSchedule):
         out.update(goodput)
         out["mode"] = self.mode
         out["machines"] = self.machines
+        # Last, so that the keys summary() always had keep their order.
+        out.update(self._preemption_figures())
         return out
 
     # ------------------------------------------------------------ dataframes
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
-        """One row per request: the workload's columns, then ``machine`` (0), ``client``,
-        ``prefill_stage``, ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``,
-        ``tbt_max``, ``e2e``, ``normalized_latency`` and ``meets_slo`` (against the targets, see
-        :meth:`meets_slo`)."""
-        frame = self._request_frame(
-            self.meets_slo(slo_ttft, slo_tbt),
-            machine=self.request_machine,
-            client=self.request_client,
-            prefill_stage=self.request_prefill_stage,
-            prefill_end=self.prefill_end,
-        )
+        """One row per user request: the columns of :attr:`requests`, then ``machine`` (0),
+        ``client``, ``prefill_stage`` and ``prefill_end`` (of its first piece), ``finish`` (of
+        its last), ``ttft``, ``latency``, ``tbt_mean``, ``tbt_max``, ``e2e``,
+        ``normalized_latency``, ``preemptions`` and ``recomputed_tokens`` (with pieces only)
+        and ``meets_slo`` (against the targets, see :meth:`meets_slo`)."""
+        frame = self._request_frame(self.meets_slo(slo_ttft, slo_tbt), **self._placement_columns())
         # The largest gap, which only this mode tracks, beside the mean one.
         frame.insert(list(frame.columns).index("tbt_mean") + 1, "tbt_max", self.tbt_max)
         return frame
+
+    def piece_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
+        """One row per piece (index ``piece``): the workload's columns, ``parent`` (its user
+        request), then the columns of :meth:`request_frame` for the piece as if it were a
+        request of its own (without ``preemptions`` and ``recomputed_tokens``): without
+        preemption, the request frame with a ``parent`` column.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        frame = self._piece_frame(slo_ttft, slo_tbt, **self._placement_columns())
+        frame.insert(list(frame.columns).index("tbt_mean") + 1, "tbt_max", self._piece_tbt_max)
+        return frame
+
+    def _placement_columns(self) -> dict[str, np.ndarray]:
+        """Where and when each piece was prefilled: the frames' mode columns."""
+        return {
+            "machine": self.request_machine,
+            "client": self.request_client,
+            "prefill_stage": self.request_prefill_stage,
+            "prefill_end": self.prefill_end,
+        }
 
     def stage_work(self) -> dict[str, np.ndarray]:
         """What each stage computed, as a cost model prices it (int64 arrays, one per stage).

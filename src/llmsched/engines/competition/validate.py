@@ -45,6 +45,13 @@ Rules (``Violation.rule``):
 ``makespan``
     the reported makespan is the end of the last stage, which is when the
     last request finishes
+``memory``
+    with KV-cache memory (``schedule.memory``), no decode iteration holds
+    more blocks than the engine has (:mod:`llmsched.engines.memory`)
+``pieces``
+    with pieces (``schedule.request_parent``: requests preempted by
+    recompute), each continuation is prefilled after the piece before it
+    finished, with its request's prompt and every token decoded before it
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from llmsched.core.cost import context_rate, decode_seconds, is_context_aware, p
 from llmsched.core.schedule import DECODE, PREFILL, run_holding
 from llmsched.core.violations import Report, Violation, skipped_rules
 from llmsched.engines.competition.schedule import Schedule
+from llmsched.engines.memory import report_memory
 
 __all__ = ["RULES", "Violation", "validate"]
 
@@ -73,6 +81,8 @@ RULES = (
     "arrival",
     "tokens",
     "makespan",
+    "memory",
+    "pieces",
 )
 
 
@@ -395,6 +405,7 @@ def validate(
                     f"{last_finish:.9g}s"
                 ),
             )
+    report_memory(report, s, s.stage_start[s.request_prefill_stage], None)
     return report.items
 
 

@@ -15,7 +15,9 @@ as a competition one (:mod:`llmsched.engines.competition.export`), with runs for
   then one for its whole decode (``decode r123``: from the start of its first decode
   iteration to its last token; ``request``, ``first_iteration``, ``tokens`` decoded). A
   request decodes in every iteration from its first token on, so its decode is one stretch;
-  cutting it at every run would grow the trace with requests times runs;
+  cutting it at every run would grow the trace with requests times runs; the pieces of a
+  request preempted by recompute (``FusedSchedule.request_parent``) are named by their user
+  request, whose arrival is shown once;
 * each request's arrival as an instant ``arrive r123`` on the engine track, when the workload
   has arrivals;
 * ``otherData``: ``mode`` (``fusion``), the workload, ``requests``, ``clients``,
@@ -144,9 +146,10 @@ def chrome_trace(schedule: FusedSchedule) -> dict[str, Any]:
     ValueError
         If a time is not finite.
     """
+    # A preempted request's pieces are named by their user request, which arrives once.
     return one_engine_trace(
-        schedule.workload,
-        engine_events(schedule),
+        schedule.requests,
+        engine_events(schedule, requests=schedule.request_parent),
         mode_figures(
             schedule, clients=schedule.clients, token_budget=schedule.token_budget, stages=schedule.num_runs
         ),

@@ -24,11 +24,13 @@ from typing import Any
 import numpy as np
 
 from llmsched.core.cost import CostModel
+from llmsched.core.memory import KVMemory
 from llmsched.core.schedule import decoding_at
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion.iteration import check_fused_instance, check_token_budget
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.loop import CostClock, EngineStream, open_engine, run_loop, stream_schedule
+from llmsched.engines.memory import check_memory
 from llmsched.engines.rule import TAKE, LoopView, MixedBatch, RuleStart, RunRecord
 from llmsched.policies import DECODE_UNTIL_EVENT, RequestPolicy
 
@@ -67,8 +69,9 @@ class FusionRule:
     first_cut = None  # every arrival may cut a decode run, while a client is free
     whole_prompts = False  # prompts are chunked to fill the budget
 
-    def __init__(self, token_budget: int = DEFAULT_TOKEN_BUDGET):
+    def __init__(self, token_budget: int = DEFAULT_TOKEN_BUDGET, memory: KVMemory | None = None):
         self.token_budget = check_token_budget(token_budget)
+        self.memory = memory  # the engine's KV-cache memory, or None
         self._prompt: list[int] = []
         # Prompts taken and not yet all chunked: [request, client, tokens done], in order taken.
         self.under_way: deque[list[int]] = deque()
@@ -78,6 +81,8 @@ class FusionRule:
 
     def check(self, workload: Workload, cost: CostModel, clients: int) -> None:
         check_fused_instance(workload, cost, clients, self.token_budget)
+        if self.memory is not None:
+            check_memory(workload, self.memory, clients)
 
     def start(self, engine: RuleStart) -> None:
         self._prompt = engine.prompt
@@ -164,6 +169,8 @@ class FusionRule:
             makespan=makespan,
             info=record.info,
             whole_prompts=self.whole_prompts,
+            request_parent=None if record.request_parent is None else np.asarray(record.request_parent),
+            memory=self.memory,
         )
 
 

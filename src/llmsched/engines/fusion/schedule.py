@@ -15,6 +15,7 @@ from llmsched.core.cost import (
     decode_seconds,
     prefill_seconds,
 )
+from llmsched.core.memory import KVMemory
 from llmsched.core.schedule import EngineSchedule, NumberedRuns, SteppedRuns, read_only
 from llmsched.core.workload import Workload
 
@@ -62,6 +63,16 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     chunk is a whole prompt may hold more than the budget (a prompt longer than the budget
     runs with the decoding requests, alone).
 
+    ``request_parent`` (None, or the user request of each request, then called a *piece*)
+    and ``memory`` (the engine's KV-cache memory, or None) come from an engine with memory,
+    which preempts by recompute: each stretch of a request's work is then a piece of the
+    workload, prefilled in chunks of its own (a later piece's prompt holds the tokens decoded
+    before). Per piece: the placement arrays, ``prefill_end``, ``finish``, the run and chunk
+    tables and :meth:`piece_frame`. Per user request (:attr:`requests`): ``ttft``,
+    ``latency``, ``e2e``, ``normalized_latency``, ``tbt_mean``, :meth:`meets_slo`,
+    ``preemptions``, ``recomputed_tokens``, :meth:`request_frame`, :meth:`summary` and
+    :meth:`tbt_distribution` (see :mod:`llmsched.core.schedule`).
+
     It meets :class:`~llmsched.core.schedule.ScheduleLike`: one engine (machine 0) of
     ``clients`` clients, whose runs are its stages.
     """
@@ -89,8 +100,12 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     makespan: float
     info: dict[str, Any] = field(default_factory=dict)
     whole_prompts: bool = False
+    # None: each request is a user request of its own (no preemption).
+    request_parent: np.ndarray | None = None
+    memory: KVMemory | None = None
 
     def __post_init__(self) -> None:
+        self._freeze_pieces()
         object.__setattr__(self, "whole_prompts", bool(self.whole_prompts))
         for name, dtype in (
             ("run_start", np.float64),
@@ -112,8 +127,9 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         object.__setattr__(self, "makespan", float(self.makespan))
 
     def __repr__(self) -> str:
+        pieces = "" if self.request_parent is None else f", pieces={len(self.workload)}"
         return (
-            f"FusedSchedule(requests={len(self.workload)}, clients={self.clients}, "
+            f"FusedSchedule(requests={len(self.requests)}{pieces}, clients={self.clients}, "
             f"token_budget={self.token_budget}, iterations={self.num_iterations}, "
             f"makespan={self.makespan:.3f}s)"
         )
@@ -144,10 +160,11 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         return read_only(self.iteration_end_at(self.request_decode_end - 1))
 
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every gap between tokens, as values with counts: a request decodes in every
-        iteration from its first token on, so each iteration's time is a gap of each request
-        decoding in it (a run of constant time is one value; a lengthening run one value per
-        iteration)."""
+        """Every gap between tokens of every user request, as values with counts: a piece
+        decodes in every iteration from its first token on, so each iteration's time is a gap
+        of each piece decoding in it (a run of constant time is one value; a lengthening run
+        one value per iteration); but the first gap of a piece resuming a preempted request
+        runs from the previous piece's last token to the end of its first decode iteration."""
         decoding = self.run_decoding > 0
         constant = decoding & ((self.run_step == 0) | (self.run_iterations == 1))
         values = [self.run_first_time[constant]]
@@ -156,11 +173,22 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
             k = np.arange(int(self.run_iterations[r]))
             values.append(self.run_first_time[r] + self.run_step[r] * k)
             counts.append(np.full(k.size, int(self.run_decoding[r]), dtype=np.int64))
-        return read_only(np.concatenate(values)), read_only(np.concatenate(counts).astype(np.int64))
+        return self._user_gaps(np.concatenate(values), np.concatenate(counts).astype(np.int64))
 
     @cached_property
-    def tbt_mean(self) -> np.ndarray:
-        """Each request's mean gap between tokens (its decode time over its tokens)."""
+    def _first_gap(self) -> np.ndarray:
+        """Each piece's first gap as :meth:`tbt_distribution` counts it: the time of its first
+        decode iteration, computed as that method computes it (NaN for a piece that decodes
+        nothing)."""
+        if not self.num_runs:
+            return read_only(np.full(len(self.workload), np.nan))
+        run, offset, _ = self._locate(self.request_decode_start)
+        gap = self.run_first_time[run] + self.run_step[run] * offset
+        return read_only(np.where(self._decoding, gap, np.nan))
+
+    @cached_property
+    def _piece_tbt_mean(self) -> np.ndarray:
+        """Each piece's mean gap between tokens (its decode time over its tokens)."""
         start, end = self.request_decode_start, self.request_decode_end
         return read_only((self.iteration_end_at(end - 1) - self.prefill_end) / np.maximum(end - start, 1))
 
@@ -192,7 +220,9 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         ``prefill_stages`` is 0: chunks ride in the iterations; ``decode_iterations`` counts
         the iterations with decoding requests), and ``token_budget``, ``busy`` (the engine's
         busy share of the makespan), ``iterations`` (all of them), ``chunks``,
-        ``mixed_iterations`` (iterations holding both decoding and chunks).
+        ``mixed_iterations`` (iterations holding both decoding and chunks), ``preemptions``
+        and ``recomputed_tokens`` (totals over the user requests; 0 without preemption).
+        ``requests`` and the latency and goodput figures are over the user requests.
 
         Raises
         ------
@@ -203,7 +233,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         mixed = (self.run_decoding > 0) & (self.run_chunk_tokens > 0)
         out: dict[str, Any] = {
             "mode": self.mode,
-            "requests": len(self.workload),
+            "requests": len(self.requests),
             "machines": self.machines,
             "clients": self.clients,
             "token_budget": self.token_budget,
@@ -219,6 +249,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         }
         out.update(self.latency_figures())
         out.update(goodput)
+        out.update(self._preemption_figures())
         return out
 
     def to_frame(self) -> pd.DataFrame:
@@ -285,21 +316,39 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         ).rename_axis("stage")
 
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
-        """One row per request: the workload's columns, then ``machine`` (0), ``client``,
-        ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``, ``e2e``,
-        ``normalized_latency`` and ``meets_slo`` (against the targets, see :meth:`meets_slo`).
+        """One row per user request: the columns of :attr:`requests`, then ``machine`` (0),
+        ``client`` and ``prefill_end`` (of its first piece), ``finish`` (of its last),
+        ``ttft``, ``latency``, ``tbt_mean``, ``e2e``, ``normalized_latency``,
+        ``preemptions`` and ``recomputed_tokens`` (with pieces only) and ``meets_slo``
+        (against the targets, see :meth:`meets_slo`).
 
         Raises
         ------
         TypeError, ValueError
             A target that is not None or a number > 0 (``inf`` allowed).
         """
-        return self._request_frame(
-            self.meets_slo(slo_ttft, slo_tbt),
-            machine=self.request_machine,
-            client=self.request_client,
-            prefill_end=self.prefill_end,
-        )
+        return self._request_frame(self.meets_slo(slo_ttft, slo_tbt), **self._placement_columns())
+
+    def piece_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
+        """One row per piece (index ``piece``): the workload's columns, ``parent`` (its user
+        request), then the columns of :meth:`request_frame` for the piece as if it were a
+        request of its own (without ``preemptions`` and ``recomputed_tokens``): without
+        preemption, the request frame with a ``parent`` column.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A target that is not None or a number > 0 (``inf`` allowed).
+        """
+        return self._piece_frame(slo_ttft, slo_tbt, **self._placement_columns())
+
+    def _placement_columns(self) -> dict[str, np.ndarray]:
+        """Where and when each piece was prefilled: the frames' mode columns."""
+        return {
+            "machine": self.request_machine,
+            "client": self.request_client,
+            "prefill_end": self.prefill_end,
+        }
 
     def validate(self, **options: Any) -> list[Violation]:
         """Every rule of PD fusion the schedule breaks (:func:`llmsched.validate_fused`, given

@@ -14,6 +14,7 @@ from llmsched.core.cost import (
 from llmsched.core.violations import Report, Violation, size_mismatches, skipped_rules
 from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time
 from llmsched.engines.fusion.schedule import FusedSchedule
+from llmsched.engines.memory import report_memory
 
 if TYPE_CHECKING:
     pass
@@ -36,6 +37,8 @@ FUSED_RULES = (
     "one_per_client",
     "tokens",
     "makespan",
+    "memory",
+    "pieces",
 )
 
 
@@ -68,7 +71,11 @@ def validate_fused(
     * ``one_per_client``: clients in range, and a client holds one request at a time, from
       its first chunk to its last token;
     * ``tokens``: each request decodes exactly its output tokens;
-    * ``makespan``: the end of the last run.
+    * ``makespan``: the end of the last run;
+    * ``memory``: with KV-cache memory, no iteration holds more blocks than the engine has
+      (a piece holds its prompt's blocks from its first chunk; :mod:`llmsched.engines.memory`);
+    * ``pieces``: with pieces (requests preempted by recompute), each continuation starts
+      after the piece before it finished, with its request's prompt and the tokens decoded.
     """
     skip_set = skipped_rules(skip, FUSED_RULES)
     if not isinstance(schedule, FusedSchedule):
@@ -314,4 +321,11 @@ def validate_fused(
     end = float(ends[-1]) if runs else 0.0
     if abs(s.makespan - end) > tol:
         add("makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s; the last run ends at {end:.9g}s")
+    if s.memory is not None or s.request_parent is not None:
+        first_chunk = np.full(n, -1, dtype=np.int64)
+        if chunks:
+            first_chunk[np.flatnonzero(has_chunks)] = first_run[has_chunks]
+        taken = np.where(first_chunk >= 0, first[np.maximum(first_chunk, 0)], -1)
+        began = np.where(first_chunk >= 0, s.run_start[np.maximum(first_chunk, 0)], np.nan)
+        report_memory(report, s, began, taken)
     return report.items

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from llmsched.core.memory import KVMemory
 from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.rule import TAKE, MixedBatch
 from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -40,8 +41,10 @@ class OrcaRule(FusionRule):
     batching = "orca"
     whole_prompts = True
 
-    def __init__(self, max_batch_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS):
-        super().__init__(max_batch_tokens)
+    def __init__(
+        self, max_batch_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, memory: KVMemory | None = None
+    ):
+        super().__init__(max_batch_tokens, memory)
 
     def plan(self, ready: int, active: int, iteration: int) -> int | MixedBatch:
         if ready:

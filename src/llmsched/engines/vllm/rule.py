@@ -24,7 +24,7 @@ from typing import Any
 
 from llmsched.core.checks import positive_int
 from llmsched.core.cost import CostModel
-from llmsched.core.instance import check_instance
+from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
 from llmsched.engines.competition.rule import CompetitionRule
 from llmsched.engines.fusion.rule import FusionRule
@@ -68,12 +68,14 @@ class VLLMRule(CompetitionRule):
 
     batching = "vllm"
 
-    def __init__(self, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS):
-        super().__init__(_PrefillFirst())
+    def __init__(
+        self, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, memory: KVMemory | None = None
+    ):
+        super().__init__(_PrefillFirst(), memory)
         self.token_cap = positive_int("max_num_batched_tokens", max_num_batched_tokens, maximum=1 << 31)
 
     def check(self, workload: Workload, cost: CostModel, clients: int) -> None:
-        check_instance(workload, cost, clients)
+        super().check(workload, cost, clients)
         longest = int(workload.prompt_tokens.max())
         if longest > self.token_cap:
             raise ValueError(
@@ -103,8 +105,10 @@ class VLLMChunkedRule(FusionRule):
 
     batching = "vllm"
 
-    def __init__(self, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS):
-        super().__init__(max_num_batched_tokens)
+    def __init__(
+        self, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, memory: KVMemory | None = None
+    ):
+        super().__init__(max_num_batched_tokens, memory)
 
     def info(self, facts: dict[str, Any]) -> dict[str, Any]:
         return {
