@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmsched.engines.batching import BATCHING, batching_rule
+from llmsched.engines.batching import BATCHING, SarathiRule, batching_rule
 from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.orca.rule import OrcaRule
 from llmsched.engines.vllm.rule import VLLMChunkedRule, VLLMRule
@@ -16,7 +16,8 @@ def test_each_name_gives_its_rule_with_the_token_count() -> None:
     assert type(vllm) is VLLMRule and vllm.token_cap == 1024
     chunked = batching_rule("vllm", 1024, chunked_prefill=True)
     assert type(chunked) is VLLMChunkedRule and chunked.token_budget == 1024
-    assert type(batching_rule("sarathi", 512)) is FusionRule
+    sarathi = batching_rule("sarathi", 512)
+    assert type(sarathi) is SarathiRule and isinstance(sarathi, FusionRule) and sarathi.token_budget == 512
     orca = batching_rule("orca", 2048)
     assert type(orca) is OrcaRule and orca.token_budget == 2048
 

@@ -347,3 +347,26 @@ def test_a_user_router_sees_the_loads_and_routes_as_a_registered_one(case, backo
     dealt = simulate_fleet(workload, engines, "round-robin", plan)
     np.testing.assert_array_equal(fleet.request_engine, dealt.request_engine)
     np.testing.assert_array_equal(fleet.finish, dealt.finish)
+
+
+@pytest.mark.parametrize(
+    ("mode", "chunked", "kind"),
+    [("vllm", False, "Schedule"), ("vllm", True, "FusedSchedule"), ("sarathi", False, "FusedSchedule"),
+     ("orca", False, "FusedSchedule")],
+)  # fmt: skip
+def test_a_fleet_of_real_engines_runs_their_batching_rules(mode: str, chunked: bool, kind: str) -> None:
+    """Engines named after vLLM, Sarathi-Serve and Orca run their rules in a fleet with the
+    knobs they are given, and the fleet's validator checks each schedule by its kind."""
+    workload = Workload(
+        np.arange(40, 440, 10), np.full(40, 12), arrival=np.linspace(0.0, 2.0, 40), name="ramp"
+    )
+    cost = LinearCostModel(0.02, 1e-4, 0.03, 2e-4, prefill_capacity=1000)
+    engine = Engine(cost, 8, mode=mode, max_num_batched_tokens=500, chunked_prefill=chunked)
+    fleet = simulate_fleet(workload, [engine, engine], router="jsq")
+    assert validate_fleet(fleet) == []
+    assert {type(s).__name__ for s in fleet.schedules} == {kind}
+    assert fleet.schedules[0].info["batching"] == mode
+    if kind == "FusedSchedule":
+        assert {s.token_budget for s in fleet.schedules} == {500}
+    with pytest.raises(ValueError, match="max_num_batched_tokens must be"):
+        Engine(cost, 8, mode=mode, max_num_batched_tokens=1)

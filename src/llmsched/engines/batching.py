@@ -27,10 +27,20 @@ from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.orca.rule import OrcaRule
 from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLMChunkedRule, VLLMRule
 
-__all__ = ["BATCHING", "batching_rule"]
+__all__ = ["BATCHING", "SarathiRule", "batching_rule"]
 
 #: The named batching rules.
 BATCHING = ("vllm", "sarathi", "orca")
+
+
+class SarathiRule(FusionRule):
+    """Sarathi-Serve's chunked prefill: the fused rule (:class:`FusionRule`), its schedule's
+    ``info`` naming the engine."""
+
+    batching = "sarathi"
+
+    def info(self, facts: dict[str, Any]) -> dict[str, Any]:
+        return {**super().info(facts), "batching": self.batching}
 
 
 def batching_rule(
@@ -56,7 +66,7 @@ def batching_rule(
         rule: Any = VLLMChunkedRule if chunked_prefill else VLLMRule
         return rule(max_num_batched_tokens, memory)
     if name == "sarathi":
-        return FusionRule(max_num_batched_tokens, memory)
+        return SarathiRule(max_num_batched_tokens, memory)
     if name == "orca":
         if chunked_prefill:
             raise ValueError("orca runs whole prompts: chunked_prefill applies to vllm")

@@ -6,13 +6,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from llmsched.core.checks import choice, positive_int, real
+from llmsched.core.checks import choice, flag, positive_int, real
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
 from llmsched.core.workload import Workload
+from llmsched.engines.batching import BATCHING, batching_rule
 from llmsched.engines.fusion.iteration import check_fused_instance, check_token_budget
+from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 if TYPE_CHECKING:
     pass
@@ -20,8 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["ENGINE_MODES", "Backoff", "Engine"]
 
 
-#: The engine modes a fleet runs.
-ENGINE_MODES = ("competition", "fusion")
+#: The engine modes a fleet runs: the paper's two, and the batching rules of vLLM, Sarathi-Serve
+#: and Orca (:mod:`llmsched.engines.batching`).
+ENGINE_MODES = ("competition", "fusion", *BATCHING)
 
 
 @dataclass(frozen=True)
@@ -47,12 +50,17 @@ class Engine:
         ``competition`` (a prefill stage pauses decoding; the iteration policy decides when)
         or ``fusion`` (chunked prefill, :mod:`llmsched.engines.fusion.rule`: every iteration carries the
         decoding requests and prompt chunks up to ``token_budget`` tokens; no iteration
-        policy).
+        policy), or a real engine's batching rule, ``vllm``, ``sarathi`` or ``orca``
+        (:mod:`llmsched.engines.batching`, with ``max_num_batched_tokens`` and
+        ``chunked_prefill``; no iteration policy).
     token_budget
         A fused engine's tokens per iteration: an integer in ``[2, 2**31]``. A competition
         engine does not use it, but it is checked in either mode, so that a bad value is
         refused rather than carried along (and a :func:`dataclasses.replace` of the mode
         does not meet it later).
+    max_num_batched_tokens, chunked_prefill
+        The knobs of ``vllm``, ``sarathi`` and ``orca`` (checked in every mode, as
+        ``token_budget`` is).
     """
 
     cost: CostModel
@@ -63,6 +71,8 @@ class Engine:
     name: str = ""
     mode: str = "competition"
     token_budget: int = 512
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    chunked_prefill: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.cost, CostModel):
@@ -79,10 +89,33 @@ class Engine:
         object.__setattr__(self, "token_budget", check_token_budget(self.token_budget))
         # Its times for one token and one client must be finite (what check_instance asks);
         # the workload's own largest stages are checked when a fleet runs it (check_fleet).
+        cap = positive_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=2, maximum=1 << 31)
+        object.__setattr__(self, "max_num_batched_tokens", cap)
+        object.__setattr__(self, "chunked_prefill", flag("chunked_prefill", self.chunked_prefill))
         if self.mode == "fusion":
             check_fused_instance(Workload([1], [1]), self.cost, self.clients, self.token_budget)
+        elif self.mode in BATCHING:
+            self.rule().check(Workload([1], [1]), self.cost, self.clients)
         else:
             check_instance(Workload([1], [1]), self.cost, self.clients)
+
+    def rule(self) -> Any:
+        """A fresh batching rule of a ``vllm``, ``sarathi`` or ``orca`` engine (None in the
+        paper's two modes, whose rules the fleet builds with their policies)."""
+        if self.mode not in BATCHING:
+            return None
+        chunked = self.chunked_prefill and self.mode == "vllm"
+        return batching_rule(self.mode, self.max_num_batched_tokens, chunked)
+
+    @property
+    def fused_budget(self) -> int | None:
+        """Tokens one of its iterations may carry, when its iterations mix prompts and
+        decoding (fusion, sarathi, orca, vllm with chunked prefill), else None."""
+        if self.mode == "fusion":
+            return self.token_budget
+        if self.mode in ("sarathi", "orca") or (self.mode == "vllm" and self.chunked_prefill):
+            return self.max_num_batched_tokens
+        return None
 
     @cached_property
     def tokens_per_s(self) -> float:

@@ -120,7 +120,8 @@ def check_fleet(
     for k, engine in enumerate(engines):
         policies = (engine.request_policy, engine.iteration_policy, engine.mode)
         try:
-            key: Any = (engine.cost, engine.clients, *policies, engine.token_budget)
+            knobs = (engine.token_budget, engine.max_num_batched_tokens, engine.chunked_prefill)
+            key: Any = (engine.cost, engine.clients, *policies, *knobs)
             hash(key)
         except TypeError:  # a cost model that is not hashable
             key = id(engine)
@@ -128,7 +129,7 @@ def check_fleet(
             continue  # engines alike are checked once
         seen.add(key)
         _check_policies(k, engine, backoff)
-        budget = engine.token_budget if engine.mode == "fusion" else None
+        budget = engine.fused_budget
         try:
             shortest.append(check_cost_model(workload, engine.cost, engine.clients))
             bounds = (
@@ -245,7 +246,20 @@ def simulate_fleet(
     for engine in engines:
         requests = make_request_policy(engine.request_policy)
         stream = EngineStream()
-        if engine.mode == "fusion":
+        rule = engine.rule()
+        if rule is not None:
+            loop = open_engine(
+                engine.cost,
+                engine.clients,
+                requests,
+                None,
+                stream,
+                predicted is not None,
+                workload.name,
+                n,
+                rule,
+            )
+        elif engine.mode == "fusion":
             loop = open_fused_engine(
                 engine.cost,
                 engine.clients,

@@ -61,7 +61,7 @@ def validate_fleet(
                 f"request {int(np.flatnonzero(bad_engine)[0])} names an engine outside 0..{m - 1}"
             )
         for k, (spec, s) in enumerate(zip(fleet.engines, fleet.schedules, strict=True)):
-            kind = FusedSchedule if spec.mode == "fusion" else Schedule
+            kind = FusedSchedule if spec.fused_budget is not None else Schedule
             if not isinstance(s, kind):
                 problems.append(f"engine {k}'s schedule is a {type(s).__name__}, not a {kind.__name__}")
             elif (s.cost is not spec.cost and s.cost != spec.cost) or s.clients != spec.clients:

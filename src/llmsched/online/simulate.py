@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
+from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
+from llmsched.engines.batching import batching_rule
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.fusion.rule import DEFAULT_TOKEN_BUDGET, simulate_fusion_policies
 from llmsched.engines.fusion.schedule import FusedSchedule
-from llmsched.engines.loop import simulate_policies
+from llmsched.engines.loop import CostClock, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
 from llmsched.policies import EngineView, IterationPolicy, RequestPolicy
 
 # check_instance and EngineView live in the core (llmsched.core.instance, llmsched.policies);
 # they stay importable from here, where they used to be.
-__all__ = ["EngineView", "check_instance", "simulate", "simulate_fusion"]
+__all__ = ["EngineView", "check_instance", "simulate", "simulate_batching", "simulate_fusion"]
 
 
 def simulate(
@@ -96,3 +98,57 @@ def simulate_fusion(
     """
     requests = make_request_policy(request_policy)
     return simulate_fusion_policies(workload, cost, clients, requests, token_budget, clairvoyant)
+
+
+def simulate_batching(
+    workload: Workload,
+    cost: CostModel,
+    clients: int,
+    batching: str = "vllm",
+    request_policy: str | RequestPolicy = "fcfs",
+    max_num_batched_tokens: int = 2048,
+    chunked_prefill: bool = False,
+    memory: KVMemory | None = None,
+    clairvoyant: bool = False,
+) -> Schedule | FusedSchedule:
+    """Run ``workload`` on an engine that batches as a real one does
+    (:mod:`llmsched.engines.batching`): ``"vllm"`` (prefill-first; with ``chunked_prefill``,
+    chunked prefill), ``"sarathi"`` (chunked prefill) or ``"orca"`` (mixed iterations of
+    whole prompts), with ``clients`` batch slots (vLLM's ``max_num_seqs``).
+
+    Parameters
+    ----------
+    workload, cost, clients
+        The instance.
+    batching, max_num_batched_tokens, chunked_prefill
+        The engine and its knobs: vLLM's prompt-batch cap (its chunk budget with chunked
+        prefill, Sarathi-Serve's chunk budget, Orca's and SplitwiseSim's batch token cap).
+    request_policy
+        A registered name or a request-policy object; with ``memory``, one that learns
+        requests as they come (fcfs, batch-wise, shortest-first, longest-first).
+    memory
+        The engine's KV-cache memory (:class:`~llmsched.core.memory.KVMemory`; a measured
+        machine's is ``llmsched.core.hardware.preset(name).memory()``): requests are admitted
+        by free blocks and preempted by recompute when decoding runs out (the schedule then
+        holds pieces: see ``request_parent``). None: the clients alone bound the batch.
+    clairvoyant
+        Reveal every request to the policy before the run starts.
+
+    Returns
+    -------
+    Schedule or FusedSchedule
+        ``vllm`` without chunking builds a competition :class:`~llmsched.Schedule`, the others
+        a :class:`~llmsched.engines.fusion.schedule.FusedSchedule`; both validate.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On an unknown name or knob, an invalid instance, a prompt the engine cannot run, a
+        memory some request cannot fit, or a policy memory cannot run, before any work.
+    """
+    rule = batching_rule(batching, max_num_batched_tokens, chunked_prefill, memory)
+    requests = make_request_policy(request_policy)
+    schedule: Schedule | FusedSchedule = run_loop(
+        workload, cost, clients, requests, None, CostClock(), clairvoyant, rule
+    )
+    return schedule

@@ -82,3 +82,20 @@ def test_every_orca_schedule_validates(
     per_run = np.bincount(schedule.chunk_run, minlength=schedule.num_runs)
     shared = per_run >= 2
     assert np.all(schedule.run_decoding[shared] + schedule.run_chunk_tokens[shared] <= cap)
+
+
+def test_a_whole_prompt_beside_decoding_beyond_a_tables_range_is_refused_before_any_work() -> None:
+    """A measured table prices a mixed iteration from its prompt curve at the prompt's and the
+    decoding requests' tokens: a longest prompt at the table's edge, beside a decoding
+    request, is past it, and the check says so before the run."""
+    import pytest
+
+    from llmsched import TableCostModel
+
+    table = TableCostModel([100, 1000], [0.05, 0.2], [1, 8], [0.03, 0.04], mixed_factor=1.1)
+    with pytest.raises(ValueError, match=r"fused_iteration_time\(1, 0, 1000\) = inf"):
+        run_loop(Workload([1000, 10], [5, 5]), table, 8, FCFS(), None, CostClock(), False, OrcaRule(512))
+    schedule = run_loop(
+        Workload([999, 10], [5, 5]), table, 8, FCFS(), None, CostClock(), False, OrcaRule(512)
+    )
+    assert validate_fused(schedule) == []

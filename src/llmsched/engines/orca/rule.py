@@ -19,7 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from llmsched.core.cost import CostModel
+from llmsched.core.instance import check_stage_time
 from llmsched.core.memory import KVMemory
+from llmsched.core.workload import Workload
+from llmsched.engines.fusion.iteration import fused_iteration_time
 from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.rule import TAKE, MixedBatch
 from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -45,6 +49,16 @@ class OrcaRule(FusionRule):
         self, max_batch_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, memory: KVMemory | None = None
     ):
         super().__init__(max_batch_tokens, memory)
+
+    def check(self, workload: Workload, cost: CostModel, clients: int) -> None:
+        super().check(workload, cost, clients)
+        # A whole prompt may run beyond the cap beside every decoding request: its price must
+        # be finite (a measured table prices the prompt and decoding tokens together).
+        longest = int(workload.prompt_tokens.max())
+        decoding = min(int(clients), len(workload)) - 1
+        seconds = fused_iteration_time(cost, decoding, 0, longest, longest * longest)
+        why = f"a {longest}-token prompt beside {decoding} decoding requests (Orca runs prompts whole)"
+        check_stage_time(cost, f"fused_iteration_time({decoding}, 0, {longest})", seconds, why)
 
     def plan(self, ready: int, active: int, iteration: int) -> int | MixedBatch:
         if ready:
