@@ -8,6 +8,7 @@ parts that use them.
 from llmsched import workloads
 from llmsched.core.cost import ContextCostModel, CostModel, LevelCostModel, LinearCostModel, PrefillLevel
 from llmsched.core.hardware import Preset, preset, presets
+from llmsched.core.memory import KVMemory
 from llmsched.core.table import TableCostModel
 from llmsched.core.violations import Violation
 from llmsched.core.workload import Workload
@@ -26,7 +27,7 @@ from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.schedule import FleetSchedule
 from llmsched.fleet.simulate import simulate_fleet
 from llmsched.fleet.validate import validate_fleet
-from llmsched.online.simulate import simulate, simulate_fusion
+from llmsched.online.simulate import simulate, simulate_batching, simulate_fusion
 
 __version__ = "0.1.0"
 
@@ -39,6 +40,7 @@ __all__ = [
     "Engine",
     "FleetSchedule",
     "FusedSchedule",
+    "KVMemory",
     "LevelCostModel",
     "LinearCostModel",
     "LowerBounds",
@@ -55,6 +57,7 @@ __all__ = [
     "preset",
     "presets",
     "simulate",
+    "simulate_batching",
     "simulate_disaggregated",
     "simulate_fleet",
     "simulate_fusion",

@@ -115,3 +115,14 @@ def test_a_preset_checks_itself() -> None:
         Preset(**{**fields, "gpus": 16})
     with pytest.raises(ValueError, match="machine_price must be"):
         Preset(**{**fields, "machine_price": 0.0})
+
+
+def test_a_presets_memory_is_its_kv_bytes_in_blocks() -> None:
+    """Llama-2-70B on eight H100s: 8 x 80 GiB less 135 GB of weights, at 2,621,440 bytes a
+    token, is 13,165 blocks of 16 tokens (210,640 tokens, what kv_tokens says)."""
+    import llmsched
+
+    target = llmsched.preset("llama2-70b/h100/tp8")
+    memory = target.memory()
+    assert memory.blocks == 13_165 and memory.tokens == target.kv_tokens() == 210_640
+    assert target.memory(block_size=1).tokens == (8 * 85_899_345_920 - 135 * 10**9) // 2_621_440

@@ -89,3 +89,22 @@ def test_every_registered_policy_ignores_idle_clients() -> None:
             # Measured: at most 25 ms a pair; anything that walks the clients takes seconds.
             assert seconds < 2.0, (request, iteration, seconds)
             assert len(set(s.request_client.tolist())) == 3
+
+
+def test_simulate_batching_runs_a_real_engine_with_its_memory() -> None:
+    """vLLM with a measured machine's memory admits and preempts by blocks; the schedules of
+    every named engine validate and speak of the workload's requests."""
+    import llmsched
+    from llmsched.engines.fusion.validate import validate_fused
+
+    workload = Workload([200] * 30, [300] * 30, arrival=np.linspace(0, 1.0, 30))
+    cost = LinearCostModel(0.02, 1e-4, 0.03, 2e-4, prefill_capacity=4000)
+    memory = llmsched.KVMemory(120, block_size=16, watermark=0.01)
+    schedule = llmsched.simulate_batching(workload, cost, 16, "vllm", memory=memory)
+    assert validate(schedule) == [] and int(schedule.preemptions.sum()) > 0
+    assert schedule.requests.output_tokens.tolist() == [300] * 30
+    for name, chunked in (("vllm", True), ("sarathi", False), ("orca", False)):
+        fused = llmsched.simulate_batching(workload, cost, 16, name, chunked_prefill=chunked, memory=memory)
+        assert validate_fused(fused) == [] and fused.info["batching"] == name
+    with pytest.raises(ValueError, match="unknown batching rule"):
+        llmsched.simulate_batching(workload, cost, 16, "tgi")

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from llmsched.core.checks import positive_int, real, text
+from llmsched.core.memory import DEFAULT_BLOCK_SIZE, KVMemory
 from llmsched.core.table import TableCostModel
 
 __all__ = [
@@ -164,6 +165,17 @@ class Preset:
         ``block_size`` tokens (0 when the weights leave no room)."""
         size = positive_int("block_size", block_size)
         return max(0, self.kv_memory_bytes // (size * self.kv_bytes_per_token)) * size
+
+    def memory(self, block_size: int = DEFAULT_BLOCK_SIZE, watermark: float = 0.01) -> KVMemory:
+        """The engine's KV-cache memory (:class:`~llmsched.core.memory.KVMemory`): its
+        :attr:`kv_memory_bytes` in blocks of ``block_size`` tokens.
+
+        Raises
+        ------
+        ValueError
+            When the weights leave no room for a block.
+        """
+        return KVMemory.of_bytes(self.kv_memory_bytes, self.kv_bytes_per_token, block_size, watermark)
 
     @property
     def price(self) -> float:
