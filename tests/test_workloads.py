@@ -660,3 +660,21 @@ def test_mico_like_shape() -> None:
         mico_like(10, context=100)
     with pytest.raises(ValueError, match="eos_mean"):
         mico_like(10, eos_mean=1)
+
+
+def test_a_csv_of_ones_own_column_names(tmp_path: Path) -> None:
+    """columns maps the fields to a file's names; date-time arrivals become seconds since the
+    first; a missing column, an unknown field or a column given twice is refused."""
+    path = tmp_path / "mine.csv"
+    path.write_text("ts,in,out,extra\n2024-03-01 10:00:01,5,7,x\n2024-03-01 10:00:00.5,3,2,y\n")
+    wl = workloads.from_csv(path, columns={"prompt_tokens": "in", "output_tokens": "out", "arrival": "ts"})
+    assert wl.prompt_tokens.tolist() == [5, 3] and wl.output_tokens.tolist() == [7, 2]
+    assert wl.arrival.tolist() == [0.5, 0.0]
+    same = workloads.from_csv(path, columns="prompt_tokens=in,output_tokens=out,arrival=ts")
+    assert same.to_frame().equals(wl.to_frame())
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['input'\]"):
+        workloads.from_csv(path, columns="prompt_tokens=input,output_tokens=out")
+    with pytest.raises(ValueError, match="unknown field 'prompt'"):
+        workloads.from_csv(path, columns="prompt=in")
+    with pytest.raises(ValueError, match="column 'in' is given for two fields"):
+        workloads.from_csv(path, columns="prompt_tokens=in,output_tokens=in")

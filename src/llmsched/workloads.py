@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from os import PathLike
@@ -39,6 +40,7 @@ from llmsched.core.workload import Workload
 
 __all__ = [
     "ARRIVALS_HELP",
+    "CSV_FIELDS",
     "EXEGPT_TASKS",
     "GSM8K_OUTPUT_MAX",
     "GSM8K_OUTPUT_MEAN",
@@ -48,6 +50,7 @@ __all__ = [
     "LengthSpec",
     "PrepareOptions",
     "PrepareReport",
+    "csv_columns",
     "exegpt_task",
     "from_azure_trace",
     "from_csv",
@@ -779,8 +782,50 @@ def _name(name: Any, path: str | PathLike[str]) -> str:
     return text("name", name) or str(path)
 
 
-def from_csv(path: str | PathLike[str], name: str | None = None, **options: Any) -> Workload:
-    """Read the project's CSV: ``prompt_tokens,output_tokens[,predicted_output][,arrival]``.
+#: The fields a workload CSV holds, the first two required.
+CSV_FIELDS = ("prompt_tokens", "output_tokens", "predicted_output", "arrival")
+
+
+def csv_columns(columns: Any) -> dict[str, str]:
+    """``columns`` checked: a mapping from fields of :data:`CSV_FIELDS` to a file's column
+    names (strings, none repeated); a ``FIELD=COLUMN,...`` string is read as one.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Not a mapping or such a string, an unknown field, an empty or repeated column name.
+    """
+    if isinstance(columns, str):
+        pairs = {}
+        for part in columns.split(","):
+            field, sep, column = part.strip().partition("=")
+            if not sep:
+                raise ValueError(f"columns are FIELD=COLUMN pairs, comma-separated, got {part.strip()!r}")
+            if field.strip() in pairs:
+                raise ValueError(f"columns names field {field.strip()!r} twice")
+            pairs[field.strip()] = column.strip()
+        columns = pairs
+    if not isinstance(columns, Mapping):
+        raise TypeError(f"columns must be a mapping of field to column name, got {type(columns).__name__}")
+    out: dict[str, str] = {}
+    for field, column in columns.items():
+        if field not in CSV_FIELDS:
+            raise ValueError(f"columns: unknown field {field!r}; the fields are {', '.join(CSV_FIELDS)}")
+        out[field] = text(f"columns[{field!r}]", column)
+        if not out[field]:
+            raise ValueError(f"columns: field {field!r} names an empty column")
+    taken = list(out.values())
+    for column in taken:
+        if taken.count(column) > 1:
+            raise ValueError(f"columns: column {column!r} is given for two fields")
+    return out
+
+
+def from_csv(
+    path: str | PathLike[str], name: str | None = None, columns: Any = None, **options: Any
+) -> Workload:
+    """Read a CSV of requests: by default the project's, ``prompt_tokens,output_tokens
+    [,predicted_output][,arrival]``; with ``columns``, a file of one's own column names.
 
     Parameters
     ----------
@@ -788,6 +833,12 @@ def from_csv(path: str | PathLike[str], name: str | None = None, **options: Any)
         The file.
     name
         The workload's name (default: the path).
+    columns
+        Which column holds each field, as ``{"prompt_tokens": "input_len", ...}`` or
+        ``"prompt_tokens=input_len,output_tokens=output_len,arrival=ts"`` (see
+        :func:`csv_columns`); fields left out are read from columns of their own names when
+        there are such. An arrival column may hold seconds or date-times (ISO 8601, as
+        ``2023-11-16 18:17:03.97``: seconds since the earliest); other columns are ignored.
     **options
         The options of :func:`prepare` (``rate_scale``, ``max_prompt``, ``max_output``,
         ``arrivals``, ``replace_arrivals``, ``seed``), applied to what was read.
@@ -803,17 +854,24 @@ def from_csv(path: str | PathLike[str], name: str | None = None, **options: Any)
     """
     path_arg("path", path)
     label = _name(name, path)
+    named = {field: field for field in CSV_FIELDS} | ({} if columns is None else csv_columns(columns))
     checked = _loader_options(options)
-    fields = ("prompt_tokens", "output_tokens", "predicted_output", "arrival")
-    frame = _read_table(path, fields[:2], "llmsched workload", reads=fields[2:])
-    workload = _workload_from(
-        path,
-        "llmsched workload",
-        {},
-        **{field: frame[field].to_numpy() for field in fields if field in frame.columns},
-        name=label,
-    )
+    fields = CSV_FIELDS
+    required = tuple(named[field] for field in fields[:2])
+    frame = _read_table(path, required, "llmsched workload", reads=tuple(named[f] for f in fields[2:]))
+    values = {field: frame[named[field]].to_numpy() for field in fields if named[field] in frame.columns}
+    if "arrival" in values and not _numeric(frame[named["arrival"]]):
+        values["arrival"] = _seconds_since_first(path, named["arrival"], frame[named["arrival"]])
+    renamed = {field: column for field, column in named.items() if column != field}
+    workload = _workload_from(path, "llmsched workload", renamed, **values, name=label)
     return _apply(workload, checked)[0]
+
+
+def _numeric(values: Any) -> bool:
+    """Whether a column read by pandas holds numbers."""
+    import pandas as pd
+
+    return bool(pd.api.types.is_numeric_dtype(values))
 
 
 def to_csv(workload: Workload, path: str | PathLike[str]) -> None:

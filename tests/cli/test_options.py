@@ -160,6 +160,14 @@ SAMPLES: dict[str, tuple[list[str], Any]] = {
     "clients": (["--clients", "17"], 17),
     "mode": (["--mode", "fusion"], "fusion"),
     "token_budget": (["--token-budget", "256"], 256),
+    "max_num_batched_tokens": (["--max-num-batched-tokens", "4096"], 4096),
+    "chunked_prefill": (["--chunked-prefill"], True),
+    "memory": (["--memory", "500"], 500),
+    "block_size": (["--block-size", "8"], 8),
+    "columns": (
+        ["--columns", "prompt_tokens=a,output_tokens=b"],
+        {"prompt_tokens": "a", "output_tokens": "b"},
+    ),
     "prompt_machines": (["--prompt-machines", "2"], 2),
     "token_machines": (["--token-machines", "3"], 3),
     "kv_bandwidth": (["--kv-bandwidth", "10"], 10.0),
@@ -346,7 +354,10 @@ def test_a_file_may_hold_the_keys_of_another_mode_but_not_a_strict_one(tmp_path)
 def test_a_command_refuses_a_mode_it_cannot_run() -> None:
     """fleet runs competition and fusion engines; a disaggregated cluster is refused, naming
     the commands that run one."""
-    with pytest.raises(ValueError, match="fleet runs --mode competition or fusion, not --mode disaggregated"):
+    with pytest.raises(
+        ValueError,
+        match="fleet runs --mode competition, fusion, vllm, sarathi or orca, not --mode disaggregated",
+    ):
         resolve(_parse(["fleet", "--mode", "disaggregated"]), BY_NAME["fleet"])
 
 

@@ -16,6 +16,9 @@ MODES = {
     "competition": [],
     "fusion": ["--mode", "fusion", "--token-budget", "128"],
     "disaggregated": ["--mode", "disaggregated", "--token-machines", "2"],
+    "vllm": ["--mode", "vllm", "--max-num-batched-tokens", "4096", "--memory", "400", "--block-size", "8"],
+    "sarathi": ["--mode", "sarathi", "--max-num-batched-tokens", "256"],
+    "orca": ["--mode", "orca", "--max-num-batched-tokens", "1024", "--memory", "400"],
 }
 
 
@@ -81,3 +84,36 @@ def test_a_fused_run_plans_with_a_predictor(capsys) -> None:
     assert "predictor     mico" in capsys.readouterr().out
     assert main([*BASE, *MODES["fusion"], "--request-policy", "shortest-first"]) == 2
     assert "no predicted_output" in capsys.readouterr().err
+
+
+def test_a_real_engine_with_memory_reports_its_preemptions(capsys) -> None:
+    """vLLM in a memory too small for the load preempts; the report says how often, what was
+    recomputed and the most blocks in use, and --json carries the counts."""
+    argv = [*BASE, "--mode", "vllm", "--memory", "300", "--block-size", "4"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "vllm (prefill first, at most 2048 prompt tokens an iteration, 1,200 tokens of KV cache)" in text
+    assert "KV memory" in text and "of 300 blocks in use" in text
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] and out["preemptions"] > 0 and out["recomputed_tokens"] > 0
+    assert out["config"]["memory"] == 300
+
+
+def test_a_csv_of_ones_own_column_names_and_a_presets_memory(tmp_path, capsys) -> None:
+    """--columns reads a CSV of other names (date-time arrivals); --memory preset is the
+    --cost preset's machine; either without the other is refused with what to give."""
+    path = tmp_path / "mine.csv"
+    path.write_text(
+        "when,input_len,output_len,user\n"
+        "2024-03-01 10:00:00.000,512,100,a\n2024-03-01 10:00:00.250,1024,20,b\n2024-03-01 10:00:01,80,300,c\n"
+    )
+    columns = "prompt_tokens=input_len,output_tokens=output_len,arrival=when"
+    argv = ["simulate", "--workload", f"csv:{path}", "--columns", columns, "--clients", "16", "--json"]
+    assert main([*argv, "--cost", "preset:llama2-70b/h100/tp8", "--mode", "vllm", "--memory", "preset"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["requests"] == 3 and out["valid"] and out["preemptions"] == 0
+    assert main([*argv, "--mode", "vllm", "--memory", "preset"]) == 2
+    assert "--memory preset takes the memory of a measured machine" in capsys.readouterr().err
+    assert main(["simulate", "--workload", "gsm8k", "--columns", columns]) == 2
+    assert "--columns names the columns of a csv:PATH workload" in capsys.readouterr().err

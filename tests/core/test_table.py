@@ -430,9 +430,9 @@ def test_sizes_past_the_table_are_refused_before_any_work() -> None:
     """More clients than the largest batch, or a fused budget whose mixed iteration passes the
     prefill capacity: a ValueError naming the call, before the run."""
     cost = preset("llama2-70b/h100/tp8").cost()
-    workload = workload_of(1, requests=100)
-    with pytest.raises(ValueError, match=r"decode_iteration_time\(65\) = inf .*up to 64 requests"):
-        simulate(workload, cost, 100)
+    workload = workload_of(1, requests=200)
+    with pytest.raises(ValueError, match=r"decode_iteration_time\(129\) = inf .*up to 128 requests"):
+        simulate(workload, cost, 200)
     # A budget past the capacity is fine while the prompts' tokens fit a stage; SplitwiseSim's
     # rule then prices a chunk of them all and a decoding request at one token past it.
     big = Workload([16384, 16384], [5, 5])

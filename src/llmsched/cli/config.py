@@ -15,8 +15,12 @@ the current folder, as on the command line. ``llmsched COMMAND --help`` lists a 
 A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
 
     clients = 200                  # --clients
-    mode = "competition"           # --mode: competition | fusion | disaggregated
+    mode = "competition"           # --mode: competition | fusion | disaggregated | vllm | sarathi | orca
     token_budget = 512             # --token-budget (fusion: tokens per iteration)
+    max_num_batched_tokens = 2048  # --max-num-batched-tokens (vllm, sarathi, orca)
+    chunked_prefill = false        # --chunked-prefill (vllm)
+    memory = "none"                # --memory: none | preset | BLOCKS (vllm, sarathi, orca)
+    block_size = 16                # --block-size (tokens per KV-cache block)
     prompt_machines = 1            # --prompt-machines (disaggregated; clients is per token machine)
     token_machines = 1             # --token-machines
     kv_bandwidth = 25.0            # --kv-bandwidth (GB/s of the KV-cache link)
@@ -31,6 +35,7 @@ A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
     spec = "gsm8k"                 # --workload: gsm8k | exegpt:S | csv:PATH | azure:PATH | ...
     seed = 0                       # --seed (workloads, arrivals, the predictor's folds)
     requests = 1000                # --requests (generated ExeGPT workloads)
+    columns = { prompt_tokens = "input_len", output_tokens = "output_len" }  # --columns (csv:PATH)
     rate_scale = 1.0               # --rate-scale
     max_prompt = 5000              # --max-prompt (left out: no clipping)
     max_output = 512               # --max-output

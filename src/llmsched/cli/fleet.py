@@ -16,6 +16,7 @@ from llmsched.cli.options import (
     ENGINE_POLICIES,
     JSON,
     LOAD,
+    REAL_ENGINES,
     SLO_TBT_MEAN,
     SLO_TTFT,
     TRACES,
@@ -101,7 +102,12 @@ def run(args: Any) -> int:
     check_outputs(resolved)
     cost, workload, _ = load_inputs(resolved)
     policies = (config.request_policy, config.iteration_policy)
-    mode = {"mode": config.mode, "token_budget": config.token_budget}
+    mode = {
+        "mode": config.mode,
+        "token_budget": config.token_budget,
+        "max_num_batched_tokens": config.max_num_batched_tokens,
+        "chunked_prefill": config.chunked_prefill,
+    }
     if config.engine:
         kinds = [engine_kind(spec) for spec in config.engine]
         engines = [
@@ -157,5 +163,5 @@ COMMAND = Command(
     OPTIONS,
     run,
     config=FleetConfig,
-    modes=("competition", "fusion"),
+    modes=("competition", "fusion", *REAL_ENGINES),
 )

@@ -42,8 +42,10 @@ __all__ = [
     "COST_HELP",
     "ENGINE",
     "LOAD",
+    "MEMORY",
     "MODES",
     "POOLS",
+    "REAL_ENGINES",
     "WORKLOAD_HELP",
     "Command",
     "Kind",
@@ -53,6 +55,7 @@ __all__ = [
     "check_output_file",
     "check_plot_file",
     "load_inputs",
+    "make_memory",
     "parse_cost",
     "parse_workload",
     "resolve",
@@ -73,12 +76,15 @@ COST_HELP = (
 #: Engine modes: PD competition (a prefill stage pauses decoding), PD fusion (chunked prefill,
 #: :mod:`llmsched.engines.fusion`) and PD disaggregation (Splitwise's prompt and token
 #: machines, :mod:`llmsched.engines.disaggregation`).
-MODES = ("competition", "fusion", "disaggregated")
+MODES = ("competition", "fusion", "disaggregated", "vllm", "sarathi", "orca")
+#: The modes that are a real engine's batching rule (:mod:`llmsched.engines.batching`).
+REAL_ENGINES = ("vllm", "sarathi", "orca")
 
 
 # ---------------------------------------------------------------- spec strings
-def parse_workload(spec: str, seed: int = 0, requests: int = 1000) -> Any:
-    """A workload from a command-line spec (see ``WORKLOAD_HELP``).
+def parse_workload(spec: str, seed: int = 0, requests: int = 1000, columns: Any = None) -> Any:
+    """A workload from a command-line spec (see ``WORKLOAD_HELP``); ``columns`` names the
+    columns of a ``csv:`` file (:func:`llmsched.workloads.csv_columns`).
 
     Raises
     ------
@@ -91,6 +97,10 @@ def parse_workload(spec: str, seed: int = 0, requests: int = 1000) -> Any:
     if not isinstance(spec, str):
         raise TypeError(f"workload must be a spec string ({WORKLOAD_HELP}), got {type(spec).__name__}")
     kind, _, arg = spec.partition(":")
+    if columns is not None:
+        if kind != "csv" or not arg:
+            raise ValueError(f"--columns names the columns of a csv:PATH workload, not of {spec!r}")
+        return workloads.from_csv(arg, columns=columns)
     if kind == "gsm8k" and not arg:
         return workloads.gsm8k(seed)
     if kind == "gsm8k-answers" and not arg:
@@ -352,6 +362,26 @@ ARRIVALS = Kind(_type_error(_arrivals), _check_arrivals, "PROCESS")
 PREDICTOR = Kind(str, _check_predictor, "NAME")
 #: A cost model: a ``--cost`` spec, or in a config file a ``[cost]`` table.
 COST = Kind(str, check_cost, as_toml=cost_as_toml)
+
+
+def _check_columns(name: str, value: Any) -> dict[str, str]:
+    from llmsched.workloads import csv_columns
+
+    try:
+        return csv_columns(value)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{name}: {exc}") from None
+
+
+def _columns(text: str) -> dict[str, str]:
+    try:
+        return _check_columns("--columns", text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+#: A csv workload's column names, ``FIELD=COL,...``; a table in a config file.
+COLUMNS = Kind(_columns, _check_columns, as_toml=dict)
 #: A file the command writes.
 OUTPUT_FILE = Kind(str, nonempty_text, "PATH")
 #: A figure file: a name without a suffix gets matplotlib's default format.
@@ -576,6 +606,15 @@ LOAD = (
     ),
     _load("requests", integer(1, MAX_REQUESTS), 1000, "requests of generated ExeGPT workloads"),
     _load(
+        "columns",
+        COLUMNS,
+        None,
+        "a csv:PATH workload's own column names: prompt_tokens=COL,output_tokens=COL[,arrival=COL]"
+        "[,predicted_output=COL] (arrivals in seconds or date-times)",
+        shown="the project's names",
+        metavar="FIELD=COL,...",
+    ),
+    _load(
         "rate_scale",
         POSITIVE,
         1.0,
@@ -625,6 +664,76 @@ LOAD = (
     Option("cost", COST, "paper", COST_HELP),
 )
 
+
+def _memory(text: str) -> str | int:
+    if text in ("none", "preset"):
+        return text
+    try:
+        blocks = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be none, preset or a count of blocks, got {text!r}") from None
+    if blocks < 1:
+        raise argparse.ArgumentTypeError(f"must be none, preset or a number of blocks >= 1, got {text}")
+    return blocks
+
+
+def _check_memory(name: str, value: Any) -> str | int:
+    if value in ("none", "preset"):
+        return str(value)
+    return positive_int(name, value)
+
+
+#: An engine's KV-cache memory: ``none``, ``preset`` (the --cost preset's machine) or blocks.
+MEMORY_KIND = Kind(_memory, _check_memory, "none|preset|BLOCKS")
+
+#: A real engine's KV-cache memory (simulate, sweep).
+#:
+#: :meta hide-value:
+MEMORY = (
+    Option(
+        "memory",
+        MEMORY_KIND,
+        "none",
+        "vllm, sarathi, orca: the engine's KV-cache memory: none (its clients alone bound the batch), "
+        "preset (the memory of the --cost preset's machine: its GPUs less the weights) or a number "
+        "of blocks; requests are admitted by free blocks and preempted by recompute",
+        applies=only("mode", *REAL_ENGINES),
+    ),
+    Option(
+        "block_size",
+        integer(1, 1 << 20),
+        16,
+        "tokens per KV-cache block (vLLM's 16)",
+        applies=only("mode", *REAL_ENGINES),
+    ),
+)
+
+
+def make_memory(config: Any) -> Any:
+    """The :class:`~llmsched.core.memory.KVMemory` ``config.memory`` asks for, or None.
+
+    Raises
+    ------
+    ValueError
+        ``preset`` with a cost model that is not a ``preset:NAME`` spec.
+    """
+    from llmsched.core.hardware import preset
+    from llmsched.core.memory import KVMemory
+
+    if config.memory == "none":
+        return None
+    if config.memory == "preset":
+        spec = config.cost if isinstance(config.cost, str) else ""
+        kind, _, name = spec.partition(":")
+        if kind != "preset" or not name:
+            raise ValueError(
+                "--memory preset takes the memory of a measured machine: give --cost preset:NAME "
+                "(llmsched cost list), or --memory BLOCKS"
+            )
+        return preset(name).memory(config.block_size)
+    return KVMemory(int(config.memory), config.block_size)
+
+
 #: The engine: its clients, its mode, and a fused engine's budget (simulate, sweep, fleet, provision).
 #:
 #: :meta hide-value:
@@ -640,8 +749,26 @@ ENGINE = (
         choice(*MODES),
         "competition",
         "how an engine treats prefill and decode: competition (a prefill stage pauses decoding), "
-        "fusion (chunked prefill: decoding and prompt chunks share iterations) or disaggregated "
-        "(prompt and token machines, a KV transfer between them)",
+        "fusion (chunked prefill: decoding and prompt chunks share iterations), disaggregated "
+        "(prompt and token machines, a KV transfer between them), or as a real engine batches: "
+        "vllm (prefill first; --chunked-prefill), sarathi (chunked prefill) or orca (whole prompts "
+        "and decoding in one iteration)",
+    ),
+    Option(
+        "max_num_batched_tokens",
+        integer(2, 1 << 31),
+        2048,
+        "vllm, sarathi, orca: the most tokens an iteration holds (vLLM's max_num_batched_tokens; "
+        "the chunk budget with chunked prefill; Orca's and SplitwiseSim's batch token cap)",
+        applies=only("mode", *REAL_ENGINES),
+        metavar="N",
+    ),
+    Option(
+        "chunked_prefill",
+        FLAG,
+        False,
+        "vllm: chunk prompts into iterations with the decoding requests",
+        applies=only("mode", "vllm"),
     ),
     Option(
         "token_budget",
@@ -737,7 +864,7 @@ def policy_name(kind: str) -> Kind:
     return Kind(str, check, "NAME")
 
 
-_ENGINES_MODES = only("mode", "competition", "fusion")
+_ENGINES_MODES = only("mode", "competition", "fusion", *REAL_ENGINES)
 
 #: A fleet's engines' policies (fleet, provision).
 #:
@@ -1167,7 +1294,7 @@ def load_inputs(resolved: Resolved) -> tuple[Any, Any, Any]:
     with resolved.blame("cost"):
         cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
     with resolved.blame("workload"):
-        workload = parse_workload(config.workload, config.seed, config.requests)
+        workload = parse_workload(config.workload, config.seed, config.requests, config.columns)
     workload, preparation = config.prepare_options().apply(workload)
     return cost, with_predictor(workload, config.predictor, config.seed), preparation
 

@@ -22,6 +22,7 @@ from llmsched.cli.options import (
     MODES,
     NONNEGATIVE,
     PROGRESS,
+    REAL_ENGINES,
     SLO_TBT_P99,
     SLO_TTFT,
     Command,
@@ -46,6 +47,7 @@ from llmsched.cli.options import (
 __all__ = ["COMMAND", "OPTIONS", "ProvisionConfig", "run"]
 
 _POOLS = only("mode", "disaggregated")
+_ENGINE_MODES = only("mode", "competition", "fusion", *REAL_ENGINES)
 
 #: The command's options, each declared once: its flag and its TOML key.
 #:
@@ -53,10 +55,7 @@ _POOLS = only("mode", "disaggregated")
 OPTIONS = (
     # A cluster's pools are searched with first-come-first-served prompt machines: there the
     # predictions would be read by nothing.
-    *(
-        o._replace(applies=only("mode", "competition", "fusion")) if o.name == "predictor" else o
-        for o in LOAD
-    ),
+    *(o._replace(applies=_ENGINE_MODES) if o.name == "predictor" else o for o in LOAD),
     *ENGINE,
     *ENGINE_POLICIES,
     router("jsq"),
@@ -67,7 +66,7 @@ OPTIONS = (
         None,
         "an engine kind; repeat for several",
         shown="one kind of --clients at price 1",
-        applies=only("mode", "competition", "fusion"),
+        applies=_ENGINE_MODES,
         refusal="--kind names fleet engines; --mode disaggregated sizes prompt and token pools",
         repeat=True,
     ),
@@ -168,6 +167,8 @@ def run(args: Any) -> int:
                     name,
                     mode=config.mode,
                     token_budget=config.token_budget,
+                    max_num_batched_tokens=config.max_num_batched_tokens,
+                    chunked_prefill=config.chunked_prefill,
                 )
                 for name, clients, price, speed in map(engine_kind, specs)
             ]

@@ -21,9 +21,11 @@ from llmsched.cli.options import (
     FLAG,
     JSON,
     LOAD,
+    MEMORY,
     MODES,
     PLOT_FILE,
     POOLS,
+    REAL_ENGINES,
     SLO_TBT_MEAN,
     SLO_TTFT,
     TRACES,
@@ -35,6 +37,7 @@ from llmsched.cli.options import (
     describe_preparation,
     load_inputs,
     make_cluster,
+    make_memory,
     only,
     print_json,
     print_traces,
@@ -63,6 +66,7 @@ def _policy(kind: str) -> Kind:
 OPTIONS = (
     *LOAD,
     *ENGINE,
+    *MEMORY,
     *POOLS,
     *CLUSTER,
     Option(
@@ -86,7 +90,7 @@ OPTIONS = (
         False,
         "reveal every request to the policies before the run starts, a study of planning ahead",
         shown="off; policies learn of a request when it arrives",
-        applies=only("mode", "competition", "fusion"),
+        applies=only("mode", "competition", "fusion", *REAL_ENGINES),
     ),
     SLO_TTFT,
     SLO_TBT_MEAN,
@@ -227,11 +231,45 @@ def _disaggregated(config: Any, workload: Any, cost: Any) -> EngineRun:
     return EngineRun(schedule, bound, None, "lower bound", engine, request, None)
 
 
+def _real_engine(config: Any, workload: Any, cost: Any) -> EngineRun:
+    from llmsched.engines.competition.bounds import lower_bounds
+    from llmsched.engines.fusion.bounds import fused_lower_bounds
+    from llmsched.online.simulate import simulate_batching
+
+    memory = make_memory(config)
+    chunked = config.chunked_prefill and config.mode == "vllm"
+    schedule = simulate_batching(
+        workload,
+        cost,
+        config.clients,
+        config.mode,
+        config.make_request_policy(),
+        config.max_num_batched_tokens,
+        chunked,
+        memory,
+        clairvoyant=config.clairvoyant,
+    )
+    tokens = config.max_num_batched_tokens
+    if config.mode == "vllm" and not chunked:
+        bound = lower_bounds(workload, cost, config.clients).strong
+        how = f"prefill first, at most {tokens} prompt tokens an iteration"
+    else:
+        bound = fused_lower_bounds(workload, cost, config.clients, tokens).strong
+        how = ("whole prompts and decoding" if config.mode == "orca" else "chunked prefill") + (
+            f", at most {tokens} tokens an iteration"
+        )
+    held = "no KV-cache memory limit" if memory is None else f"{memory.tokens:,} tokens of KV cache"
+    request = config.request_policy.name
+    engine = f"{config.mode} ({how}, {held}), {request}"
+    return EngineRun(schedule, bound, None, "lower bound", engine, request, None)
+
+
 # How each mode runs: the engine it simulates and its bound.
 _RUNS: dict[str, Callable[[Any, Any, Any], EngineRun]] = {
     "competition": _competition,
     "fusion": _fusion,
     "disaggregated": _disaggregated,
+    **dict.fromkeys(REAL_ENGINES, _real_engine),
 }
 
 
@@ -330,6 +368,12 @@ def _print_report(
         print(
             f"  stages        {summary['prefill_stages']} prefill stages ({summary['lent_stages']} on lent "
             f"token machines), {summary['decode_iterations']} decode iterations"
+        )
+    if getattr(engine.schedule, "memory", None) is not None:
+        peak = int(engine.schedule.memory_in_use()["blocks"].to_numpy().max(initial=0))
+        print(
+            f"  KV memory     {summary['preemptions']} preemptions, {summary['recomputed_tokens']:,} "
+            f"tokens recomputed; at most {peak:,} of {engine.schedule.memory.blocks:,} blocks in use"
         )
     if config.clairvoyant:
         print("  clairvoyant   every request was revealed to the policies before the run started")

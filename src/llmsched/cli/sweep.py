@@ -17,11 +17,13 @@ from llmsched.cli.options import (
     ENGINE,
     JSON,
     LOAD,
+    MEMORY,
     MODES,
     PLOT_FILE,
     POOLS,
     PROGRESS,
     RATES,
+    REAL_ENGINES,
     SLO_TBT_MEAN,
     SLO_TTFT,
     SPEC,
@@ -35,6 +37,7 @@ from llmsched.cli.options import (
     load_config_class,
     load_inputs,
     make_cluster,
+    make_memory,
     print_json,
     progress,
     refuse_unused_predictor,
@@ -46,7 +49,12 @@ from llmsched.experiments.sweep import PLOT_METRICS
 __all__ = ["COMMAND", "OPTIONS", "SweepConfig", "run"]
 
 # The policies a sweep runs when --policy is not given, by mode.
-DEFAULT_POLICIES = {"competition": ("fcfs/prefill-first",), "fusion": ("fcfs",), "disaggregated": ("fcfs",)}
+DEFAULT_POLICIES = {
+    "competition": ("fcfs/prefill-first",),
+    "fusion": ("fcfs",),
+    "disaggregated": ("fcfs",),
+    **dict.fromkeys(REAL_ENGINES, ("fcfs",)),
+}
 
 #: The command's options, each declared once: its flag and its TOML key.
 #:
@@ -54,15 +62,16 @@ DEFAULT_POLICIES = {"competition": ("fcfs/prefill-first",), "fusion": ("fcfs",),
 OPTIONS = (
     *LOAD,
     *ENGINE,
+    *MEMORY,
     *POOLS,
     *CLUSTER,
     Option(
         "policy",
         SPEC,
         None,
-        "a policy pair such as hybrid/lagrangian (--mode fusion or disaggregated: a request policy "
+        "a policy pair such as hybrid/lagrangian (any --mode but competition: a request policy "
         "alone, such as fcfs); repeat for several",
-        shown="fcfs/prefill-first; --mode fusion or disaggregated: fcfs",
+        shown="fcfs/prefill-first; any other --mode: fcfs",
         repeat=True,
         metavar="REQUEST/ITERATION",
     ),
@@ -129,6 +138,9 @@ def run(args: Any) -> int:
             mode=config.mode,
             token_budget=config.token_budget,
             cluster=cluster,
+            max_num_batched_tokens=config.max_num_batched_tokens,
+            chunked_prefill=config.chunked_prefill,
+            memory=make_memory(config),
         )
     wall = time.perf_counter() - start
     if config.plot:

@@ -199,13 +199,20 @@ class Preset:
     def cost(self) -> TableCostModel:
         """The :class:`~llmsched.core.table.TableCostModel` fitted to :meth:`rows`
         (:meth:`TableCostModel.fit <llmsched.core.table.TableCostModel.fit>` with SplitwiseSim's
-        columns), mixed iterations at SplitwiseSim's 1.1x."""
+        columns), mixed iterations at SplitwiseSim's 1.1x, batches priced up to twice the
+        largest measured (the decode table's last slope carried on)."""
         return _fitted(self)
 
 
 @functools.cache
 def _fitted(preset: Preset) -> TableCostModel:
-    return TableCostModel.fit(preset.rows(), time_unit="ms", mixed_factor=MIXED_FACTOR, name=preset.name)
+    # Batches up to twice the largest measured (the most a table extrapolates): serving
+    # engines hold more requests than the 64 measured (vLLM's max_num_seqs is 256).
+    rows = preset.rows()
+    largest = 2 * int(rows["batch_size"].max())
+    return TableCostModel.fit(
+        rows, time_unit="ms", max_batch=largest, mixed_factor=MIXED_FACTOR, name=preset.name
+    )
 
 
 @functools.cache

@@ -23,6 +23,7 @@ from llmsched.core.checks import jobs as check_jobs
 from llmsched.core.cost import CostModel
 from llmsched.core.progress import progress_parallel
 from llmsched.core.workload import Workload
+from llmsched.engines.batching import BATCHING
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,8 +46,9 @@ __all__ = [
 # Cases beyond this are a run without end, refused up front.
 MAX_CASES = 1_000_000
 
-#: The engine modes a sweep runs.
-MODES = ("competition", "fusion", "disaggregated")
+#: The engine modes a sweep runs: the paper's three, and the batching rules of vLLM,
+#: Sarathi-Serve and Orca (:mod:`llmsched.engines.batching`).
+MODES = ("competition", "fusion", "disaggregated", "vllm", "sarathi", "orca")
 
 # The summary figures each row carries (see Schedule.summary), after the case's own columns.
 SUMMARY_COLUMNS = (
@@ -72,6 +74,7 @@ SUMMARY_COLUMNS = (
     "normalized_latency_p99_s",
     "goodput_rps",
     "slo_attainment",
+    "preemptions",
     "slo_ttft_s",
     "slo_tbt_s",
 )
@@ -201,6 +204,9 @@ def run_case(
     mode: str = "competition",
     token_budget: int = 512,
     cluster: Any = None,
+    max_num_batched_tokens: int = 2048,
+    chunked_prefill: bool = False,
+    memory: Any = None,
 ) -> dict[str, Any]:
     """One case of a sweep: arrivals divided by ``rate_scale``, simulated, validated, summarised.
 
@@ -208,7 +214,9 @@ def run_case(
     ``mode="fusion"`` the engine is fused (``token_budget`` tokens an iteration) and
     ``iteration_policy`` is None; in ``mode="disaggregated"`` the case
     runs on ``cluster`` (a :class:`~llmsched.engines.disaggregation.cluster.DisaggregatedCluster`)
-    and the request policy is each prompt machine's.
+    and the request policy is each prompt machine's; in ``mode="vllm"``, ``"sarathi"`` or
+    ``"orca"`` the engine batches as that one does (:func:`llmsched.simulate_batching`, with
+    ``max_num_batched_tokens``, ``chunked_prefill`` and its KV-cache ``memory``).
 
     Returns
     -------
@@ -222,8 +230,9 @@ def run_case(
         If the schedule fails validation (a bug, never expected).
     """
     scaled = workload.replace(arrival=workload.arrival / rate_scale)
+    knobs = (max_num_batched_tokens, chunked_prefill, memory)
     schedule, violations = _simulate(
-        scaled, cost, clients, request_policy, iteration_policy, slo_ttft, mode, token_budget, cluster
+        scaled, cost, clients, request_policy, iteration_policy, slo_ttft, mode, token_budget, cluster, knobs
     )
     if violations:
         shown = "; ".join(str(v) for v in violations[:3])
@@ -251,8 +260,17 @@ def _simulate(
     mode: str,
     token_budget: int,
     cluster: Any,
+    knobs: tuple[int, bool, Any] = (2048, False, None),
 ) -> tuple[Any, list[Any]]:
     """The case's schedule on the mode's engine, and what the mode's validator finds in it."""
+    if mode in BATCHING:
+        from llmsched.online.simulate import simulate_batching
+
+        tokens, chunked, memory = knobs
+        real = simulate_batching(
+            workload, cost, clients, mode, request_policy, tokens, chunked and mode == "vllm", memory
+        )
+        return real, real.validate()
     if mode == "fusion":
         from llmsched.engines.fusion.validate import validate_fused
         from llmsched.online.simulate import simulate_fusion
@@ -292,6 +310,9 @@ def sweep(
     mode: str = "competition",
     token_budget: int = 512,
     cluster: Any = None,
+    max_num_batched_tokens: int = 2048,
+    chunked_prefill: bool = False,
+    memory: Any = None,
 ) -> pd.DataFrame:
     """Run every policy pair at every arrival-rate multiplier; one row per (rate, policy).
 
@@ -326,7 +347,12 @@ def sweep(
         prefill, ``token_budget`` tokens an iteration, as a fleet's engine has by default) or
         ``disaggregated`` (``cluster``, a
         :class:`~llmsched.engines.disaggregation.cluster.DisaggregatedCluster` whose token
-        machines have ``cost`` and ``clients``).
+        machines have ``cost`` and ``clients``), or a real engine's batching rule, ``vllm``,
+        ``sarathi`` or ``orca`` (:mod:`llmsched.engines.batching`).
+    max_num_batched_tokens, chunked_prefill, memory
+        The real engines' knobs (:func:`llmsched.simulate_batching`): the token cap of an
+        iteration, vLLM's chunked prefill, and the KV-cache memory
+        (:class:`~llmsched.core.memory.KVMemory`, or None).
 
     Returns
     -------
@@ -366,6 +392,20 @@ def sweep(
         text("backend", backend)
     progress = flag("progress", progress)
     _check_engine(workload, cost, clients, mode, token_budget, cluster)
+    if mode in BATCHING:
+        from llmsched.engines.batching import batching_rule
+        from llmsched.online.registry import make_request_policy
+
+        rule = batching_rule(mode, max_num_batched_tokens, flag("chunked_prefill", chunked_prefill), memory)
+        rule.check(workload, cost, clients)
+        if memory is not None:
+            for request, _ in pairs:
+                if not getattr(make_request_policy(request), "open_ended", False):
+                    raise ValueError(
+                        f"request policy {request!r} plans over the whole workload up front; with "
+                        "KV-cache memory a preempted request comes back as a new one: use fcfs, "
+                        "batch-wise, shortest-first or longest-first"
+                    )
     if len(pairs) * len(scales) > MAX_CASES:
         raise ValueError(f"{len(pairs)} policies x {len(scales)} rates is more than {MAX_CASES:,} cases")
     arrival = workload.arrival
@@ -386,7 +426,14 @@ def sweep(
                     "--predictor NAME on the command line) or use its -oracle variant"
                 )
 
-    engine = {"mode": mode, "token_budget": token_budget, "cluster": cluster}
+    engine = {
+        "mode": mode,
+        "token_budget": token_budget,
+        "cluster": cluster,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "chunked_prefill": chunked_prefill,
+        "memory": memory,
+    }
     cases = [(k, request, iteration) for k in scales for request, iteration in pairs]
     jobs = [
         delayed(run_case)(workload, cost, clients, request, iteration, k, ttft_target, tbt_target, **engine)

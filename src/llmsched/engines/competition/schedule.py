@@ -613,6 +613,30 @@ class Schedule(NumberedRuns, EngineSchedule):
         frame.insert(list(frame.columns).index("tbt_mean") + 1, "tbt_max", self.tbt_max)
         return frame
 
+    def memory_in_use(self) -> pd.DataFrame:
+        """KV-cache memory in use over time, one row per run of decode iterations (``start``,
+        ``end``, ``blocks`` in its last iteration, ``tokens``, ``share`` of the engine's): see
+        :mod:`llmsched.engines.memory`.
+
+        Raises
+        ------
+        ValueError
+            When the schedule's engine has no KV-cache memory.
+        """
+        from llmsched.engines.memory import memory_by_run, memory_frame
+
+        if self.memory is None:
+            raise ValueError("this schedule's engine has no KV-cache memory (memory is None)")
+        used = memory_by_run(
+            self.memory,
+            self.workload.prompt_tokens,
+            self.request_decode_start,
+            self.request_decode_end,
+            self.run_first_iteration,
+            self.run_iterations,
+        )
+        return memory_frame(self, used)
+
     def piece_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
         """One row per piece (index ``piece``): the workload's columns, ``parent`` (its user
         request), then the columns of :meth:`request_frame` for the piece as if it were a

@@ -329,6 +329,37 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         """
         return self._request_frame(self.meets_slo(slo_ttft, slo_tbt), **self._placement_columns())
 
+    def memory_in_use(self) -> pd.DataFrame:
+        """KV-cache memory in use over time, one row per run (``start``, ``end``, ``blocks``
+        in its last iteration, ``tokens``, ``share`` of the engine's); a request holds its
+        prompt's blocks from its first chunk on (see :mod:`llmsched.engines.memory`).
+
+        Raises
+        ------
+        ValueError
+            When the schedule's engine has no KV-cache memory.
+        """
+        from llmsched.engines.memory import memory_by_run, memory_frame
+
+        if self.memory is None:
+            raise ValueError("this schedule's engine has no KV-cache memory (memory is None)")
+        n = len(self.workload)
+        first_run = np.full(n, self.num_runs, dtype=np.int64)
+        np.minimum.at(first_run, self.chunk_request, self.chunk_run)
+        chunked = first_run < self.num_runs
+        first = self.run_first_iteration
+        taken = np.where(chunked, first[np.minimum(first_run, max(self.num_runs - 1, 0))], -1)
+        used = memory_by_run(
+            self.memory,
+            self.workload.prompt_tokens,
+            self.request_decode_start,
+            self.request_decode_end,
+            first,
+            self.run_iterations,
+            taken if self.num_runs else None,
+        )
+        return memory_frame(self, used)
+
     def piece_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
         """One row per piece (index ``piece``): the workload's columns, ``parent`` (its user
         request), then the columns of :meth:`request_frame` for the piece as if it were a
