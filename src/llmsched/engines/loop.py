@@ -190,6 +190,7 @@ class EngineStream(RequestLists):
         "free",
         "knowns",
         "most_active",
+        "prefilled_prompt",
         "stage",
         "started",
         "withdrawn",
@@ -205,6 +206,7 @@ class EngineStream(RequestLists):
         self.finished = 0
         self.finished_planned = 0  # planned output tokens of the finished requests
         self.finished_prompt = 0  # and their prompt tokens
+        self.prefilled_prompt = 0  # prompt tokens of the requests whose prefill has ended
         self.free = 0
         self.most_active = 0  # the most requests that can decode at once (set when opened)
         self.stage: tuple[float, float, list[tuple[int, int]]] | None = None
@@ -730,6 +732,8 @@ def _run(
                     running[client] = request
                     context_offset += prompt[request] - g
                     heappush(heap, (g + output[request], client, request))
+                    if stream is not None:
+                        stream.prefilled_prompt += prompt[request]
                 elif step == TAKE:
                     under_way[client] = request
                     if memory is not None:  # its prompt's blocks, and its first token's
@@ -845,6 +849,8 @@ def _run(
                 yield now
             for request, client in done:  # they decode from the next iteration on
                 del under_way[client]
+                if stream is not None:
+                    stream.prefilled_prompt += prompt[request]
                 if memory is not None:
                     held_apart -= holding.pop(request)
                 decode_start[request] = g

@@ -290,6 +290,7 @@ def simulate_fleet(
     held = np.zeros(m)  # requests routed and not finished nor pulled away, per engine
     work = np.zeros(m)  # their predicted work in seconds (a router that weighs)
     held_prompt = np.zeros(m)  # their prompt tokens
+    pending_prompt = np.zeros(m)  # the prompt tokens of those not prefilled yet
     rates = np.array([e.seconds_per_token for e in engines])  # (prefill, decode) per token
     # What the router sees: the arrays above, updated in place, which it cannot write.
     loads = Loads(
@@ -298,6 +299,7 @@ def simulate_fleet(
         work=read_only_view(work),
         prompt_tokens=read_only_view(held_prompt),
         rates=read_only_view(rates),
+        pending_prompt_tokens=read_only_view(pending_prompt),
     )
     queued = np.zeros(m)  # waiting (not started), per engine
     routed_work = [0] * m  # planned output tokens routed, pulled away; prompt tokens likewise
@@ -323,6 +325,7 @@ def simulate_fleet(
         held[k] = len(s.prompt) - gone[k] - s.finished
         prompt_tokens = routed_prompt[k] - gone_prompt[k] - s.finished_prompt
         held_prompt[k] = prompt_tokens
+        pending_prompt[k] = routed_prompt[k] - gone_prompt[k] - s.prefilled_prompt
         if weighs:
             work[k] = (
                 prompt_tokens * rates[k, 0]

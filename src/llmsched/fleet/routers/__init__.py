@@ -20,6 +20,7 @@ from llmsched.fleet.routers.power_of_two import PowerOfTwoRouter
 from llmsched.fleet.routers.qcmax import QcmaxRouter
 from llmsched.fleet.routers.random_choice import RandomRouter
 from llmsched.fleet.routers.round_robin import RoundRobinRouter
+from llmsched.fleet.routers.token_jsq import TokenJsqRouter
 
 __all__ = [
     "REGISTRY",
@@ -41,6 +42,7 @@ REGISTRY: dict[str, type[Router]] = {
     "jsq": JsqRouter,
     "jsq-prompt-tokens": JsqPromptTokensRouter,
     "jsq-requests": JsqRequestsRouter,
+    "token-jsq": TokenJsqRouter,
     "power-of-two": PowerOfTwoRouter,
     "least-work": LeastWorkRouter,
     "qcmax": QcmaxRouter,

@@ -49,6 +49,10 @@ class Loads:
         prompt tokens queued or in prefill.
     rates
         Each engine's (seconds per prompt token, seconds per output token), shape (engines, 2).
+    pending_prompt_tokens
+        The prompt tokens of the requests counted in ``requests`` whose prefill has not ended
+        (queued or in prefill), or None where ``prompt_tokens`` are those already (a
+        disaggregated cluster's prompt machines).
     """
 
     requests: np.ndarray
@@ -56,6 +60,7 @@ class Loads:
     work: np.ndarray
     prompt_tokens: np.ndarray
     rates: np.ndarray
+    pending_prompt_tokens: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,552 @@
+"""SplitwiseSim beside llmsched's engine simulator: the same machines, model, performance table,
+trace and rates.
+
+SplitwiseSim (the simulator of the Splitwise paper, Patel et al., ISCA 2024; MIT licence) is not
+part of this repository: this script runs a checkout of it, unchanged, in a subprocess, when one is
+given (``--splitwisesim DIR`` and ``--splitwisesim-python PATH``, or the environment variables
+``SPLITWISESIM_DIR`` and ``SPLITWISESIM_PYTHON``; its python needs hydra-core, omegaconf, numpy,
+pandas, scipy and networkx, not ray). Without one it prints the figures recorded in
+``benchmarks/data/splitwisesim/``.
+
+Both setups serve Llama-2-70B (fp16) with tensor parallelism 8 on DGX-H100 machines, timed by
+SplitwiseSim's own profiled table (``performance_model=db``, ``data/perf_model.csv``):
+
+* ``baseline``: four machines, each one SplitwiseSim ``Splitwise`` instance (prompt and token
+  phases mixed; at most 512 requests and 2,048 tokens a batch), requests routed by ``token_jsq``
+  (the configuration of ``configs/experiment/baseline_h100_costopt.yaml``);
+* ``splitwise-hh``: Splitwise-HH on four machines, two prompt and two token machines, routed by
+  the ``mixed_pool`` scheduler (``configs/experiment/splitwise_hh_costopt.yaml``).
+
+The requests: Poisson arrivals at each rate, with (prompt, output) pairs of the Azure code trace of
+2023 (``../shared/data/azure-llm-2023`` beside the repository, or ``--trace``); see
+:func:`make_trace`. For each setup and rate the script prints TTFT, TBT and end-to-end latency
+(p50 and p99), throughput and the simulator's wall time; with ``--llmsched`` it also runs
+:func:`run_llmsched` on the same requests and prints each figure of both simulators side by side,
+with the relative difference and the ratio of simulation times.
+
+    python benchmarks/splitwisesim_compare.py [--llmsched]          # the recorded figures
+    python benchmarks/splitwisesim_compare.py --splitwisesim DIR --splitwisesim-python PY \\
+        [--setup baseline] [--rates 5:30:1] [--requests 4000] [--llmsched] [--record] [--frames DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+RECORDED = HERE / "data" / "splitwisesim"
+AZURE_CODE = HERE.parents[1] / "shared" / "data" / "azure-llm-2023" / "AzureLLMInferenceTrace_code.csv"
+
+#: Requests per rate and the rates (requests per second) of the recorded sweep.
+REQUESTS = 4000
+RATES = tuple(float(r) for r in range(5, 31))
+
+#: SplitwiseSim's command-line overrides for each setup (hydra syntax, on top of the primary
+#: config that :func:`run_splitwisesim` writes).
+SETUPS: dict[str, tuple[str, ...]] = {
+    "baseline": (
+        "cluster=half_half",
+        "cluster.servers.0.count=0",
+        "cluster.servers.1.count=4",
+        "start_state=baseline",
+        "applications.0.scheduler=token_jsq",
+    ),
+    "splitwise-hh": (
+        "cluster=half_half",
+        "cluster.servers.0.count=0",
+        "cluster.servers.1.count=4",
+        "start_state=splitwise",
+        "start_state.split_type=homogeneous",
+        "start_state.prompt.num_instances=2",
+        "start_state.token.num_instances=2",
+        "applications.0.scheduler=mixed_pool",
+    ),
+}
+COMMON = (
+    "performance_model=db",
+    "applications.0.model_architecture=llama2-70b",
+    "applications.0.model_size=llama2-70b-fp16",
+    "seed=0",
+)
+
+# The groups of SplitwiseSim's configs/config.yaml (cluster, performance model and start state
+# set to the ones the setups use), less its ray launcher, which would need ray and a ray cluster:
+# hydra's basic launcher runs the one job in the process.
+PRIMARY_CONFIG = """\
+defaults:
+  - cluster: half_half
+  - router: noop
+  - arbiter: noop
+  - hardware_repo: default
+  - model_repo: default
+  - orchestrator_repo: default
+  - performance_model: db
+  - power_model: constant
+  - applications: solo
+  - trace: test_trace
+  - start_state: baseline
+  - _self_
+
+end_time: 86400
+debug: false
+seed: 0
+
+hydra:
+  searchpath:
+    - file://{configs}
+  job:
+    chdir: true
+"""
+
+METRICS = (
+    "ttft_p50",
+    "ttft_p99",
+    "tbt_p50",
+    "tbt_p99",
+    "e2e_p50",
+    "e2e_p99",
+    "throughput_rps",
+    "throughput_tps",
+    "offered_rps",
+    "split_share",
+    "completed",
+)
+
+
+def make_trace(rate: float, requests: int, seed: int = 0, trace: Path | str | None = None) -> pd.DataFrame:
+    """The requests of one rate: Poisson arrivals with the Azure code trace's lengths.
+
+    Arrival gaps are exponential with mean ``1 / rate`` (``numpy.random.default_rng(seed)``,
+    ``rng.exponential``), the first arrival one gap after time 0; then the (prompt, output) pairs
+    are the trace's rows in the order of ``rng.permutation`` of all its rows (each row at most
+    once while ``requests`` does not exceed the trace's 8,819 rows; the permutation repeats beyond
+    that). The pairs stay as the trace has them, so a request's prompt and output belong together.
+
+    Parameters
+    ----------
+    rate : float
+        Requests per second.
+    requests : int
+        Number of requests.
+    seed : int
+        Seed of the generator; the same seed gives the same rows on any machine.
+    trace : path, optional
+        The Azure code trace (``TIMESTAMP,ContextTokens,GeneratedTokens``); by default the copy in
+        ``../shared/data/azure-llm-2023`` beside the repository.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per request, in arrival order: ``arrival_timestamp`` (seconds), ``prompt_size``
+        and ``token_size`` (tokens).
+    """
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ValueError(f"rate must be a positive number, got {rate!r}")
+    if requests < 1:
+        raise ValueError(f"requests must be at least 1, got {requests!r}")
+    source = pd.read_csv(AZURE_CODE if trace is None else trace)
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate, size=requests))
+    order = rng.permutation(len(source))
+    rows = np.resize(order, requests)
+    return pd.DataFrame(
+        {
+            "arrival_timestamp": arrivals,
+            "prompt_size": source["ContextTokens"].to_numpy(dtype=np.int64)[rows],
+            "token_size": source["GeneratedTokens"].to_numpy(dtype=np.int64)[rows],
+        }
+    )
+
+
+def splitwisesim_trace(trace_frame: pd.DataFrame) -> pd.DataFrame:
+    """``trace_frame`` in SplitwiseSim's trace format (``trace.py``, ``Request.from_dict``).
+
+    Request ids are the row positions; every request is a generative LLM request (type 2) of
+    application 0 with batch size 1.
+    """
+    n = len(trace_frame)
+    return pd.DataFrame(
+        {
+            "request_id": np.arange(n),
+            "request_type": np.full(n, 2),
+            "application_id": np.zeros(n, dtype=np.int64),
+            "arrival_timestamp": trace_frame["arrival_timestamp"].to_numpy(dtype=float),
+            "batch_size": np.ones(n, dtype=np.int64),
+            "prompt_size": trace_frame["prompt_size"].to_numpy(dtype=np.int64),
+            "token_size": trace_frame["token_size"].to_numpy(dtype=np.int64),
+        }
+    )
+
+
+def run_splitwisesim(
+    checkout: Path | str, python: Path | str, trace_frame: pd.DataFrame, setup: str
+) -> tuple[pd.DataFrame, float]:
+    """Run SplitwiseSim on ``trace_frame`` in ``setup``; one row per completed request.
+
+    SplitwiseSim runs as ``python run.py`` from ``checkout`` (it reads its configs and
+    performance table there) with a primary config written to a temporary directory (the groups
+    of its ``configs/config.yaml``, without the ray launcher) and that directory as hydra's run
+    directory, where it writes its outputs; the checkout is left as it was.
+
+    SplitwiseSim's figures (``scheduler.py``, ``Scheduler.get_results``; ``task.py``), all in
+    simulated seconds from the request's arrival (routing delay is 0):
+
+    * ``ttft``: until the end of the iteration that completes the prompt (which produces the
+      first token), queueing included (``PromptTask.complete``);
+    * ``e2e``: until the last token (the router's response time);
+    * ``tbt``: ``(e2e - ttft) / token_size``: the time after the first token divided by *all*
+      output tokens, not by ``token_size - 1`` (the token phase generates ``token_size - 1``
+      tokens; for a transferred request it includes the KV-cache transfer).
+
+    Parameters
+    ----------
+    checkout : path
+        SplitwiseSim's checkout (the folder holding ``run.py``).
+    python : path
+        A python with SplitwiseSim's requirements.
+    trace_frame : pandas.DataFrame
+        As :func:`make_trace` returns.
+    setup : str
+        A key of :data:`SETUPS`.
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, float)
+        Columns ``request_id`` (the row of ``trace_frame``), ``arrival``, ``ttft``, ``e2e``,
+        ``tbt``, ``prompt_size``, ``token_size``, then ``prompt_instance`` and ``token_instance``
+        (SplitwiseSim's instance ids: one instance a machine, numbered in the order of the
+        machines, the prompt machines first) and ``kv_transfer`` (seconds from the end of the
+        prompt to the end of the KV-cache transfer, waits for memory included; 0 where both
+        phases ran on one instance), ordered by request id; and the wall seconds of the
+        subprocess (start-up and hydra's composition included).
+    """
+    checkout = Path(checkout).resolve()
+    if setup not in SETUPS:
+        raise ValueError(f"unknown setup {setup!r}; one of {sorted(SETUPS)}")
+    if not (checkout / "run.py").is_file():
+        raise FileNotFoundError(f"no SplitwiseSim run.py in {checkout}")
+    with tempfile.TemporaryDirectory(prefix="splitwisesim-") as tmp:
+        work = Path(tmp)
+        conf = work / "conf"
+        conf.mkdir()
+        (conf / "compare.yaml").write_text(PRIMARY_CONFIG.format(configs=checkout / "configs"))
+        trace_path = work / "trace.csv"
+        splitwisesim_trace(trace_frame).to_csv(trace_path, index=False, float_format="%.17g")
+        out = work / "out"
+        command = [
+            str(python),
+            "run.py",
+            "--config-path",
+            str(conf),
+            "--config-name",
+            "compare",
+            *SETUPS[setup],
+            *COMMON,
+            f"trace.path={trace_path}",
+            f"hydra.run.dir={out}",
+        ]
+        start = time.perf_counter()
+        env = os.environ | {"PYTHONDONTWRITEBYTECODE": "1"}
+        done = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        detailed = out / "detailed" / "0.csv"
+        if done.returncode != 0 or not detailed.is_file():
+            raise RuntimeError(
+                f"SplitwiseSim failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+            )
+        result = pd.read_csv(detailed)
+        nodes = pd.read_csv(out / "request_nodes.csv")
+    arrivals = trace_frame["arrival_timestamp"].to_numpy(dtype=float)
+    ids = result["request_ids"].to_numpy(dtype=np.int64)
+    frame = pd.DataFrame(
+        {
+            "request_id": ids,
+            "arrival": arrivals[ids],
+            "ttft": result["ttft_times"].to_numpy(dtype=float),
+            "e2e": result["response_times"].to_numpy(dtype=float),
+            "tbt": result["tbt_times"].to_numpy(dtype=float),
+            "prompt_size": result["prompt_sizes"].to_numpy(dtype=np.int64),
+            "token_size": result["token_sizes"].to_numpy(dtype=np.int64),
+        }
+    ).set_index("request_id")
+    # Where each phase ran ("<processor>_<instance id>") and, for a request whose KV cache moved,
+    # the time from the end of its prompt to the end of the transfer (waits for memory included).
+    for phase in ("PROMPT", "TOKEN"):
+        runs = nodes[nodes["node_type"] == phase].set_index("request_id")["runner"]
+        frame[f"{phase.lower()}_instance"] = runs.str.rsplit("_", n=1).str[1].astype(np.int64)
+    flows = nodes[nodes["node_type"] == "KVCacheTransfer"].set_index("request_id")
+    prompts = nodes[nodes["node_type"] == "PROMPT"].set_index("request_id")["completion_timestamp"]
+    frame["kv_transfer"] = (flows["completion_timestamp"] - prompts.reindex(flows.index)).reindex(
+        frame.index, fill_value=0.0
+    )
+    return frame.reset_index().sort_values("request_id", ignore_index=True), seconds
+
+
+#: llmsched's side of each setup: the machines and rules closest to SplitwiseSim's.
+CLIENTS = 128  # batch slots: SplitwiseSim's 512 are never reached below saturation here, and
+# the measured table prices decode batches up to twice its 64 (llmsched.preset(...).cost()).
+BATCH_TOKENS = 2048  # SplitwiseSim's max_batch_tokens
+KV_GBPS = 200 * 2**30 / 1e9  # SplitwiseSim's DummyLink: 200 GiB/s, no contention
+
+
+def llmsched_workload(trace_frame: pd.DataFrame) -> Any:
+    """``trace_frame``'s requests as a llmsched workload: SplitwiseSim's ``token_size`` counts the
+    token the prompt phase makes, so each request decodes ``token_size - 1`` (at least one)."""
+    import llmsched
+
+    return llmsched.Workload(
+        trace_frame["prompt_size"].to_numpy(dtype=np.int64),
+        np.maximum(trace_frame["token_size"].to_numpy(dtype=np.int64) - 1, 1),
+        arrival=trace_frame["arrival_timestamp"].to_numpy(dtype=float),
+        name="azure-code",
+    )
+
+
+def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, float]:
+    """Run llmsched's engine simulator on ``trace_frame`` in ``setup``.
+
+    Both setups price iterations by ``llmsched.preset("llama2-70b/h100/tp8").cost()``, the table
+    fitted to the same measurements (prefill by the batch's tokens, as SplitwiseSim; decode by
+    the batch's size, where SplitwiseSim reads its prompt curve at the batch's token count; a
+    mixed iteration 1.1x the prompt curve, as SplitwiseSim).
+
+    * ``baseline``: a fleet of four engines batching as Orca does (whole prompts first, then
+      every decoding request, up to 2,048 tokens an iteration; ``mode="orca"``), requests routed
+      as SplitwiseSim's ``token_jsq`` does (``token-jsq``: the fewest prompt tokens not yet
+      prefilled plus a token a request);
+    * ``splitwise-hh``: a disaggregated cluster of two prompt and two token machines, KV caches
+      moved at 200 GiB/s after the prompt, with llmsched's mixed pool (an idle machine of one
+      pool lends itself to the other); SplitwiseSim's mixed pool instead moves a token machine
+      into the prompt pool when the prompt backlog passes 8,192 tokens.
+
+    Returns
+    -------
+    tuple of (pandas.DataFrame, float)
+        The frame :func:`run_splitwisesim` returns (``ttft``, ``e2e`` and ``tbt`` as
+        SplitwiseSim defines them: TBT is ``(e2e - ttft) / token_size``) and the process CPU
+        seconds of the simulation (the wall clock of a shared machine swings).
+    """
+    import llmsched
+
+    workload = llmsched_workload(trace_frame)
+    cost = llmsched.preset("llama2-70b/h100/tp8").cost()
+    start = time.process_time()
+    if setup == "baseline":
+        engine = llmsched.Engine(cost, CLIENTS, mode="orca", max_num_batched_tokens=BATCH_TOKENS)
+        schedule: Any = llmsched.simulate_fleet(workload, [engine] * 4, router="token-jsq")
+    elif setup == "splitwise-hh":
+        cluster = llmsched.DisaggregatedCluster(
+            prompt_machines=2,
+            token_machines=2,
+            prompt_cost=cost,
+            token_cost=cost,
+            token_clients=CLIENTS,
+            kv_bytes_per_token=llmsched.preset("llama2-70b/h100/tp8").kv_bytes_per_token,
+            kv_bandwidth=KV_GBPS,
+            overlap=False,
+            mixed=True,
+        )
+        schedule = llmsched.simulate_disaggregated(workload, cluster)
+    else:
+        raise ValueError(f"unknown setup {setup!r}; expected one of {sorted(SETUPS)}")
+    seconds = time.process_time() - start
+    violations = schedule.validate()
+    if violations:
+        raise RuntimeError(f"llmsched's {setup} schedule is invalid: {violations[:3]}")
+    requests = schedule.request_frame()
+    frame = pd.DataFrame(
+        {
+            "request_id": np.arange(len(workload)),
+            "arrival": workload.arrival,
+            "ttft": requests["ttft"].to_numpy(dtype=float),
+            "e2e": requests["e2e"].to_numpy(dtype=float),
+            "prompt_size": trace_frame["prompt_size"].to_numpy(dtype=np.int64),
+            "token_size": trace_frame["token_size"].to_numpy(dtype=np.int64),
+        }
+    )
+    frame["tbt"] = (frame["e2e"] - frame["ttft"]) / frame["token_size"]
+    return frame, seconds
+
+
+def summarize(frame: pd.DataFrame) -> dict[str, float]:
+    """Percentiles and throughput of one run's per-request frame.
+
+    Percentiles are numpy's (linear interpolation), as in SplitwiseSim's ``summary.csv``.
+    Throughput counts completions (a request completes at ``arrival + e2e``) inside a window, as
+    SplitwiseSim's notebooks do (``find_throughput``: TOKEN nodes completed in a window over the
+    window's length): here the window runs from a tenth of the arrival span after the first
+    arrival to the last arrival, which leaves out the start, when the first requests have not had
+    time to finish, and the drain after the last arrival. ``throughput_rps`` is the requests
+    completed in the window per second, ``throughput_tps`` their output tokens (all
+    ``token_size`` of each) per second, and ``offered_rps`` the arrivals in the same window per
+    second: below saturation the first follows the last; past it, it stays at the capacity.
+    ``split_share`` is the share of requests whose prompt and token phases ran on different
+    instances (NaN when the frame does not say where they ran).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        As :func:`run_splitwisesim` returns.
+
+    Returns
+    -------
+    dict
+        ``ttft_p50``, ``ttft_p99``, ``tbt_p50``, ``tbt_p99``, ``e2e_p50``, ``e2e_p99`` (seconds),
+        ``throughput_rps``, ``throughput_tps``, ``offered_rps``, ``split_share`` and
+        ``completed`` (all completed requests).
+    """
+    if len(frame) == 0:
+        return {name: float("nan") for name in METRICS if name != "completed"} | {"completed": 0}
+    figures: dict[str, float] = {}
+    for name in ("ttft", "tbt", "e2e"):
+        values = frame[name].to_numpy(dtype=float)
+        figures[f"{name}_p50"] = float(np.percentile(values, 50))
+        figures[f"{name}_p99"] = float(np.percentile(values, 99))
+    arrival = frame["arrival"].to_numpy(dtype=float)
+    finish = arrival + frame["e2e"].to_numpy(dtype=float)
+    start = arrival.min() + (arrival.max() - arrival.min()) / 10
+    stop = arrival.max()
+    span = stop - start
+    inside = (finish > start) & (finish <= stop)
+    if span > 0:
+        figures["throughput_rps"] = float(inside.sum()) / span
+        figures["throughput_tps"] = float(frame["token_size"].to_numpy(dtype=float)[inside].sum()) / span
+        figures["offered_rps"] = float(((arrival > start) & (arrival <= stop)).sum()) / span
+    else:
+        figures["throughput_rps"] = figures["throughput_tps"] = figures["offered_rps"] = float("nan")
+    if {"prompt_instance", "token_instance"} <= set(frame.columns):
+        figures["split_share"] = float((frame["prompt_instance"] != frame["token_instance"]).mean())
+    else:
+        figures["split_share"] = float("nan")
+    figures["completed"] = len(frame)
+    return figures
+
+
+def _format(value: float) -> str:
+    """Counts with thousands separators, other figures to four significant digits."""
+    value = float(value)
+    if value.is_integer() and abs(value) >= 100:
+        return f"{int(value):,}"
+    return f"{value:.4g}"
+
+
+def print_side_by_side(
+    setup: str,
+    rate: float,
+    splitwisesim: dict[str, float],
+    sws_seconds: float,
+    llmsched: dict[str, float] | None = None,
+    llm_seconds: float | None = None,
+) -> None:
+    """Print each metric of one setup and rate: SplitwiseSim's, llmsched's (when given), the
+    relative difference (llmsched / SplitwiseSim - 1), and the ratio of simulation times."""
+    print(f"\n{setup} at {rate:g} requests/s")
+    if llmsched is None:
+        print(f"  {'metric':<16}{'SplitwiseSim':>14}")
+        for name in METRICS:
+            print(f"  {name:<16}{_format(splitwisesim[name]):>14}")
+        print(f"  {'sim seconds':<16}{sws_seconds:>14.2f}")
+        return
+    print(f"  {'metric':<16}{'SplitwiseSim':>14}{'llmsched':>14}{'rel diff':>10}")
+    for name in METRICS:
+        a, b = float(splitwisesim[name]), float(llmsched[name])
+        rel = b / a - 1 if a else float("nan")
+        print(f"  {name:<16}{_format(splitwisesim[name]):>14}{_format(llmsched[name]):>14}{rel:>+10.1%}")
+    assert llm_seconds is not None
+    print(
+        f"  {'sim seconds':<16}{sws_seconds:>14.2f}{llm_seconds:>14.3f}"
+        f"   SplitwiseSim / llmsched = {sws_seconds / llm_seconds:.1f}x"
+    )
+
+
+def _rates(text: str) -> list[float]:
+    """``5:20:1`` (start, stop inclusive, step) or ``5,10,20``."""
+    if ":" in text:
+        start, stop, step = (float(x) for x in text.split(":"))
+        count = round((stop - start) / step) + 1
+        return [round(start + i * step, 9) for i in range(count)]
+    return [float(x) for x in text.split(",")]
+
+
+def _show(setup: str, rate: float, figures: dict, seconds: float, trace_frame: pd.DataFrame | None) -> None:
+    """Print one setup and rate; beside llmsched's figures when ``trace_frame`` is given."""
+    if trace_frame is None:
+        print_side_by_side(setup, rate, figures, seconds)
+    else:
+        llm_frame, llm_seconds = run_llmsched(trace_frame, setup)
+        print_side_by_side(setup, rate, figures, seconds, summarize(llm_frame), llm_seconds)
+    sys.stdout.flush()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--splitwisesim", default=os.environ.get("SPLITWISESIM_DIR"), help="checkout")
+    parser.add_argument(
+        "--splitwisesim-python",
+        default=os.environ.get("SPLITWISESIM_PYTHON", sys.executable),
+        help="python with SplitwiseSim's requirements",
+    )
+    parser.add_argument("--setup", choices=sorted(SETUPS), action="append", help="default: both")
+    parser.add_argument(
+        "--rates", help=f"start:stop:step or a,b,c (default {RATES[0]:g}:{RATES[-1]:g}:1, or all recorded)"
+    )
+    parser.add_argument("--requests", type=int, default=REQUESTS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trace", default=str(AZURE_CODE), help="the Azure code trace")
+    parser.add_argument("--llmsched", action="store_true", help="also run run_llmsched side by side")
+    parser.add_argument("--record", action="store_true", help=f"write the summaries to {RECORDED}")
+    parser.add_argument("--frames", help="also write each run's per-request frame (gzipped CSV) here")
+    args = parser.parse_args()
+    setups = args.setup or list(SETUPS)
+    if args.llmsched and not Path(args.trace).is_file():
+        print(f"the Azure code trace is not at {args.trace}; give it with --trace")
+        return 1
+
+    if not args.splitwisesim or not (Path(args.splitwisesim) / "run.py").is_file():
+        # The recorded runs: REQUESTS requests a rate, seed 0; llmsched gets the same requests.
+        recorded = RECORDED / "summary.csv"
+        print("no SplitwiseSim checkout given (--splitwisesim or SPLITWISESIM_DIR); recorded figures")
+        print(f"({recorded}; {RECORDED / 'README.md'} tells how they were made)")
+        table = pd.read_csv(recorded)
+        wanted = None if args.rates is None else set(_rates(args.rates))
+        for (setup, rate), row in table.groupby(["setup", "rate"], sort=False):
+            if setup in setups and (wanted is None or rate in wanted):
+                figures = row.iloc[0].to_dict()
+                trace_frame = make_trace(rate, REQUESTS, 0, trace=args.trace) if args.llmsched else None
+                _show(setup, rate, figures, float(figures["sim_seconds"]), trace_frame)
+        return 0
+    if not Path(args.trace).is_file():
+        print(f"the Azure code trace is not at {args.trace}; give it with --trace")
+        return 1
+
+    rows = []
+    for setup in setups:
+        for rate in _rates(args.rates or f"{RATES[0]:g}:{RATES[-1]:g}:1"):
+            trace_frame = make_trace(rate, args.requests, args.seed, trace=args.trace)
+            frame, seconds = run_splitwisesim(args.splitwisesim, args.splitwisesim_python, trace_frame, setup)
+            figures = summarize(frame)
+            if args.frames:
+                Path(args.frames).mkdir(parents=True, exist_ok=True)
+                name = f"{setup}_{rate:g}_{args.requests}_{args.seed}.csv.gz"
+                frame.to_csv(Path(args.frames) / name, index=False, float_format="%.9g")
+            rows.append({"setup": setup, "rate": rate, **figures, "sim_seconds": seconds})
+            _show(setup, rate, figures, seconds, trace_frame if args.llmsched else None)
+    if args.record:
+        RECORDED.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(RECORDED / "summary.csv", index=False, float_format="%.6g")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
