@@ -95,3 +95,23 @@ def test_the_rate_scale_compresses_the_arrivals_before_the_multipliers(capsys) -
     assert scaled["rate_scale"] == 2.0
     for key in ("makespan_s", "ttft_p99_s", "offered_rps"):
         assert scaled["rows"][0][key] == pytest.approx(plain["rows"][1][key], rel=1e-12), key
+
+
+def test_a_real_engine_sweep_recommends_a_policy_at_each_rate(capsys) -> None:
+    """--mode orca with a memory of blocks and three policies under targets: the table, the
+    preemptions column when the memory ran out, and the best policy at each rate by goodput,
+    which is one of the table's rows with the most goodput at that rate."""
+    argv = [*BASE, "--mode", "orca", "--memory", "150", "--block-size", "4", "--predictor", "oracle"]
+    argv += ["--policy", "fcfs", "--policy", "shortest-first", "--policy", "longest-first"]
+    assert main([*argv, "--slo-ttft", "1", "--slo-tbt-mean", "0.2"]) == 0
+    text = capsys.readouterr().out
+    assert "best policy at each rate" in text
+    best = [line for line in text.splitlines() if line.startswith("  x")]
+    assert [line.split()[0] for line in best] == ["x0.5", "x1"]
+    rows = json_report(capsys, [*argv, "--slo-ttft", "1", "--slo-tbt-mean", "0.2"])["rows"]
+    for line in best:
+        rate = float(line.split()[0][1:])
+        top = max(row["goodput_rps"] for row in rows if row["rate_scale"] == rate)
+        chosen = line.split(": ")[1].split(",")[0]
+        row = next(r for r in rows if r["rate_scale"] == rate and r["request_policy"] == chosen)
+        assert row["goodput_rps"] == top

@@ -189,9 +189,22 @@ def run(args: Any) -> int:
     )
     columns = ["rate_scale", "policy", "offered_rps", "tokens_per_s", "ttft_p50_s", "ttft_p99_s"]
     columns += ["tbt_p50_s", "tbt_p99_s", "e2e_p99_s"]
-    if config.slo_ttft is not None or config.slo_tbt_mean is not None:
+    targets = config.slo_ttft is not None or config.slo_tbt_mean is not None
+    if targets:
         columns += ["goodput_rps", "slo_attainment"]
+    if (table["preemptions"].fillna(0) > 0).any():
+        columns += ["preemptions"]
     print(table[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if targets and table["policy"].nunique() > 1:
+        # The recommendation: at each load, the policy that serves the most requests within the
+        # targets (ties to the lower p99 TTFT).
+        best = table.sort_values(["rate_scale", "goodput_rps", "ttft_p99_s"], ascending=[True, False, True])
+        print("best policy at each rate (most goodput within the targets, then the lowest p99 TTFT):")
+        for rate, row in best.groupby("rate_scale", sort=False).head(1).set_index("rate_scale").iterrows():
+            print(
+                f"  x{rate:g} ({row['offered_rps']:.3g} requests/s): {row['policy']}, "
+                f"{row['slo_attainment']:.1%} within the targets"
+            )
     if config.plot:
         print(f"figure written to {config.plot}")
     return 0
