@@ -17,7 +17,7 @@ Which arrays are per piece and which per user request:
 
 * per piece, indexed like ``workload``: the placement the mode records (``request_client``,
   ``request_machine``, decode ranges, ...), ``prefill_end``, ``finish`` and
-  :attr:`RequestTimes.previous_piece`; :meth:`EngineSchedule.piece_frame` has a row per piece;
+  :attr:`RequestTimes.previous_piece`; ``piece_frame`` (of the engine schedules) has a row per piece;
 * per user request, indexed like :attr:`RequestTimes.requests`: ``ttft``, ``latency``, ``e2e``,
   ``normalized_latency``, ``tbt_mean`` (and a mode's ``tbt_max``), ``meets_slo``,
   ``preemptions``, ``recomputed_tokens``, ``first_piece`` and ``last_piece``; ``request_frame``
@@ -135,7 +135,7 @@ def read_only(arr: np.ndarray) -> np.ndarray:
 
 def piece_parents(values: Any, pieces: int) -> np.ndarray:
     """A schedule's ``request_parent`` as a read-only int64 array, checked for its shape only:
-    one integer per piece, the user requests numbered ``0 .. U-1`` with a piece each (so that
+    one integer per piece, the user requests numbered ``0 to U-1`` with a piece each (so that
     every user-level figure is defined). Whether the pieces agree with the workload and with
     one another (prompts, outputs, time order) is the validator's to say.
 
@@ -351,7 +351,7 @@ class ScheduleLike(Protocol):
 
     Placement arrays, ``prefill_end`` and ``finish`` are indexed like the workload, whose rows
     are the schedule's pieces; latencies, ``meets_slo`` and the frames and figures over
-    requests are indexed like :attr:`requests`, the user requests. Without preemption (every
+    requests are indexed like ``requests``, the user requests. Without preemption (every
     schedule but an engine's with KV-cache memory) the two are one: see the module docstring.
     A *machine* is what runs stages: the one engine of a competition or fused schedule
     (machine 0), a prompt or token machine of a cluster (numbered as the cluster numbers them,
@@ -370,7 +370,7 @@ class ScheduleLike(Protocol):
 
     @property
     def requests(self) -> Workload:
-        """The user requests: :attr:`workload` itself when no request was preempted."""
+        """The user requests: ``workload`` itself when no request was preempted."""
         ...
 
     @property
@@ -483,7 +483,7 @@ class ScheduleLike(Protocol):
         ...
 
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
-        """One row per user request (index ``request``): the columns of :attr:`requests`,
+        """One row per user request (index ``request``): the columns of ``requests``,
         then :data:`REQUEST_COLUMNS` and the mode's own."""
         ...
 
@@ -593,7 +593,7 @@ class RequestTimes:
     @cached_property
     def requests(self) -> Workload:
         """The user requests: each with its first piece's prompt, arrival and predicted
-        output, and its pieces' output tokens added up (:attr:`workload` itself without
+        output, and its pieces' output tokens added up (``workload`` itself without
         ``request_parent``)."""
         work = self.workload
         if self.request_parent is None:
@@ -700,7 +700,7 @@ class ScheduleBase(RequestTimes):
         return goodput_figures(self.meets_slo(slo_ttft, slo_tbt), self.makespan, slo_ttft, slo_tbt)
 
     def _request_frame(self, meets: np.ndarray, **columns: Any) -> pd.DataFrame:
-        """One row per user request: the columns of :attr:`requests`, then ``columns`` (the
+        """One row per user request: the columns of ``requests``, then ``columns`` (the
         mode's per-piece arrays, in order: its machine, client, prefill end, ..., each taken
         at the request's first piece), then ``finish`` (its last piece's), ``ttft``,
         ``latency``, ``tbt_mean``, ``e2e``, ``normalized_latency``, the mode's counts of

@@ -46,5 +46,5 @@ def test_a_measured_table_prices_either_pool() -> None:
     table = preset("llama2-70b/h100/tp8").cost()
     cluster = _cluster(prompt_cost=table, token_cost=table)
     cluster.check(Workload([500, 700], [3, 4]))
-    with pytest.raises(ValueError, match=r"decode_iteration_time\(65\) = inf"):
-        _cluster(prompt_cost=table, token_cost=table, token_clients=100).check(Workload([5] * 70, [2] * 70))
+    with pytest.raises(ValueError, match=r"decode_iteration_time\(129\) = inf"):
+        _cluster(prompt_cost=table, token_cost=table, token_clients=200).check(Workload([5] * 140, [2] * 140))

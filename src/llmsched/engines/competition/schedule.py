@@ -88,7 +88,7 @@ class Schedule(NumberedRuns, EngineSchedule):
     ``clients`` clients.
 
     With ``request_parent`` set, the workload's rows are pieces of the user requests
-    (:attr:`requests`). Per piece: the placement arrays, ``prefill_end``, ``finish``, the
+    (``requests``). Per piece: the placement arrays, ``prefill_end``, ``finish``, the
     stage and segment tables and :meth:`piece_frame`. Per user request: ``ttft``,
     ``latency``, ``e2e``, ``normalized_latency``, ``tbt_mean``, ``tbt_max``, :meth:`meets_slo`,
     ``preemptions``, ``recomputed_tokens``, :meth:`request_frame`, :meth:`summary` and
@@ -603,7 +603,7 @@ class Schedule(NumberedRuns, EngineSchedule):
 
     # ------------------------------------------------------------ dataframes
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
-        """One row per user request: the columns of :attr:`requests`, then ``machine`` (0),
+        """One row per user request: the columns of ``requests``, then ``machine`` (0),
         ``client``, ``prefill_stage`` and ``prefill_end`` (of its first piece), ``finish`` (of
         its last), ``ttft``, ``latency``, ``tbt_mean``, ``tbt_max``, ``e2e``,
         ``normalized_latency``, ``preemptions`` and ``recomputed_tokens`` (with pieces only)

@@ -68,7 +68,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     which preempts by recompute: each stretch of a request's work is then a piece of the
     workload, prefilled in chunks of its own (a later piece's prompt holds the tokens decoded
     before). Per piece: the placement arrays, ``prefill_end``, ``finish``, the run and chunk
-    tables and :meth:`piece_frame`. Per user request (:attr:`requests`): ``ttft``,
+    tables and :meth:`piece_frame`. Per user request (``requests``): ``ttft``,
     ``latency``, ``e2e``, ``normalized_latency``, ``tbt_mean``, :meth:`meets_slo`,
     ``preemptions``, ``recomputed_tokens``, :meth:`request_frame`, :meth:`summary` and
     :meth:`tbt_distribution` (see :mod:`llmsched.core.schedule`).
@@ -316,7 +316,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         ).rename_axis("stage")
 
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
-        """One row per user request: the columns of :attr:`requests`, then ``machine`` (0),
+        """One row per user request: the columns of ``requests``, then ``machine`` (0),
         ``client`` and ``prefill_end`` (of its first piece), ``finish`` (of its last),
         ``ttft``, ``latency``, ``tbt_mean``, ``e2e``, ``normalized_latency``,
         ``preemptions`` and ``recomputed_tokens`` (with pieces only) and ``meets_slo``

@@ -3,7 +3,8 @@
 Orca's iteration-level scheduling, as SplitwiseSim's baseline machines run it: each
 iteration takes the waiting prompts first, first come first served and each whole, while
 they and the decoding requests (one token each) fit ``max_batch_tokens``; the first prompt
-always runs, even alone beyond the cap. Every decoding request decodes in every iteration.
+always runs, even beyond the cap, unless the decoding requests alone fill it. Every decoding
+request decodes in every iteration (so they never number more than the cap).
 An iteration that holds prompts is a mixed iteration, priced by the cost model's
 :func:`~llmsched.engines.fusion.iteration.fused_iteration_time` (a measured table prices it
 from its prompt curve, as SplitwiseSim does).
@@ -67,6 +68,8 @@ class OrcaRule(FusionRule):
         if not under_way:
             return DECODE_UNTIL_EVENT
         room = self.token_budget - active
+        if room <= 0:
+            return DECODE_UNTIL_EVENT  # the decoding requests fill the cap: no prompt joins them
         prompt = self._prompt
         chunks: list[tuple[int, int, int, int]] = []
         tokens = squares = 0

@@ -58,7 +58,7 @@ class VLLMRule(CompetitionRule):
     max_num_batched_tokens
         The most prompt tokens one prefill iteration holds (apart from the cost model's
         prefill capacity; the smaller of the two applies). A prompt longer than it cannot
-        run without chunking: :meth:`check` refuses it, as vLLM refuses the request.
+        run without chunking: ``check`` refuses it, as vLLM refuses the request.
 
     Raises
     ------
