@@ -325,10 +325,11 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
       every decoding request, up to 2,048 tokens an iteration; ``mode="orca"``), requests routed
       as SplitwiseSim's ``token_jsq`` does (``token-jsq``: the fewest prompt tokens not yet
       prefilled plus a token a request);
-    * ``splitwise-hh``: a disaggregated cluster of two prompt and two token machines, KV caches
-      moved at 200 GiB/s after the prompt, with llmsched's mixed pool (an idle machine of one
-      pool lends itself to the other); SplitwiseSim's mixed pool instead moves a token machine
-      into the prompt pool when the prompt backlog passes 8,192 tokens.
+    * ``splitwise-hh``: a disaggregated cluster of two prompt and two token machines, prompt
+      stages of several prompts capped at 2,048 tokens (a longer prompt alone), KV caches moved
+      at 200 GiB/s after the prompt, with llmsched's mixed pool (an idle machine of one pool
+      lends itself to the other); SplitwiseSim's mixed pool instead moves a token machine into
+      the prompt pool when the prompt backlog passes 8,192 tokens.
 
     Returns
     -------
@@ -356,6 +357,7 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
             kv_bandwidth=KV_GBPS,
             overlap=False,
             mixed=True,
+            prompt_batch_tokens=BATCH_TOKENS,
         )
         schedule = llmsched.simulate_disaggregated(workload, cluster)
     else:

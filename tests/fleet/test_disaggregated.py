@@ -459,3 +459,32 @@ def test_cluster_schedules_are_what_they_were(case, digest) -> None:
     schedule = simulate_disaggregated(work, cluster, policy, prompt_router, token_router, seed=seed)
     assert validate_disaggregated(schedule) == []
     assert fingerprint(schedule) == digest
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    prompts=st.lists(st.integers(1, 600), min_size=1, max_size=25),
+    cap=st.integers(1, 700),
+    mixed=st.booleans(),
+    policy=st.sampled_from(["fcfs", "shortest-first-oracle", "longest-first-oracle"]),
+)
+def test_a_prompt_batch_cap_holds_every_stage_of_several_prompts(
+    prompts: list[int], cap: int, mixed: bool, policy: str
+) -> None:
+    """With prompt_batch_tokens, a prompt stage of several prompts holds at most the cap; a
+    prompt longer than the cap is prefilled alone; every schedule validates."""
+    n = len(prompts)
+    workload = Workload(prompts, [3] * n, arrival=np.linspace(0.0, 0.2, n))
+    cluster = replace(_cluster(mixed=mixed), prompt_batch_tokens=cap)
+    schedule = simulate_disaggregated(workload, cluster, policy)
+    assert validate_disaggregated(schedule) == []
+    tokens = np.zeros(schedule.stage_start.size, dtype=np.int64)
+    count = np.zeros(schedule.stage_start.size, dtype=np.int64)
+    np.add.at(tokens, schedule.request_stage, workload.prompt_tokens)
+    np.add.at(count, schedule.request_stage, 1)
+    assert np.all((tokens <= cap) | (count == 1))
+
+
+def test_a_prompt_batch_cap_is_a_positive_token_count() -> None:
+    with pytest.raises(ValueError, match="prompt_batch_tokens must be"):
+        replace(_cluster(), prompt_batch_tokens=0)

@@ -137,7 +137,7 @@ class ClusterClock:
                     n, predicted is not None, oracle_lengths(policies[m]), False, workload.name
                 )
                 prompts = (policies[m], known)
-            queue = MachineQueue(m, clients, stream, prompts)
+            queue = MachineQueue(m, clients, stream, prompts, cluster.prompt_batch_tokens if m < P else None)
             engine = open_engine(
                 cluster.cost_of(m),
                 clients,

@@ -102,6 +102,10 @@ class DisaggregatedCluster:
         Send each layer's keys and values as soon as it is computed (Splitwise's overlap).
     mixed
         Lend idle token machines to the prompt pool under load (see the module docstring).
+    prompt_batch_tokens
+        The most prompt tokens a stage of several prompts holds (SplitwiseSim's 2,048: the
+        measured prefill is cheapest per token near there); a longer prompt is prefilled
+        alone. None: a stage holds up to the cost model's prefill capacity.
     """
 
     prompt_machines: int
@@ -114,6 +118,7 @@ class DisaggregatedCluster:
     layers: int = 80
     overlap: bool = True
     mixed: bool = False
+    prompt_batch_tokens: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_machines", positive_int("prompt_machines", self.prompt_machines))
@@ -130,6 +135,9 @@ class DisaggregatedCluster:
         object.__setattr__(self, "layers", positive_int("layers", self.layers))
         object.__setattr__(self, "overlap", flag("overlap", self.overlap))
         object.__setattr__(self, "mixed", flag("mixed", self.mixed))
+        if self.prompt_batch_tokens is not None:
+            cap = positive_int("prompt_batch_tokens", self.prompt_batch_tokens, maximum=1 << 31)
+            object.__setattr__(self, "prompt_batch_tokens", cap)
 
     @property
     def machines(self) -> int:

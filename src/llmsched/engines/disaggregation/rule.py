@@ -71,8 +71,17 @@ class MachineQueue:
         requests by their index in the workload, the loop by their index on the machine.
     """
 
-    def __init__(self, index: int, clients: int, stream: EngineStream, prompts: Prompts | None = None):
+    def __init__(
+        self,
+        index: int,
+        clients: int,
+        stream: EngineStream,
+        prompts: Prompts | None = None,
+        batch_tokens: int | None = None,
+    ):
         self.index, self.clients, self.stream = index, clients, stream
+        # The most prompt tokens a stage of several prompts holds (a longer one runs alone).
+        self.batch_tokens = batch_tokens
         self.own_view = True  # the loop's view of the requests is not read: see start
         policy, known = prompts if prompts is not None else (None, None)
         self.policy, self.known = policy, known
@@ -210,6 +219,10 @@ class MachineQueue:
         prompt, waiting = self.stream.prompt, self.waiting
         batch: list[int] = []
         room = capacity
+        cap = self.batch_tokens
+        capped = cap is not None and cap < capacity
+        if cap is not None and capped:
+            room = cap
         ready = self._ready if whole else -1  # asked just before a stage of its own
         self._ready = 0
         while room > 0:  # a prompt holds a token at least
@@ -222,6 +235,18 @@ class MachineQueue:
             answered, ready = ready, -1
             asked = room
             pairs = policy.take(asked)
+            if type(pairs) is list and not pairs and capped and not batch:
+                # The policy's next prompt is longer than a batch may hold: it runs alone. Asked
+                # for a room of each waiting prompt's size in turn, the policy answers first
+                # at its own prompt's size, which leaves no room for another (an empty answer
+                # removes nothing).
+                for size in sorted({prompt[local] for local in waiting.values()}):
+                    if room < size <= capacity:
+                        asked = size
+                        pairs = policy.take(asked)
+                        if type(pairs) is not list or pairs:
+                            break
+                room = asked
             if type(pairs) is not list or not pairs:
                 if type(pairs) is list and batch:
                     break  # nothing more fits in the room left
