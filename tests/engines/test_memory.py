@@ -29,8 +29,10 @@ from llmsched.online import FCFS, make_iteration_policy, make_request_policy, re
 COST = LinearCostModel(0.02, 1e-4, 0.03, 2e-4, prefill_capacity=4000)
 
 
-def run(workload: Workload, rule: Any, clients: int = 8, policy: Any = None) -> Any:
-    return run_loop(workload, COST, clients, policy or FCFS(), None, CostClock(), False, rule)
+def run(
+    workload: Workload, rule: Any, clients: int = 8, policy: Any = None, clairvoyant: bool = False
+) -> Any:
+    return run_loop(workload, COST, clients, policy or FCFS(), None, CostClock(), clairvoyant, rule)
 
 
 def check(schedule: Any) -> list[Any]:
@@ -146,9 +148,15 @@ RULES = [("vllm", False), ("vllm", True), ("sarathi", False), ("orca", False), (
     policy=st.sampled_from(OPEN_ENDED),
     clients=st.integers(1, 8),
     block_size=st.sampled_from([1, 4, 16]),
+    clairvoyant=st.booleans(),
 )
 def test_with_memory_every_schedule_validates_and_every_request_finishes_whole(
-    data: st.DataObject, which: tuple[str, bool], policy: str, clients: int, block_size: int
+    data: st.DataObject,
+    which: tuple[str, bool],
+    policy: str,
+    clients: int,
+    block_size: int,
+    clairvoyant: bool,
 ) -> None:
     n = data.draw(st.integers(1, 14))
     prompt = data.draw(st.lists(st.integers(1, 120), min_size=n, max_size=n))
@@ -170,8 +178,8 @@ def test_with_memory_every_schedule_validates_and_every_request_finishes_whole(
         rule: Any = CompetitionRule(make_iteration_policy("lagrangian"), memory)
     else:
         rule = batching_rule(name, 256, chunked, memory)
-    schedule = run(workload, rule, clients, make_request_policy(policy))
-    assert check(schedule) == []
+    schedule = run(workload, rule, clients, make_request_policy(policy), clairvoyant)
+    assert check(schedule) == [] and schedule.info["clairvoyant"] == clairvoyant
     # Nothing lost: the requests the schedule speaks of are the workload's.
     requests = schedule.requests
     assert requests.prompt_tokens.tolist() == prompt and requests.output_tokens.tolist() == output

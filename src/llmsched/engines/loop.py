@@ -650,12 +650,9 @@ def _run(
                     parent.append(parent[victim])
                     continuations += 1
                     n += 1
-                    for each in knowns:
+                    for each in knowns:  # a new request to the policies (clairvoyant or not)
                         each.add_slot()
-                    if tell:
-                        reveal(piece, prompt[piece], planned[piece], left, arrival[piece])
-                        if reveal_other is not None:
-                            reveal_other(piece, prompt[piece], planned[piece], left, arrival[piece])
+                        each.reveal(piece, prompt[piece], planned[piece], left, arrival[piece])
                     waiting_arrival_sum += arrival[piece]
                     resume(piece)
         active = len(heap)
