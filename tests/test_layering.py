@@ -240,3 +240,18 @@ def test_no_module_imports_a_private_name_of_another() -> None:
                     and node.module != module
                 ]
     assert not crossing, "\n".join(crossing)
+
+
+def test_importing_the_package_loads_no_heavy_library() -> None:
+    """``import llmsched`` stays fast: pandas, scipy, matplotlib, the solvers and torch load
+    only where they are used (a module importing pandas at its top made it twice as slow)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, llmsched; "
+        "print(sorted(m for m in ('pandas', 'scipy', 'matplotlib', 'pyscipopt', 'ortools', 'torch') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

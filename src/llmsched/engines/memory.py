@@ -12,13 +12,15 @@ engine's blocks in every run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["check_memory", "memory_by_run", "memory_frame", "memory_violations", "piece_violations"]
 
@@ -99,6 +101,8 @@ def memory_by_run(
 def memory_frame(schedule: Any, used: np.ndarray) -> pd.DataFrame:
     """Memory in use over time: one row per run of ``schedule`` (``start``, ``end``,
     ``blocks`` at its last iteration, ``tokens`` those blocks hold, ``share`` of all)."""
+    import pandas as pd
+
     memory: KVMemory = schedule.memory
     return pd.DataFrame(
         {
