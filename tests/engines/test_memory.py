@@ -190,3 +190,38 @@ def test_with_memory_every_schedule_validates_and_every_request_finishes_whole(
     else:
         bound = lower_bounds(workload, COST, clients).strong
     assert schedule.makespan >= bound * (1 - 1e-9)
+
+
+class _Spy:
+    """The Lagrangian rule, recording the fewest waiting requests the loop showed it."""
+
+    name = "spy"
+
+    def __init__(self) -> None:
+        self.inner = make_iteration_policy("lagrangian")
+        self.fewest = 10**9
+
+    def start(self, known: Any, cost: Any, clients: int) -> None:
+        self.inner.start(known, cost, clients)
+
+    def decide(self, view: Any) -> int:
+        self.fewest = min(self.fewest, view.unstarted)
+        return int(self.inner.decide(view))
+
+
+def test_an_iteration_policy_sees_continuations_among_the_waiting() -> None:
+    """The loop asks the iteration policy only with requests ready, so it shows at least one
+    waiting; preempted requests' continuations count among them (taken, they do not make the
+    count fall below what arrived)."""
+    rng = np.random.default_rng(1)
+    preempted = 0
+    for _ in range(30):
+        n = 20
+        arrival = np.sort(rng.choice([0.0, 0.05, 0.3], n))
+        workload = Workload(rng.integers(5, 80, n), rng.integers(20, 80, n), arrival=arrival)
+        spy = _Spy()
+        rule = CompetitionRule(spy, KVMemory(50, block_size=4, watermark=0.0))  # type: ignore[arg-type]
+        schedule = run(workload, rule, clients=6)
+        assert check(schedule) == [] and spy.fewest >= 1
+        preempted += int(schedule.preemptions.sum())
+    assert preempted > 0

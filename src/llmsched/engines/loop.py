@@ -678,7 +678,8 @@ def _run(
             # How soon a request finishes follows from true lengths: shown only to a policy
             # that plans with them.
             view.iterations_to_finish = heap[0][0] - g if shows_finish else -1
-            view.unstarted = unstarted = next_arrival - started  # arrived: the future is not shown
+            # Arrived and not started (a preempted request's continuation counts: it waits again).
+            view.unstarted = unstarted = next_arrival + continuations - started
             while oldest < next_arrival and state[order[oldest]] == taken:
                 oldest += 1
             view.oldest_arrival = due_in_order[oldest] if oldest < next_arrival else _INF
