@@ -142,6 +142,21 @@ class RequestLists:
         self.taken_at = [-1] * n
         self.decode_start = [-1] * n
 
+    def grow(self, prompt: int, output: int, planned: int, arrival: float) -> int:
+        """Add a request, not arrived, none of its placement known; return its index (the
+        caller puts it in the order of arrival, or, a preempted request's continuation,
+        makes it wait at once)."""
+        index = len(self.prompt)
+        self.prompt.append(prompt)
+        self.output.append(output)
+        self.planned.append(planned)
+        self.arrival.append(arrival)
+        self.state.append(UNARRIVED)
+        self.client_of.append(-1)
+        self.taken_at.append(-1)
+        self.decode_start.append(-1)
+        return index
+
     @classmethod
     def of(cls, workload: Workload) -> RequestLists:
         """The lists of a closed run of ``workload`` (every request known, in arrival order)."""
@@ -215,17 +230,9 @@ class EngineStream(RequestLists):
 
     def add(self, prompt: int, output: int, planned: int, arrival: float) -> int:
         """Add a request that reached the engine at ``arrival``; return its index there."""
-        index = len(self.prompt)
-        self.prompt.append(prompt)
-        self.output.append(output)
-        self.planned.append(planned)
-        self.arrival.append(arrival)
+        index = self.grow(prompt, output, planned, arrival)
         self.due.append(arrival)
         self.order.append(index)
-        self.state.append(UNARRIVED)
-        self.client_of.append(-1)
-        self.taken_at.append(-1)
-        self.decode_start.append(-1)
         for known in self.knowns:
             known.add_slot()
         return index
@@ -607,9 +614,9 @@ def _run(
                 arrive(request)
                 waiting_arrival_sum += due_in_order[next_arrival]
                 next_arrival += 1
-        if memory is not None and heap:
+        if memory is not None:
             # The next iteration writes a token of every decoding request: when their blocks
-            # do not fit, preempt (recompute) until they do.
+            # do not fit, preempt (recompute) until they do. What is left free takes requests.
             need = held_apart + sum(
                 memory.blocks_for(prompt[r] + g - decode_start[r] + 1) for r in running.values()
             )
@@ -638,15 +645,10 @@ def _run(
                     finished += 1
                     # The rest continues as a new piece: its prompt and the tokens decoded so
                     # far are prefilled anew when it is taken again.
-                    piece = len(prompt)
-                    prompt.append(prompt[victim] + decoded)
-                    output.append(left)
-                    planned.append(max(1, planned[victim] - decoded))
-                    arrival.append(arrival[victim])
-                    state.append(waiting)
-                    client_of.append(-1)
-                    taken_at.append(-1)
-                    decode_start.append(-1)
+                    piece = lists.grow(
+                        prompt[victim] + decoded, left, max(1, planned[victim] - decoded), arrival[victim]
+                    )
+                    state[piece] = waiting
                     parent.append(parent[victim])
                     continuations += 1
                     n += 1
@@ -661,10 +663,7 @@ def _run(
             ready = check_ready(ready, requests)
         take_cap = capacity
         if memory is not None and ready:
-            used = held_apart + sum(
-                memory.blocks_for(prompt[r] + g - decode_start[r] + 1) for r in running.values()
-            )
-            take_cap = min(capacity, memory.admission_tokens(total_blocks - used, min(free, ready)))
+            take_cap = min(capacity, memory.admission_tokens(total_blocks - need, min(free, ready)))
             if take_cap <= 0:
                 ready = 0  # no prompt fits what is free: decode on until a request finishes
         if ready and active and view is not None:

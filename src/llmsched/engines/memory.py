@@ -22,7 +22,15 @@ from llmsched.core.workload import Workload
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["check_memory", "memory_by_run", "memory_frame", "memory_violations", "piece_violations"]
+__all__ = [
+    "check_memory",
+    "memory_by_run",
+    "memory_frame",
+    "memory_in_use",
+    "memory_violations",
+    "piece_violations",
+    "schedule_memory",
+]
 
 
 def check_memory(workload: Workload, memory: Any, clients: int) -> None:
@@ -96,6 +104,34 @@ def memory_by_run(
             piece = waiting[item]
             np.add.at(used, run, -(-(prompt[piece] + 1) // size))
     return used
+
+
+def schedule_memory(schedule: Any, taken_iteration: np.ndarray | None = None) -> np.ndarray:
+    """:func:`memory_by_run` of a competition or fused ``schedule`` with memory: the blocks in
+    use in the last iteration of each of its runs."""
+    iterations = np.asarray(schedule.run_iterations, dtype=np.int64)
+    return memory_by_run(
+        schedule.memory,
+        schedule.workload.prompt_tokens,
+        schedule.request_decode_start,
+        schedule.request_decode_end,
+        np.cumsum(iterations) - iterations,
+        iterations,
+        taken_iteration,
+    )
+
+
+def memory_in_use(schedule: Any, taken_iteration: np.ndarray | None = None) -> pd.DataFrame:
+    """What ``schedule.memory_in_use()`` gives: :func:`memory_frame` of :func:`schedule_memory`.
+
+    Raises
+    ------
+    ValueError
+        When the schedule's engine has no KV-cache memory.
+    """
+    if schedule.memory is None:
+        raise ValueError("this schedule's engine has no KV-cache memory (memory is None)")
+    return memory_frame(schedule, schedule_memory(schedule, taken_iteration))
 
 
 def memory_frame(schedule: Any, used: np.ndarray) -> pd.DataFrame:
@@ -178,18 +214,7 @@ def report_memory(report: Any, schedule: Any, prefill_start: np.ndarray, taken_i
     piece decodes right after its stage)."""
     memory = getattr(schedule, "memory", None)
     if memory is not None:
-        iterations = np.asarray(schedule.run_iterations, dtype=np.int64)
-        first = np.cumsum(iterations) - iterations
-        used = memory_by_run(
-            memory,
-            schedule.workload.prompt_tokens,
-            schedule.request_decode_start,
-            schedule.request_decode_end,
-            first,
-            iterations,
-            taken_iteration,
-        )
-        found = memory_violations(memory, used)
+        found = memory_violations(memory, schedule_memory(schedule, taken_iteration))
         report.add("memory", [r for r, _ in found], dict(found).__getitem__)
     parent = getattr(schedule, "request_parent", None)
     if parent is not None:

@@ -623,19 +623,9 @@ class Schedule(NumberedRuns, EngineSchedule):
         ValueError
             When the schedule's engine has no KV-cache memory.
         """
-        from llmsched.engines.memory import memory_by_run, memory_frame
+        from llmsched.engines.memory import memory_in_use
 
-        if self.memory is None:
-            raise ValueError("this schedule's engine has no KV-cache memory (memory is None)")
-        used = memory_by_run(
-            self.memory,
-            self.workload.prompt_tokens,
-            self.request_decode_start,
-            self.request_decode_end,
-            self.run_first_iteration,
-            self.run_iterations,
-        )
-        return memory_frame(self, used)
+        return memory_in_use(self)
 
     def piece_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
         """One row per piece (index ``piece``): the workload's columns, ``parent`` (its user

@@ -339,26 +339,21 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         ValueError
             When the schedule's engine has no KV-cache memory.
         """
-        from llmsched.engines.memory import memory_by_run, memory_frame
+        from llmsched.engines.memory import memory_in_use
 
-        if self.memory is None:
-            raise ValueError("this schedule's engine has no KV-cache memory (memory is None)")
-        n = len(self.workload)
-        first_run = np.full(n, self.num_runs, dtype=np.int64)
+        return memory_in_use(self, self.first_chunk_iteration)
+
+    @cached_property
+    def first_chunk_iteration(self) -> np.ndarray:
+        """The iteration of each piece's first chunk (-1 for a piece without chunks): from it
+        on the piece holds its prompt's cache."""
+        runs = self.num_runs
+        first_run = np.full(len(self.workload), runs, dtype=np.int64)
         np.minimum.at(first_run, self.chunk_request, self.chunk_run)
-        chunked = first_run < self.num_runs
-        first = self.run_first_iteration
-        taken = np.where(chunked, first[np.minimum(first_run, max(self.num_runs - 1, 0))], -1)
-        used = memory_by_run(
-            self.memory,
-            self.workload.prompt_tokens,
-            self.request_decode_start,
-            self.request_decode_end,
-            first,
-            self.run_iterations,
-            taken if self.num_runs else None,
-        )
-        return memory_frame(self, used)
+        if not runs:
+            return read_only(np.full(len(self.workload), -1, dtype=np.int64))
+        taken = np.where(first_run < runs, self.run_first_iteration[np.minimum(first_run, runs - 1)], -1)
+        return read_only(taken.astype(np.int64))
 
     def piece_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:
         """One row per piece (index ``piece``): the workload's columns, ``parent`` (its user

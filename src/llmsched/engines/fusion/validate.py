@@ -322,10 +322,6 @@ def validate_fused(
     if abs(s.makespan - end) > tol:
         add("makespan", [0], lambda _: f"the makespan is {s.makespan:.9g}s; the last run ends at {end:.9g}s")
     if s.memory is not None or s.request_parent is not None:
-        first_chunk = np.full(n, -1, dtype=np.int64)
-        if chunks:
-            first_chunk[np.flatnonzero(has_chunks)] = first_run[has_chunks]
-        taken = np.where(first_chunk >= 0, first[np.maximum(first_chunk, 0)], -1)
-        began = np.where(first_chunk >= 0, s.run_start[np.maximum(first_chunk, 0)], np.nan)
-        report_memory(report, s, began, taken)
+        began = np.where(has_chunks, s.run_start[np.minimum(first_run, max(runs - 1, 0))], np.nan)
+        report_memory(report, s, began, s.first_chunk_iteration)
     return report.items
