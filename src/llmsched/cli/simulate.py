@@ -234,6 +234,7 @@ def _disaggregated(config: Any, workload: Any, cost: Any) -> EngineRun:
 def _real_engine(config: Any, workload: Any, cost: Any) -> EngineRun:
     from llmsched.engines.competition.bounds import lower_bounds
     from llmsched.engines.fusion.bounds import fused_lower_bounds
+    from llmsched.engines.orca.rule import most_iteration_tokens
     from llmsched.online.simulate import simulate_batching
 
     memory = make_memory(config)
@@ -254,7 +255,8 @@ def _real_engine(config: Any, workload: Any, cost: Any) -> EngineRun:
         bound = lower_bounds(workload, cost, config.clients).strong
         how = f"prefill first, at most {tokens} prompt tokens an iteration"
     else:
-        bound = fused_lower_bounds(workload, cost, config.clients, tokens).strong
+        budget = most_iteration_tokens(tokens, workload) if config.mode == "orca" else tokens
+        bound = fused_lower_bounds(workload, cost, config.clients, budget).strong
         how = ("whole prompts and decoding" if config.mode == "orca" else "chunked prefill") + (
             f", at most {tokens} tokens an iteration"
         )

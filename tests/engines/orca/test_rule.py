@@ -11,11 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmsched import LinearCostModel, Workload
+from llmsched.engines.fusion.bounds import fused_lower_bounds
 from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.fusion.validate import validate_fused
 from llmsched.engines.loop import CostClock, run_loop
-from llmsched.engines.orca.rule import OrcaRule
+from llmsched.engines.orca.rule import OrcaRule, most_iteration_tokens
 from llmsched.online import FCFS
 
 COST = LinearCostModel(0.02, 1e-4, 0.03, 2e-4, prefill_capacity=5000)
@@ -82,6 +83,11 @@ def test_every_orca_schedule_validates(
     per_run = np.bincount(schedule.chunk_run, minlength=schedule.num_runs)
     shared = per_run >= 2
     assert np.all(schedule.run_decoding[shared] + schedule.run_chunk_tokens[shared] <= cap)
+    # No makespan below the fused bound at the most tokens an Orca iteration carries.
+    most = most_iteration_tokens(cap, schedule.workload)
+    assert int((schedule.run_decoding + schedule.run_chunk_tokens).max()) <= most
+    bound = fused_lower_bounds(schedule.workload, COST, clients, most).strong
+    assert schedule.makespan >= bound * (1 - 1e-9)
 
 
 def test_a_whole_prompt_beside_decoding_beyond_a_tables_range_is_refused_before_any_work() -> None:
