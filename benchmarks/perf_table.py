@@ -14,9 +14,9 @@ Two figures beside them say where an error comes from, on the same splits:
   (prompt tokens, batch size, output tokens): the error of noise between repeats alone, which
   no table can beat;
 * ``by point``: the prompt times predicted by the median of the fitted rows of the same prompt
-  length and batch size, a table with the prompt count as a second dimension. Where it is far
-  below the table's error, the prompt count, which a table by batch tokens cannot see, costs
-  the difference.
+  length and batch size, the measured points alone;
+* ``tokens``: the prompt times of a table keyed by the batch's tokens alone
+  (``prompt_count=False``, SplitwiseSim's reading): what the prompt count adds.
 
 ``all rows`` is the table's error at TP 2 with the rows of batch 64 kept.
 
@@ -57,7 +57,7 @@ def main() -> None:
     header = (
         f"{'preset':26s} {'prompt':>7s} {'token':>7s} | {'prompt, seeds':>15s} {'mean':>6s} | "
         f"{'token, seeds':>13s} {'mean':>6s} | {'repeats P':>9s} {'T':>5s} {'by point':>8s} | "
-        f"{'all rows':>8s}"
+        f"{'tokens':>6s} {'mean':>6s} | {'all rows':>8s}"
     )
     print("held-out MAPE (%), 80:20 split; seed 0, then min-max and mean over seeds", f"0-{seeds[-1]}")
     print(header)
@@ -71,6 +71,9 @@ def main() -> None:
         repeats_p = np.mean([by_point(rows, point, "prompt_time", s) for s in seeds])
         repeats_t = np.mean([by_point(rows, point, "token_time", s) for s in seeds])
         two_d = np.mean([by_point(rows, point[:2], "prompt_time", s) for s in seeds])
+        alone = np.array(
+            [TableCostModel.held_out_error(rows, seed=s, prompt_count=False).prefill_mape for s in seeds]
+        )
         everything = measurements()[(found.model, found.hardware, found.tensor_parallel)]
         all_rows = ""
         if len(everything["prompt_size"]) != len(rows["prompt_size"]):
@@ -80,14 +83,16 @@ def main() -> None:
             f"{found.name:26s} {100 * prompt[0]:7.2f} {100 * token[0]:7.2f} | "
             f"{100 * prompt.min():6.2f}-{100 * prompt.max():5.2f}  {100 * prompt.mean():6.2f} | "
             f"{100 * token.min():5.2f}-{100 * token.max():5.2f}  {100 * token.mean():6.2f} | "
-            f"{100 * repeats_p:9.2f} {100 * repeats_t:5.2f} {100 * two_d:8.2f} | {all_rows:>8s}"
+            f"{100 * repeats_p:9.2f} {100 * repeats_t:5.2f} {100 * two_d:8.2f} | "
+            f"{100 * alone[0]:6.2f} {100 * alone.mean():6.2f} | {all_rows:>8s}"
         )
         if prompt[0] > TARGET or token[0] > TARGET:
             misses.append(found.name)
     print(
-        "prompt, token: the table's error; repeats: the median of a point's other repeats (noise alone); "
-        "by point: prompt times by (prompt tokens, batch size), the prompt count seen; all rows: prompt "
-        "times with TP 2's batch-64 rows kept (mean over seeds)"
+        "prompt, token: the table's error (prefill keyed by tokens and prompt count); repeats: the median "
+        "of a point's other repeats (noise alone); by point: prompt times by (prompt tokens, batch size); "
+        "tokens: prompt times of a table keyed by tokens alone, as SplitwiseSim's (seed 0, mean); all rows: "
+        "prompt times with TP 2's batch-64 rows kept (mean over seeds)"
     )
     print(f"seed 0 over the {TARGET:.0%} target: {', '.join(misses) if misses else 'none'}")
 

@@ -295,7 +295,7 @@ def run_splitwisesim(
 
 #: llmsched's side of each setup: the machines and rules closest to SplitwiseSim's.
 CLIENTS = 128  # batch slots: SplitwiseSim's 512 are never reached below saturation here, and
-# the measured table prices decode batches up to twice its 64 (llmsched.preset(...).cost()).
+# the measured table prices decode batches up to twice its 64 (llmsched.preset(...).cost(...)).
 BATCH_TOKENS = 2048  # SplitwiseSim's max_batch_tokens
 KV_GBPS = 200 * 2**30 / 1e9  # SplitwiseSim's DummyLink: 200 GiB/s, no contention
 
@@ -319,8 +319,9 @@ def llmsched_workload(trace_frame: pd.DataFrame) -> Any:
 def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, float]:
     """Run llmsched's engine simulator on ``trace_frame`` in ``setup``.
 
-    Both setups price iterations by ``llmsched.preset("llama2-70b/h100/tp8").cost()``, the table
-    fitted to the same measurements (prefill by the batch's tokens, as SplitwiseSim; decode by
+    Both setups price iterations by ``llmsched.preset("llama2-70b/h100/tp8").cost(prompt_count=False)``,
+    the table fitted to the same measurements (prefill by the batch's tokens alone, as SplitwiseSim
+    reads them, not by its prompt count as well, the preset's default; decode by
     the batch's size, where SplitwiseSim reads its prompt curve at the batch's token count; a
     mixed iteration 1.1x the prompt curve, as SplitwiseSim).
 
@@ -345,7 +346,7 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
     import llmsched
 
     workload = llmsched_workload(trace_frame)
-    cost = llmsched.preset("llama2-70b/h100/tp8").cost()
+    cost = llmsched.preset("llama2-70b/h100/tp8").cost(prompt_count=False)
     if setup not in _WARM:  # a first run on a few requests: imports and caches, not timed
         _WARM.add(setup)
         run_llmsched(trace_frame.head(20), setup)

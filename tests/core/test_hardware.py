@@ -73,14 +73,22 @@ def test_price_and_power_follow_table_v_and_the_rated_watts() -> None:
 
 def test_a_preset_cost_is_the_table_fitted_to_its_rows() -> None:
     """SplitwiseSim's mixed factor, the preset's name; a knot at a batch's tokens is the median
-    of its rows; the power cap slows the prompt phase and leaves the token phase as it is."""
+    of its rows (by its prompt count too, by default: 32 prompts of 512 tokens, or one of
+    8,192); the power cap slows the prompt phase and leaves the token phase as it is."""
     found = preset("llama2-70b/h100/tp8")
     cost = found.cost()
     assert isinstance(cost, TableCostModel) and cost.mixed_factor == 1.1 and cost.name == found.name
     assert cost is found.cost()  # fitted once
     rows = found.rows()
-    at = rows["prompt_size"] * rows["batch_size"] == 16384
-    assert cost.prefill_time(16384) == pytest.approx(np.median(rows["prompt_time"][at]) / 1e3)
+    prompt, batch, seconds = rows["prompt_size"], rows["batch_size"], rows["prompt_time"] / 1e3
+    assert cost.prefill_time(16384, 32 * 512**2) == pytest.approx(np.median(seconds[batch == 32]))
+    assert cost.prefill_time(8192, 8192**2) == pytest.approx(np.median(seconds[prompt == 8192]))
+    tokens_only = found.cost(prompt_count=False)
+    assert tokens_only.batched_prompt is None and cost.batched_prompt == 512
+    at = prompt * batch == 16384
+    assert tokens_only.prefill_time(16384) == pytest.approx(np.median(seconds[at]))
+    with pytest.raises(TypeError, match="prompt_count must be True or False"):
+        found.cost(prompt_count=None)  # type: ignore[arg-type]
     assert (cost.prefill_capacity, cost.max_batch) == (32768, 128)  # twice the largest batch measured
     capped = preset("llama2-70b/h100-pcap/tp8").cost()
     assert capped.decode_times == cost.decode_times and capped.decode_per_context == cost.decode_per_context

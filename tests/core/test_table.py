@@ -99,6 +99,22 @@ def test_it_meets_the_library_protocols() -> None:
         ({"max_batch": 9}, ValueError, "goes on at its last segment's slope"),
         ({"mixed_factor": 0.9}, ValueError, "mixed_factor must be"),
         ({"name": 3}, TypeError, "name must be a str"),
+        ({"batched_tokens": (200,), "batched_times": (0.02,)}, ValueError, "need batched_prompt"),
+        (
+            {"batched_prompt": 100, "batched_tokens": (50, 200), "batched_times": (0.01, 0.02)},
+            ValueError,
+            "batched_tokens start at one prompt of batched_prompt = 100 tokens or more, got 50",
+        ),
+        (
+            {"batched_prompt": 100, "batched_tokens": (100, 200), "batched_times": (0.02, 0.01)},
+            ValueError,
+            "batched_times must not decrease",
+        ),
+        (
+            {"batched_prompt": 100, "batched_tokens": (100, 200), "batched_times": (0.02,)},
+            ValueError,
+            "batched_tokens and batched_times differ in length",
+        ),
     ],
 )
 def test_bad_tables_are_refused_naming_the_field(kwargs, error, message) -> None:
@@ -131,17 +147,29 @@ def test_mixed_iterations_follow_the_table_rule_or_the_fused_rule() -> None:
         np.testing.assert_allclose(fused_iteration_time(model, decoding, context, chunks, 0), scalars)
 
 
-tables = st.builds(
-    lambda xs, steps, bs, ds, c_d, stretch, factor: TableCostModel(
+def _table(xs, steps, bs, ds, c_d, stretch, factor, batched) -> TableCostModel:
+    """A random table; ``batched`` (a prompt length, batch counts, time steps) or None."""
+    length, counts, b_steps = batched if batched is not None else (None, [], [])
+    counts = sorted(set(counts))
+    b_tokens = [length * c for c in counts] if length else []
+    last = max([*xs, *b_tokens])
+    return TableCostModel(
         sorted(set(xs)),
         np.cumsum(steps[: len(set(xs))]).tolist(),
         sorted(set(bs)),
         ds[: len(set(bs))],
         c_d,
-        prefill_capacity=max(1, int(max(xs) * stretch)),
+        prefill_capacity=max(1, int(last * stretch)),
         max_batch=max(1, int(max(bs) * stretch)),
         mixed_factor=factor,
-    ),
+        batched_prompt=length,
+        batched_tokens=b_tokens,
+        batched_times=np.cumsum(b_steps[: len(counts)]).tolist(),
+    )
+
+
+tables = st.builds(
+    _table,
     st.lists(st.integers(1, 400), min_size=1, max_size=8),
     st.lists(st.floats(1e-4, 0.05), min_size=8, max_size=8),
     st.lists(st.integers(1, 12), min_size=1, max_size=6),
@@ -149,7 +177,22 @@ tables = st.builds(
     st.one_of(st.just(0.0), st.floats(0, 1e-5)),
     st.floats(0.5, 2.0),
     st.one_of(st.none(), st.floats(1.0, 1.5)),
+    st.one_of(
+        st.none(),
+        st.tuples(
+            st.integers(1, 100),
+            st.lists(st.integers(1, 8), min_size=1, max_size=5),
+            st.lists(st.floats(1e-4, 0.05), min_size=5, max_size=5),
+        ),
+    ),
 )
+
+
+def stage_of(data, table: TableCostModel, most: int) -> tuple[list[int], int, int]:
+    """A stage's prompts (their total at most ``most``), tokens and squares."""
+    prompts = data.draw(st.lists(st.integers(1, max(1, most // 4)), min_size=1, max_size=4))
+    prompts = prompts if sum(prompts) <= most else [most]
+    return prompts, sum(prompts), sum(p * p for p in prompts)
 
 
 @settings(max_examples=200, deadline=None)
@@ -160,8 +203,11 @@ def test_the_hull_lines_lie_below_both_tables(table: TableCostModel, data) -> No
     negative."""
     tokens = np.arange(0, table.prefill_capacity + 1)
     prefill = table.prefill_time(tokens)
+    squares = np.array([data.draw(st.integers(t, max(t, t * t))) for t in tokens[:50].tolist()])
+    stages = table.prefill_time(tokens[:50], squares)
     for alpha, beta in table.prefill_hull():
         assert beta >= 0 and np.all(alpha + beta * tokens <= prefill + 1e-12)
+        assert np.all(alpha + beta * tokens[:50] <= stages + 1e-12)
     batches = np.arange(1, table.max_batch + 1)
     decode = table.decode_iteration_time(batches)
     for alpha, beta in table.batch_hull():
@@ -178,6 +224,22 @@ def test_no_split_of_the_tokens_beats_min_prefill_time(table: TableCostModel, da
     spent = float(np.sum(table.prefill_time(np.array(stages))))
     asked = data.draw(st.integers(0, len(stages)))
     assert table.min_prefill_time(total, asked) <= spent * (1 + 1e-12) + 1e-15
+    # Stages of several prompts, read by their squares, as well.
+    batches = [stage_of(data, table, table.prefill_capacity) for _ in stages[:10]]
+    spent = sum(float(table.prefill_time(tokens, squares)) for _, tokens, squares in batches)
+    total = sum(tokens for _, tokens, _ in batches)
+    assert table.min_prefill_time(total, min(asked, len(batches))) <= spent * (1 + 1e-12) + 1e-15
+
+
+@settings(max_examples=200, deadline=None)
+@given(tables, st.data())
+def test_a_prompt_alone_is_prefilled_no_faster_than_in_a_stage_that_holds_it(table, data) -> None:
+    """The single-request bounds rest on it: each prompt of a stage, priced alone (its tokens
+    and its square), takes no longer than the stage."""
+    prompts, tokens, squares = stage_of(data, table, table.prefill_capacity)
+    stage = float(table.prefill_time(tokens, squares))
+    for prompt in prompts:
+        assert float(table.prefill_time(prompt, prompt * prompt)) <= stage * (1 + 1e-12)
 
 
 @settings(max_examples=100, deadline=None)
@@ -226,7 +288,7 @@ def synthetic_rows(table: TableCostModel, repeats: int = 3) -> dict[str, list[fl
             rows["p"].append(prompt)
             rows["b"].append(batch)
             rows["o"].append(output)
-            rows["pt"].append(1e3 * table.prefill_time(prompt * batch))
+            rows["pt"].append(1e3 * table.prefill_time(prompt * batch, batch * prompt**2))
             context = batch * (prompt + output / 2)
             rows["dt"].append(1e3 * table.decode_iteration_time(batch, context))
     return rows
@@ -241,8 +303,8 @@ def test_a_fit_to_exact_measurements_gives_the_table_back() -> None:
     the prefill knots at every batch's tokens, the decode knots and c_d."""
     truth = TableCostModel((50, 64, 100, 128, 200, 256, 400, 512), np.linspace(0.01, 0.08, 8), (1, 2, 4, 8),
                            (0.02, 0.021, 0.025, 0.03), 2e-6)  # fmt: skip
-    fitted = TableCostModel.fit(synthetic_rows(truth), COLUMNS, "ms")
-    assert fitted.prefill_tokens == truth.prefill_tokens
+    fitted = TableCostModel.fit(synthetic_rows(truth), COLUMNS, "ms", prompt_count=False)
+    assert fitted.batched_prompt is None and fitted.prefill_tokens == truth.prefill_tokens
     np.testing.assert_allclose(fitted.prefill_times, truth.prefill_times, rtol=1e-12)
     assert fitted.decode_batch == truth.decode_batch
     np.testing.assert_allclose(fitted.decode_times, truth.decode_times, rtol=1e-9)
@@ -251,8 +313,55 @@ def test_a_fit_to_exact_measurements_gives_the_table_back() -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(synthetic_rows(truth))
     frame[["pt", "dt"]] /= 1e3
-    again = TableCostModel.fit(frame, COLUMNS, "s")
+    again = TableCostModel.fit(frame, COLUMNS, "s", prompt_count=False)
     np.testing.assert_allclose(again.prefill_times, fitted.prefill_times, rtol=1e-12)
+
+
+def test_keyed_by_the_prompt_count_the_fit_reads_every_measured_stage_back() -> None:
+    """By default rows of single prompts make the prefill table and the batches of 64-token
+    prompts the batched table; each measured stage, priced by its tokens and squares, is the
+    time measured. By tokens alone, a batch and a single prompt of as many tokens share a knot."""
+    truth = TableCostModel((50, 64, 100, 128, 200, 256, 400, 512), np.linspace(0.01, 0.08, 8), (1, 2, 4, 8),
+                           (0.02, 0.021, 0.025, 0.03), 2e-6, batched_prompt=64,
+                           batched_tokens=(64, 128, 256, 512),
+                           batched_times=(0.02, 0.03, 0.045, 0.07))  # fmt: skip
+    rows = synthetic_rows(truth)
+    fitted = TableCostModel.fit(rows, COLUMNS, "ms")
+    assert fitted.prefill_tokens == (50, 64, 100, 200, 400) and fitted.batched_prompt == 64
+    assert fitted.batched_tokens == (64, 128, 256, 512)
+    np.testing.assert_allclose(fitted.batched_times, truth.batched_times, rtol=1e-12)
+    prompt, batch = np.array(rows["p"]), np.array(rows["b"])
+    np.testing.assert_allclose(
+        1e3 * fitted.prefill_time(prompt * batch, batch * prompt**2), rows["pt"], rtol=1e-12
+    )
+    assert TableCostModel.fit(rows, COLUMNS, "ms", prompt_count=True) == fitted
+    # Two prompts of 100 tokens lie between one of 200 (prefill table) and three of 64 and
+    # change (batched table), linearly in their squares; never below the prefill table at the
+    # root of the squares (141 tokens, longer than either prompt).
+    single, batched = float(truth.prefill_time(200)), float(np.interp(200, (128, 256), (0.03, 0.045)))
+    weight = (200**2 - 2 * 100**2) / (200 * (200 - 64))
+    between = single + weight * (batched - single)
+    floor = float(truth.prefill_time(math.sqrt(2 * 100**2)))
+    assert between < floor  # here the floor holds it
+    assert truth.prefill_time(200, 2 * 100**2) == pytest.approx(floor)
+    # Four prompts of 100: between the lines; eight of 50, shorter than 64, the batched table.
+    single, batched = float(truth.prefill_time(400)), float(np.interp(400, (256, 512), (0.045, 0.07)))
+    weight = (400**2 - 4 * 100**2) / (400 * (400 - 64))
+    assert truth.prefill_time(400, 4 * 100**2) == pytest.approx(single + weight * (batched - single))
+    assert truth.prefill_time(400, 8 * 50**2) == pytest.approx(batched)
+    assert truth.prefill_time(400, 0) == single  # squares not known: one prompt
+
+
+def test_prompt_count_is_refused_where_the_rows_cannot_give_it() -> None:
+    rows = ROWS
+    two_lengths = {k: [*v, *v[-3:]] for k, v in rows.items()}
+    two_lengths["p"][-3:] = [32, 32, 32]
+    two_lengths["b"][-3:] = [2, 2, 2]
+    with pytest.raises(ValueError, match=r"batch prompts of 2 lengths \(32, 64\)"):
+        TableCostModel.fit(two_lengths, COLUMNS, prompt_count=True)
+    assert TableCostModel.fit(two_lengths, COLUMNS).batched_prompt is None  # by tokens alone
+    with pytest.raises(TypeError, match="prompt_count must be True, False or None"):
+        TableCostModel.fit(rows, COLUMNS, prompt_count="yes")
 
 
 def test_the_fit_makes_prefill_times_non_decreasing_and_never_takes_a_negative_slope() -> None:
@@ -318,12 +427,16 @@ def test_the_held_out_error_is_seeded_and_scores_rows_not_fitted() -> None:
 
 def test_held_out_error_on_splitwise_measurements() -> None:
     """On SplitwiseSim's Llama-2-70B on H100 at TP 8: seed 0 holds out 21 of 105 rows, and both
-    errors stay within 3.2% (prefill) and 2% (decode)."""
+    errors stay within 3% (prefill, keyed by the prompt count; 3.2% by tokens alone) and 2%
+    (decode)."""
     found = preset("llama2-70b/h100/tp8")
     rows = {k: v for k, v in found.rows().items()}
     report = TableCostModel.held_out_error(rows, seed=0)
     assert (report.train_rows, report.test_rows) == (84, 21)
-    assert report.prefill_mape < 0.032 and report.decode_mape < 0.02
+    assert report.prefill_mape < 0.03 and report.decode_mape < 0.02
+    assert report.model.batched_prompt == 512
+    tokens_only = TableCostModel.held_out_error(rows, seed=0, prompt_count=False)
+    assert report.prefill_mape < tokens_only.prefill_mape < 0.032
 
 
 # ---------------------------------------------------------------- the file
@@ -332,7 +445,7 @@ def test_the_toml_file_gives_the_table_back_exactly(tmp_path) -> None:
     table = replace(preset("bloom-176b/h100/tp8").cost(), name='quote " and \\ slash')
     path = tmp_path / "cost.toml"
     table.to_toml(path)
-    assert TableCostModel.from_toml(path) == table
+    assert TableCostModel.from_toml(path) == table and table.batched_prompt == 512
     plain = replace(SMALL, mixed_factor=None)
     plain.to_toml(path)
     back = TableCostModel.from_toml(path)

@@ -20,13 +20,18 @@ from llmsched.cli.options import (
     resolve,
 )
 
-__all__ = ["COMMAND", "FIT", "LIST", "parse_columns", "preset_rows", "run"]
+__all__ = ["COMMAND", "FIT", "LIST", "PREFILL_BY", "parse_columns", "preset_rows", "run"]
 
-# What ``cost list`` prices: a prefill stage of these prompt tokens, and a decode iteration of
-# these requests, each holding this many tokens of context.
+# What ``cost list`` prices: a prefill stage of one prompt of these tokens, one of this many
+# prompts of this length, and a decode iteration of these requests, each holding this many
+# tokens of context.
 LISTED_PREFILLS = (1024, 8192)
+LISTED_BATCHED = (16, 512)
 LISTED_BATCHES = (1, 64)
 LISTED_CONTEXT = 1024
+
+#: ``cost fit --prefill-by``: the ``prompt_count`` of :meth:`llmsched.TableCostModel.fit`.
+PREFILL_BY = {"auto": None, "count": True, "tokens": False}
 
 DEFAULT_COLUMNS = (
     "prompt=prompt_size,batch=batch_size,output=token_size,prefill_time=prompt_time,decode_time=token_time"
@@ -54,6 +59,14 @@ FIT_OPTIONS = (
         metavar="ROLE=COL,...",
     ),
     Option("time_unit", choice("s", "ms", "us"), "ms", "unit of both time columns"),
+    Option(
+        "prefill_by",
+        choice(*PREFILL_BY),
+        "auto",
+        "what keys the prefill table: the batch's tokens and its prompt count (needs single prompts "
+        "and batches of one prompt length), its tokens alone (SplitwiseSim's rule), or the first "
+        "where the rows allow it",
+    ),
     Option("holdout", number(0.0, 1.0, low_open=True, high_open=True), 0.2, "share of rows held out"),
     Option("seed", integer(0), 0, "seed of the split into fitted and held-out rows"),
     Option(
@@ -115,8 +128,11 @@ def preset_rows(context: int = LISTED_CONTEXT) -> list[dict[str, Any]]:
             "max_batch": cost.max_batch,
         }
         for tokens in LISTED_PREFILLS:
-            seconds = float(cost.prefill_time(tokens))
+            seconds = float(cost.prefill_time(tokens, tokens * tokens))
             row[f"prefill_{tokens}_ms"] = seconds * 1e3 if seconds < float("inf") else None
+        count, length = LISTED_BATCHED
+        seconds = float(cost.prefill_time(count * length, count * length * length))
+        row[f"prefill_{count}x{length}_ms"] = seconds * 1e3 if seconds < float("inf") else None
         for batch in LISTED_BATCHES:
             seconds = float(cost.decode_iteration_time(batch, batch * context))
             row[f"decode_{batch}_ms"] = seconds * 1e3 if seconds < float("inf") else None
@@ -137,18 +153,21 @@ def run_list(args: Any) -> int:
         return 0
     header = (
         f"{'preset':26s} {'GPUs':>4s} {'KV GiB':>7s} {'KV tokens':>9s} {'price':>6s} {'power W':>7s} "
-        f"{'prefill 1,024':>13s} {'8,192':>8s} {'decode 1':>8s} {'64':>6s}"
+        f"{'prefill 1,024':>13s} {'8,192':>8s} {'16 x 512':>8s} {'decode 1':>8s} {'64':>6s}"
     )
+    count, length = LISTED_BATCHED
     print(header)
     for row in rows:
         print(
             f"{row['name']:26s} {row['gpus']:4d} {row['kv_memory_gib']:7.1f} {row['kv_tokens']:9,d} "
             f"{row['price']:6.3f} {row['rated_watts']:7,.0f} {_shown(row['prefill_1024_ms']):>13s} "
-            f"{_shown(row['prefill_8192_ms']):>8s} {_shown(row['decode_1_ms']):>8s} "
+            f"{_shown(row['prefill_8192_ms']):>8s} {_shown(row[f'prefill_{count}x{length}_ms']):>8s} "
+            f"{_shown(row['decode_1_ms']):>8s} "
             f"{_shown(row['decode_64_ms']):>6s}"
         )
     print(
-        "times in ms (prefill of that many prompt tokens; decode iteration of that many requests at "
+        f"times in ms (prefill of one prompt of that many tokens, or of {count} prompts of {length}; "
+        "decode iteration of that many requests at "
         f"{LISTED_CONTEXT:,} context tokens each, '-' past the largest batch measured); price and power "
         "are the engine's share of its machine, price relative to a DGX-A100 (Splitwise, Table V); "
         "KV tokens in whole blocks of 16"
@@ -170,8 +189,15 @@ def run_fit(args: Any) -> int:
         holdout=config.holdout,
         seed=config.seed,
         mixed_factor=config.mixed_factor,
+        prompt_count=PREFILL_BY[config.prefill_by],
     )
-    model = TableCostModel.fit(config.file, columns, config.time_unit, mixed_factor=config.mixed_factor)
+    model = TableCostModel.fit(
+        config.file,
+        columns,
+        config.time_unit,
+        mixed_factor=config.mixed_factor,
+        prompt_count=PREFILL_BY[config.prefill_by],
+    )
     if config.out is not None:
         model.to_toml(config.out)
     out = {
@@ -182,6 +208,8 @@ def run_fit(args: Any) -> int:
         "prefill_mape": report.prefill_mape,
         "decode_mape": report.decode_mape,
         "prefill_knots": len(model.prefill_tokens),
+        "batched_prompt": model.batched_prompt,
+        "batched_knots": len(model.batched_tokens),
         "decode_knots": len(model.decode_batch),
         "decode_per_context": model.decode_per_context,
         "prefill_capacity": model.prefill_capacity,
@@ -201,6 +229,13 @@ def run_fit(args: Any) -> int:
         f"tokens, {out['decode_knots']} decode knots up to {model.max_batch} requests, "
         f"c_d = {model.decode_per_context:.3g} s per context token"
     )
+    if model.batched_prompt is not None:
+        print(
+            f"  prefill keyed by tokens and prompt count: {out['batched_knots']} knots of batches of "
+            f"{model.batched_prompt}-token prompts beside the single prompts"
+        )
+    else:
+        print("  prefill keyed by the batch's tokens alone")
     if config.out is not None:
         print(f"  written to {config.out} (--cost table:{config.out})")
     return 0

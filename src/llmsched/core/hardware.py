@@ -196,22 +196,33 @@ class Preset:
         keep = rows["batch_size"] <= largest
         return {name: _read_only(values[keep]) for name, values in rows.items()}
 
-    def cost(self) -> TableCostModel:
+    def cost(self, prompt_count: bool = True) -> TableCostModel:
         """The :class:`~llmsched.core.table.TableCostModel` fitted to :meth:`rows`
         (:meth:`TableCostModel.fit <llmsched.core.table.TableCostModel.fit>` with SplitwiseSim's
         columns), mixed iterations at SplitwiseSim's 1.1x, batches priced up to twice the
-        largest measured (the decode table's last slope carried on)."""
-        return _fitted(self)
+        largest measured (the decode table's last slope carried on).
+
+        ``prompt_count``: prefill keyed by the batch's tokens and its prompt count (the
+        measured batches of 512-token prompts beside the single prompts; the default), or,
+        False, by its tokens alone, as SplitwiseSim reads the same measurements."""
+        if not isinstance(prompt_count, bool):
+            raise TypeError(f"prompt_count must be True or False, got {prompt_count!r}")
+        return _fitted(self, prompt_count)
 
 
 @functools.cache
-def _fitted(preset: Preset) -> TableCostModel:
+def _fitted(preset: Preset, prompt_count: bool) -> TableCostModel:
     # Batches up to twice the largest measured (the most a table extrapolates): serving
     # engines hold more requests than the 64 measured (vLLM's max_num_seqs is 256).
     rows = preset.rows()
     largest = 2 * int(rows["batch_size"].max())
     return TableCostModel.fit(
-        rows, time_unit="ms", max_batch=largest, mixed_factor=MIXED_FACTOR, name=preset.name
+        rows,
+        time_unit="ms",
+        max_batch=largest,
+        mixed_factor=MIXED_FACTOR,
+        name=preset.name,
+        prompt_count=prompt_count,
     )
 
 

@@ -131,6 +131,45 @@ def _knots(name: str, values: Any, *, whole: bool) -> tuple[Any, ...]:
     return tuple(float(t) for t in real_array(name, items, low=0.0, low_open=True))
 
 
+def _non_decreasing(name: str, knots: tuple[int, ...], times: tuple[float, ...]) -> None:
+    for i, (a, b) in enumerate(pairwise(times), start=1):
+        if b < a:
+            raise ValueError(
+                f"{name} must not decrease (a stage of more tokens is never faster); "
+                f"{name}[{i}] = {b!r} s at {knots[i]} tokens follows {a!r} s at {knots[i - 1]}"
+            )
+
+
+def _batched_table(
+    prompt: Any, tokens: Any, times: Any
+) -> tuple[int | None, tuple[int, ...], tuple[float, ...]]:
+    """The batched prefill table, checked: none (``prompt`` None and no knots), or a prompt
+    length with knots from it up (batches of prompts of that length) and their times."""
+    given = not (
+        isinstance(tokens, (tuple, list)) and not tokens and isinstance(times, (tuple, list)) and not times
+    )
+    if prompt is None:
+        if given:
+            raise ValueError(
+                "batched_tokens and batched_times need batched_prompt, the prompt length measured"
+            )
+        return None, (), ()
+    length = positive_int("batched_prompt", prompt, maximum=MAX_TOKENS)
+    knots = _knots("batched_tokens", tokens, whole=True)
+    seconds = _knots("batched_times", times, whole=False)
+    if len(knots) != len(seconds):
+        raise ValueError(
+            f"batched_tokens and batched_times differ in length ({len(knots)} and {len(seconds)}): "
+            "a time per knot"
+        )
+    if knots[0] < length:
+        raise ValueError(
+            f"batched_tokens start at one prompt of batched_prompt = {length} tokens or more, got {knots[0]}"
+        )
+    _non_decreasing("batched_times", knots, seconds)
+    return length, knots, seconds
+
+
 @dataclass(frozen=True, init=False)
 class TableCostModel:
     """Stage times read from tables of measured times, joined by straight lines.
@@ -193,6 +232,9 @@ class TableCostModel:
     max_batch: int
     mixed_factor: float | None
     name: str
+    batched_prompt: int | None
+    batched_tokens: tuple[int, ...]
+    batched_times: tuple[float, ...]
     # The tables as lists and the slopes past their ends, for lookups on the simulator's path.
     _prefill_x: list[float] = field(init=False, repr=False, compare=False)
     _prefill_y: list[float] = field(init=False, repr=False, compare=False)
@@ -200,6 +242,9 @@ class TableCostModel:
     _decode_x: list[float] = field(init=False, repr=False, compare=False)
     _decode_y: list[float] = field(init=False, repr=False, compare=False)
     _decode_tail: float = field(init=False, repr=False, compare=False)
+    _batched_x: list[float] = field(init=False, repr=False, compare=False)
+    _batched_y: list[float] = field(init=False, repr=False, compare=False)
+    _batched_tail: float = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -212,6 +257,9 @@ class TableCostModel:
         max_batch: int | None = None,
         mixed_factor: float | None = None,
         name: str = "",
+        batched_prompt: int | None = None,
+        batched_tokens: Iterable[int] = (),
+        batched_times: Iterable[float] = (),
     ):
         tokens = _knots("prefill_tokens", prefill_tokens, whole=True)
         p_times = _knots("prefill_times", prefill_times, whole=False)
@@ -223,14 +271,11 @@ class TableCostModel:
         ):
             if len(knots) != len(times):
                 raise ValueError(f"{names} differ in length ({len(knots)} and {len(times)}): a time per knot")
-        for i, (a, b) in enumerate(pairwise(p_times), start=1):
-            if b < a:
-                raise ValueError(
-                    f"prefill_times must not decrease (a stage of more tokens is never faster); "
-                    f"prefill_times[{i}] = {b!r} s at {tokens[i]} tokens follows {a!r} s at {tokens[i - 1]}"
-                )
+        _non_decreasing("prefill_times", tokens, p_times)
+        length, b_tokens, b_times = _batched_table(batched_prompt, batched_tokens, batched_times)
         per_context = real("decode_per_context", decode_per_context, low=0.0)
-        capacity = self._limit("prefill_capacity", prefill_capacity, tokens[-1], "prefill knot")
+        last = max(tokens[-1], b_tokens[-1] if b_tokens else 0)
+        capacity = self._limit("prefill_capacity", prefill_capacity, last, "prefill knot")
         largest = self._limit("max_batch", max_batch, batch[-1], "decode knot")
         factor = None if mixed_factor is None else real("mixed_factor", mixed_factor, low=1.0)
         set_field = object.__setattr__
@@ -250,6 +295,12 @@ class TableCostModel:
             ("_decode_x", [float(x) for x in batch]),
             ("_decode_y", list(d_times)),
             ("_decode_tail", _tail_slope(batch, d_times)),
+            ("batched_prompt", length),
+            ("batched_tokens", b_tokens),
+            ("batched_times", b_times),
+            ("_batched_x", [float(x) for x in b_tokens]),
+            ("_batched_y", list(b_times)),
+            ("_batched_tail", _tail_slope(b_tokens, b_times) if b_tokens else 0.0),
         ):
             set_field(self, key, value)
 
@@ -269,16 +320,60 @@ class TableCostModel:
     # ------------------------------------------------------------ the protocol
     @property
     def prefill_per_square(self) -> float:
-        """0.0: the prefill table sees tokens, not the prompts' squares (``squares`` is
-        accepted and unused)."""
+        """0.0: no time is linear in the prompts' squares (a table with a batched prefill
+        table reads them to tell a stage's prompt count, :meth:`prefill_time`)."""
         return 0.0
 
     def prefill_time(self, tokens: Any, squares: Any = 0) -> Any:
-        """Seconds of a prefill stage of ``tokens`` prompt tokens (scalars or arrays); ``inf``
-        past ``prefill_capacity``."""
+        """Seconds of a prefill stage of ``tokens`` prompt tokens whose lengths' squares sum to
+        ``squares`` (scalars or arrays); ``inf`` past ``prefill_capacity``.
+
+        Without a batched table, or with ``squares`` 0 (not known), the prefill table at
+        ``tokens``: the stage is priced as one prompt of all its tokens. With one (prompts of
+        ``L = batched_prompt`` tokens batched), the stage's token-weighted mean prompt length
+        ``m = squares / tokens`` places it between the two measured lines at its tokens ``T``:
+        one prompt (``m = T``, the prefill table) and prompts of ``L`` tokens (``m = L``, the
+        batched table), linearly in ``m``, which is linearly in ``squares`` (attention costs
+        each prompt its square). A stage of prompts shorter than ``L`` on average takes the
+        batched table (not extrapolated below it), and a stage of ``T <= L`` tokens the prefill
+        table. The time is never below the prefill table at ``min(T, sqrt(squares))``, at least
+        the longest prompt in the stage: a prompt alone is prefilled no faster than in any stage
+        that holds it, which the library's lower bounds rest on.
+        """
         tokens = sizes("tokens", tokens)
-        sizes("squares", squares)
-        return _read(tokens, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity)
+        squares = sizes("squares", squares)
+        single = _read(tokens, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity)
+        if self.batched_prompt is None:
+            return single
+        if isinstance(tokens, numbers.Real) and isinstance(squares, numbers.Real):
+            return self._by_count(float(tokens), float(squares), float(single))
+        t, s = np.broadcast_arrays(
+            np.asarray(tokens, dtype=np.float64), np.asarray(squares, dtype=np.float64)
+        )
+        one = np.broadcast_to(np.asarray(single, dtype=np.float64), t.shape)
+        out = np.array(
+            [self._by_count(a, b, c) for a, b, c in zip(t.ravel(), s.ravel(), one.ravel(), strict=True)]
+        )
+        out = out.reshape(t.shape)
+        return float(out) if out.ndim == 0 else out
+
+    def _by_count(self, tokens: float, squares: float, single: float) -> float:
+        """:meth:`prefill_time` of one stage, given the prefill table's time at its tokens."""
+        length = self.batched_prompt
+        assert length is not None
+        if squares <= 0 or tokens <= length or single == math.inf:
+            return single
+        weight = min(1.0, max(0.0, (tokens * tokens - squares) / (tokens * (tokens - length))))
+        if weight == 0.0:
+            return single
+        batched = float(
+            _read(tokens, self._batched_x, self._batched_y, self._batched_tail, self.prefill_capacity)
+        )
+        longest = min(tokens, math.sqrt(squares))
+        floor = float(
+            _read(longest, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity)
+        )
+        return max(single + weight * (batched - single), floor)
 
     def decode_iteration_time(self, active: Any, context: Any = 0) -> Any:
         """Seconds of a decode iteration of ``active`` requests reading ``context`` tokens
@@ -309,7 +404,11 @@ class TableCostModel:
             if not chunk_tokens:
                 return self._read_decode(decoding) + self.decode_per_context * context
             if not decoding:
-                return self._read_prefill(chunk_tokens)
+                return (
+                    self._read_prefill(chunk_tokens)
+                    if self.batched_prompt is None
+                    else (float(self.prefill_time(chunk_tokens, squares)))
+                )
             if self.mixed_factor is not None:
                 return self.mixed_factor * self._read_prefill(chunk_tokens + decoding) + (
                     self.decode_per_context * context
@@ -352,7 +451,7 @@ class TableCostModel:
         ``prefill_time(t)`` for every ``t`` from 0 to ``prefill_capacity``: one per edge of
         the lower convex hull of the prefill table over that range, and the flat line at its
         least time. Any of them bounds a stage of any tokens, and so any sum of stages."""
-        return _lines_below(self._vertices(self._prefill_x, self._prefill_y, 0, self.prefill_capacity))
+        return _lines_below(self._prefill_vertices())
 
     def batch_hull(self) -> list[tuple[float, float]]:
         """Lines ``(alpha, beta)``, ``beta >= 0``, with ``alpha + beta * k`` at most the
@@ -361,16 +460,20 @@ class TableCostModel:
         ``max_batch``, slopes clipped at 0, and the flat line at its least time. The contract
         of :meth:`llmsched.ContextCostModel.batch_hull`: no slope is negative, so a line also
         bounds an iteration by any part of its batch."""
-        return _lines_below(self._vertices(self._decode_x, self._decode_y, 1, self.max_batch))
+        return _lines_below(_vertices(self._decode_x, self._decode_y, self._decode_tail, 1, self.max_batch))
 
-    def _vertices(self, xs: list[float], ys: list[float], low: int, high: int) -> list[tuple[float, float]]:
-        """The corners of a table read from ``low`` to ``high``: between them it is linear."""
-        tail = self._prefill_tail if xs is self._prefill_x else self._decode_tail
-        first = (float(low), float(_read(low, xs, ys, tail, high)))
-        if high <= low:
-            return [first]
-        inner = [(x, y) for x, y in zip(xs, ys, strict=True) if low < x < high]
-        return [first, *inner, (float(high), float(_read(high, xs, ys, tail, high)))]
+    def _prefill_vertices(self) -> list[tuple[float, float]]:
+        """The corners of the prefill table from 0 to ``prefill_capacity``, and of the batched
+        table where there is one, in order of tokens: a stage takes at least the lesser of the
+        two tables at its tokens, so a line below every corner is below every stage."""
+        capacity = self.prefill_capacity
+        corners = _vertices(self._prefill_x, self._prefill_y, self._prefill_tail, 0, capacity)
+        if self.batched_prompt is not None:
+            corners += _vertices(self._batched_x, self._batched_y, self._batched_tail, 0, capacity)
+        least: dict[float, float] = {}
+        for x, y in corners:
+            least[x] = min(y, least.get(x, y))
+        return sorted(least.items())
 
     def min_prefill_time(self, total_tokens: int, stages: int = 0, squares: int = 0) -> float:
         """Least total prefill time of ``total_tokens`` prompt tokens in at least ``stages``
@@ -392,7 +495,7 @@ class TableCostModel:
             return 0.0
         least = max(asked, -(-total // self.prefill_capacity))
         most = max(least, total)
-        vertices = self._vertices(self._prefill_x, self._prefill_y, 0, self.prefill_capacity)
+        vertices = self._prefill_vertices()
         lines = _lines_below(vertices)
         candidates = {least, most}
         for x, _ in lower_hull([x for x, _ in vertices], [y for _, y in vertices]):
@@ -439,6 +542,9 @@ class TableCostModel:
             self.max_batch,
             self.mixed_factor,
             self.name,
+            self.batched_prompt,
+            self.batched_tokens,
+            [t / speed for t in self.batched_times],
         )
 
     # ------------------------------------------------------------ fitting
@@ -453,6 +559,7 @@ class TableCostModel:
         max_batch: int | None = None,
         mixed_factor: float | None = None,
         name: str = "",
+        prompt_count: bool | None = None,
     ) -> TableCostModel:
         """A table fitted to measurements, one row per measured run.
 
@@ -471,24 +578,30 @@ class TableCostModel:
             The unit of both time columns: ``"s"``, ``"ms"`` or ``"us"``.
         prefill_capacity, max_batch, mixed_factor, name
             As the class takes them.
+        prompt_count
+            Whether prefill is keyed by the prompt count as well as the tokens: True fits a
+            batched table beside the prefill table (the measurements must batch prompts of
+            one length), False keys by tokens alone (SplitwiseSim's rule), None (the default)
+            does the first where the measurements allow it and the second otherwise.
 
         Notes
         -----
-        Prefill (SplitwiseSim's rule): a row's key is its batch's tokens, prompt tokens times
-        batch size; a knot is the median time of the rows of one key. The medians are then
-        made non-decreasing by isotonic regression (pool adjacent violators, each weighted by
-        its rows): a stage of more tokens is never faster, and measurement noise between two
-        near keys could say otherwise.
+        Prefill by tokens alone (SplitwiseSim's rule): a row's key is its batch's tokens,
+        prompt tokens times batch size; a knot is the median time of the rows of one key. The
+        medians are then made non-decreasing by isotonic regression (pool adjacent violators,
+        each weighted by its rows): a stage of more tokens is never faster, and measurement
+        noise between two near keys could say otherwise.
 
-        The prompt count is not a dimension of the table, as it is not of SplitwiseSim's. It
-        matters in some measurements: in SplitwiseSim's, 512-token prompts batched to
-        1,024-8,192 tokens take 1-15 % less time than one prompt of as many tokens on H100
-        (Llama-2-70B and BLOOM-176B) and 1-2 % less for BLOOM-176B on A100, but 7-42 % more
-        for Llama-2-70B on A100; the median of a key shared by both lies between them, and
-        :meth:`held_out_error` shows what that costs (``benchmarks/perf_table.py``). A stage's
-        squared prompt lengths would tell its mean prompt length, but those measurements batch
-        prompts of one length (512 tokens) only, so a second dimension could be fitted along
-        that one line and no other.
+        The prompt count matters in some measurements: in SplitwiseSim's, 512-token prompts
+        batched to 1,024-8,192 tokens take 1-15 % less time than one prompt of as many tokens
+        on H100 (Llama-2-70B and BLOOM-176B), but 7-42 % more for Llama-2-70B on A100; the
+        median of a key shared by both lies between them (``benchmarks/perf_table.py`` shows
+        what that costs). Keyed by the prompt count, the rows of batch 1 make the prefill
+        table (by prompt tokens) and the rows of the one prompt length measured in larger
+        batches make the batched table (by the batch's tokens), each as above; a stage between
+        the two lines is read between them (:meth:`prefill_time`). Measurements that batch
+        prompts of several lengths, or none, are keyed by tokens alone (an error when
+        ``prompt_count`` is True).
 
         Decode: a row's context is the tokens its batch holds on average over the output,
         ``batch * (prompt + output / 2)`` (``batch * prompt`` without an output column).
@@ -505,7 +618,8 @@ class TableCostModel:
             a fitted table the class refuses (a decode knot <= 0 once the context is taken off).
         """
         rows = _measurements(data, columns, time_unit)
-        return cls._fit_rows(rows, prefill_capacity, max_batch, mixed_factor, name)
+        by_count = _batched_length(rows, prompt_count)
+        return cls._fit_rows(rows, prefill_capacity, max_batch, mixed_factor, name, by_count)
 
     @classmethod
     def _fit_rows(
@@ -515,9 +629,20 @@ class TableCostModel:
         max_batch: int | None,
         mixed_factor: float | None,
         name: str,
+        batched_prompt: int | None = None,
     ) -> TableCostModel:
         keys = rows["prompt"] * rows["batch"]
-        p_knots, p_median, p_count = _medians(keys, rows["prefill_time"])
+        prefill = rows["prefill_time"]
+        batched: tuple[list[int], list[float]] = ([], [])
+        if batched_prompt is not None:
+            single = rows["batch"] == 1
+            keys, prefill = rows["prompt"][single], prefill[single]
+            at_length = rows["prompt"] == batched_prompt
+            b_knots, b_median, b_count = _medians(
+                rows["batch"][at_length] * batched_prompt, rows["prefill_time"][at_length]
+            )
+            batched = (b_knots.tolist(), _isotonic(b_median, b_count).tolist())
+        p_knots, p_median, p_count = _medians(keys, prefill)
         p_times = _isotonic(p_median, p_count)
         batch, context, times = rows["batch"], rows["context"], rows["decode_time"]
         per_context = _within_slope(batch, context, times)
@@ -538,6 +663,8 @@ class TableCostModel:
             max_batch,
             mixed_factor,
             name,
+            batched_prompt,
+            *batched,
         )
 
     @classmethod
@@ -551,6 +678,7 @@ class TableCostModel:
         seed: int = 0,
         mixed_factor: float | None = None,
         name: str = "",
+        prompt_count: bool | None = None,
     ) -> HeldOutError:
         """How well :meth:`fit` predicts rows it did not see.
 
@@ -574,12 +702,16 @@ class TableCostModel:
         train, test = split_rows(rows["batch"].size, holdout, seed)
         fitted = {key: values[train] for key, values in rows.items()}
         keys = rows["prompt"] * rows["batch"]
+        squares = rows["batch"] * rows["prompt"] ** 2
+        by_count = _batched_length(rows, prompt_count)
+        if by_count is not None and not np.any(fitted["batch"] == 1):
+            by_count = None  # no single prompt among the fitted rows: by tokens alone
         train_keys = keys[train]
         # Cover the held-out sizes where the extrapolation limit allows it.
         capacity = int(min(max(keys.max(), train_keys.max()), EXTRAPOLATION * train_keys.max()))
         largest = int(min(rows["batch"].max(), EXTRAPOLATION * fitted["batch"].max()))
-        model = cls._fit_rows(fitted, capacity, largest, mixed_factor, name)
-        predicted_prefill = np.asarray(model.prefill_time(keys[test]), dtype=np.float64)
+        model = cls._fit_rows(fitted, capacity, largest, mixed_factor, name, by_count)
+        predicted_prefill = np.asarray(model.prefill_time(keys[test], squares[test]), dtype=np.float64)
         predicted_decode = np.asarray(
             model.decode_iteration_time(rows["batch"][test], rows["context"][test]), dtype=np.float64
         )
@@ -619,6 +751,14 @@ class TableCostModel:
             f"seconds = [{', '.join(map(repr, self.decode_times))}]",
             "",
         ]
+        if self.batched_prompt is not None:
+            lines += [
+                "[prefill_batched]",
+                f"prompt = {self.batched_prompt}",
+                f"tokens = [{', '.join(map(str, self.batched_tokens))}]",
+                f"seconds = [{', '.join(map(repr, self.batched_times))}]",
+                "",
+            ]
         return "\n".join(lines)
 
     def to_toml(self, path: str | os.PathLike[str]) -> None:
@@ -654,16 +794,21 @@ class TableCostModel:
             raise TypeError(f"{source}: a cost table must be a table of keys, got {type(table).__name__}")
         top = {"kind", "name", "decode_per_context", "prefill_capacity", "max_batch", "mixed_factor"}
         parts = {"prefill": ("tokens", "seconds"), "decode": ("batch", "seconds")}
-        unknown = sorted(set(table) - top - set(parts))
+        optional = {"prefill_batched": ("prompt", "tokens", "seconds")}
+        unknown = sorted(set(table) - top - set(parts) - set(optional))
         if unknown:
             raise ValueError(
-                f"{source}: unknown key {unknown[0]!r}; a cost table holds {sorted(top | set(parts))}"
+                f"{source}: unknown key {unknown[0]!r}; a cost table holds "
+                f"{sorted(top | set(parts) | set(optional))}"
             )
         if table.get("kind", "table") != "table":
             raise ValueError(f"{source}: kind must be 'table', got {table.get('kind')!r}")
         arrays: dict[str, Any] = {}
-        for part, keys in parts.items():
+        for part, keys in (parts | optional).items():
             section = table.get(part)
+            if part in optional and part not in table:
+                arrays |= {f"{part}.{key}": None for key in keys}
+                continue
             if not isinstance(section, Mapping):
                 raise ValueError(f"{source}: [{part}] is missing; it holds {' and '.join(keys)}")
             extra = sorted(set(section) - set(keys))
@@ -686,6 +831,9 @@ class TableCostModel:
                 table.get("max_batch"),
                 table.get("mixed_factor"),
                 table.get("name", ""),
+                arrays["prefill_batched.prompt"],
+                arrays["prefill_batched.tokens"] or (),
+                arrays["prefill_batched.seconds"] or (),
             )
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{source}: {exc}") from None
@@ -750,6 +898,17 @@ def _read(at: Any, xs: list[float], ys: list[float], tail: float, limit: int) ->
     out = np.where(a > xs[-1], ys[-1] + tail * (a - xs[-1]), out)
     out = np.where(a > limit, np.inf, out)
     return float(out) if out.ndim == 0 else out
+
+
+def _vertices(
+    xs: list[float], ys: list[float], tail: float, low: int, high: int
+) -> list[tuple[float, float]]:
+    """The corners of a table read from ``low`` to ``high``: between them it is linear."""
+    first = (float(low), float(_read(low, xs, ys, tail, high)))
+    if high <= low:
+        return [first]
+    inner = [(x, y) for x, y in zip(xs, ys, strict=True) if low < x < high]
+    return [first, *inner, (float(high), float(_read(high, xs, ys, tail, high)))]
 
 
 def _toml_string(value: str) -> str:
@@ -838,6 +997,30 @@ def _measurements(
     half = 0.0 if output is None else output / 2.0
     rows["context"] = rows["batch"] * (rows["prompt"] + half)
     return rows
+
+
+def _batched_length(rows: dict[str, np.ndarray], prompt_count: bool | None) -> int | None:
+    """The one prompt length measured in batches of more than one prompt, when the prefill is
+    keyed by the prompt count (``prompt_count``, see :meth:`TableCostModel.fit`); else None."""
+    if prompt_count is not None and not isinstance(prompt_count, (bool, np.bool_)):
+        raise TypeError(f"prompt_count must be True, False or None, got {prompt_count!r}")
+    if prompt_count is False:
+        return None
+    lengths = np.unique(rows["prompt"][rows["batch"] > 1])
+    if lengths.size == 1 and np.any(rows["batch"] == 1):
+        return int(lengths[0])
+    if prompt_count:
+        why = (
+            "no row batches more than one prompt"
+            if lengths.size == 0
+            else "no row holds a single prompt"
+            if lengths.size == 1
+            else f"rows batch prompts of {lengths.size} lengths ({', '.join(map(str, lengths[:4].tolist()))})"
+        )
+        raise ValueError(
+            f"prompt_count=True needs rows of single prompts and batches of one prompt length; {why}"
+        )
+    return None
 
 
 def _medians(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -52,15 +52,20 @@ def _iteration_lines(cost: Any, least: float) -> list[tuple[float, float, float]
     of a base), and under a mixed factor ``f >= 1`` (SplitwiseSim's rule) ``f * (p + g * (c +
     d))``, whose slope in ``d`` is ``f * g``. ``m`` is the least of the bases and ``beta``
     the lesser slope in ``d``; a combination whose ``m`` is negative bounds nothing (the
-    count of iterations is bounded from below only) and is left out. The flat lines (``least``
-    and the prefill's least time, at slope 0) always give ``m >= 0``.
+    count of iterations is bounded from below only) and is left out. One flat line is always
+    kept: ``m`` the lesser of ``least`` and the least prefill time (the largest base), as
+    an iteration holding both takes at least its chunks' prefill time under either rule (the
+    fused rule takes off no more than the decode batch's own time).
     """
     factor = getattr(cost, "mixed_factor", None)
     fixed = float(fixed_cost(cost)) if factor is None else 0.0
     decode = [*decode_lines(cost), (least, 0.0)]
-    out = []
+    prefill = prefill_lines(cost)
+    # Every prefill line has a slope >= 0, so a chunk of any size takes at least its base.
+    chunk = max([base for base, gamma in prefill if gamma >= 0], default=0.0)
+    out = [(max(0.0, min(least, chunk)), 0.0, 0.0)]
     for alpha, beta in decode:
-        for base, gamma in prefill_lines(cost):
+        for base, gamma in prefill:
             if beta < 0 or gamma < 0:
                 continue
             if factor is None:
