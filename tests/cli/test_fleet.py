@@ -50,3 +50,17 @@ def test_a_config_file_names_the_engines(tmp_path, capsys) -> None:
     path.write_text('engine = ["a:8"]\nclients = 4\n')
     assert main(["fleet", "--config", str(path)]) == 2
     assert "--clients applies only without --engine" in capsys.readouterr().err
+
+
+def test_engines_with_memory_preempt_and_the_fleet_validates(capsys) -> None:
+    """--memory gives every engine a KV cache of that many blocks, in any mode: the fleet is
+    valid, its summary counts the preemptions; backoff with memory is refused before work."""
+    argv = [*BASE, "--arrivals", "poisson:8", "--router", "jsq", "--memory", "250", "--block-size", "4"]
+    for mode in (["--mode", "vllm"], ["--mode", "fusion"], []):
+        assert main([*argv, *mode, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["valid"] and out["summary"]["preemptions"] > 0, mode
+    assert main([*argv, "--mode", "vllm"]) == 0
+    assert "preemptions" in capsys.readouterr().out
+    assert main([*argv, "--backoff"]) == 2
+    assert "without backoff or without memory" in capsys.readouterr().err

@@ -117,3 +117,17 @@ def test_a_csv_of_ones_own_column_names_and_a_presets_memory(tmp_path, capsys) -
     assert "--memory preset takes the memory of a measured machine" in capsys.readouterr().err
     assert main(["simulate", "--workload", "gsm8k", "--columns", columns]) == 2
     assert "--columns names the columns of a csv:PATH workload" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "mode", [[], ["--mode", "fusion", "--token-budget", "256"]], ids=["competition", "fusion"]
+)
+def test_the_papers_engines_take_a_memory_too(capsys, mode) -> None:
+    """--memory works in competition and fusion as in the real engines: preemptions counted,
+    the schedule valid; a disaggregated cluster refuses it as not applying."""
+    argv = [*BASE, *mode, "--memory", "300", "--block-size", "4", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] and out["preemptions"] > 0 and out["config"]["memory"] == 300
+    assert main([*BASE, "--mode", "disaggregated", "--memory", "300"]) == 2
+    assert "--memory" in capsys.readouterr().err

@@ -115,3 +115,13 @@ def test_a_real_engine_sweep_recommends_a_policy_at_each_rate(capsys) -> None:
         chosen = line.split(": ")[1].split(",")[0]
         row = next(r for r in rows if r["rate_scale"] == rate and r["request_policy"] == chosen)
         assert row["goodput_rps"] == top
+
+
+def test_a_sweep_of_the_papers_engine_takes_a_memory(capsys) -> None:
+    """--memory in competition mode: each row counts its preemptions; a disaggregated sweep
+    refuses it."""
+    argv = [*BASE, "--memory", "150", "--block-size", "4"]
+    rows = json_report(capsys, argv)["rows"]
+    assert any(row["preemptions"] > 0 for row in rows)
+    assert main([*BASE, "--mode", "disaggregated", "--memory", "150"]) == 2
+    assert "--memory" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from llmsched import LinearCostModel, Workload, simulate, workloads
 from llmsched.cli import main
+from llmsched.core.memory import KVMemory
 from llmsched.experiments.sweep import COLUMNS, parse_policy, plot_sweep, run_case, sweep
 from llmsched.workloads import prepare
 
@@ -161,6 +162,13 @@ def test_progress_bar_counts_finished_cases(workload, capsys) -> None:
         ({"n_jobs": 0}, ValueError, "n_jobs must be a nonzero integer"),
         ({"clients": 0}, ValueError, "clients must be at least 1"),
         ({"progress": "yes"}, TypeError, "progress must be True or False"),
+        ({"memory": KVMemory(2, 4)}, ValueError, "more than the .* KV-cache memory"),
+        (
+            {"memory": KVMemory(900, 4), "policies": ["hybrid/prefill-first"]},
+            ValueError,
+            "plans over the whole workload",
+        ),
+        ({"memory": KVMemory(900, 4), "mode": "disaggregated"}, ValueError, "machines have no KV-cache"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_case(workload, kwargs, error, message) -> None:

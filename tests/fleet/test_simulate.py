@@ -16,10 +16,16 @@ from llmsched import (
     simulate_fusion,
     validate,
 )
+from llmsched.core.memory import KVMemory
+from llmsched.engines.competition.bounds import lower_bounds
+from llmsched.engines.fusion.bounds import fused_lower_bounds
+from llmsched.engines.fusion.schedule import FusedSchedule
+from llmsched.engines.loop import CostClock, run_loop
 from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.routers import REGISTRY, BaseRouter, Loads, RouterSetup
 from llmsched.fleet.simulate import ROUTERS, simulate_fleet
 from llmsched.fleet.validate import validate_fleet
+from llmsched.online import make_request_policy
 from tests.strategies import predicted_instances
 
 PAPER = LinearCostModel.paper()
@@ -370,3 +376,85 @@ def test_a_fleet_of_real_engines_runs_their_batching_rules(mode: str, chunked: b
         assert {s.token_budget for s in fleet.schedules} == {500}
     with pytest.raises(ValueError, match="max_num_batched_tokens must be"):
         Engine(cost, 8, mode=mode, max_num_batched_tokens=1)
+
+
+MEMORY_MODES = [
+    ("competition", False),
+    ("fusion", False),
+    ("vllm", False),
+    ("vllm", True),
+    ("sarathi", False),
+    ("orca", False),
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.data(),
+    router=st.sampled_from(["round-robin", "jsq", "token-jsq", "least-work", "power-of-two"]),
+    block_size=st.sampled_from([1, 4, 16]),
+)
+def test_with_memory_every_fleet_validates_and_every_request_finishes_whole(data, router, block_size) -> None:
+    """Engines of every mode with KV-cache memory: the fleet validates (each engine's memory
+    and pieces rules included), every request of the workload finishes with all its tokens
+    once, preemptions are counted per request, no engine's makespan is below its bound, and
+    under round-robin each engine runs what a closed run of its requests gives."""
+    n = data.draw(st.integers(1, 16))
+    prompt = data.draw(st.lists(st.integers(1, 120), min_size=n, max_size=n))
+    output = data.draw(st.lists(st.integers(1, 80), min_size=n, max_size=n))
+    arrival = sorted(data.draw(st.lists(st.sampled_from([0.0, 0.05, 0.3, 1.0]), min_size=n, max_size=n)))
+    workload = Workload(
+        prompt, output, data.draw(st.lists(st.integers(1, 80), min_size=n, max_size=n)), arrival
+    )
+    longest = max(p + o for p, o in zip(prompt, output, strict=True))
+    engines = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        clients = data.draw(st.integers(1, 6))
+        blocks = -(-longest // block_size) + min(clients, n) + 1
+        memory = KVMemory(data.draw(st.integers(blocks, 3 * blocks)), block_size=block_size, watermark=0.0)
+        mode, chunked = data.draw(st.sampled_from(MEMORY_MODES))
+        engines.append(
+            Engine(
+                PAPER,
+                clients,
+                request_policy=data.draw(st.sampled_from(POLICIES)),
+                iteration_policy=data.draw(st.sampled_from(["prefill-first", "lagrangian"])),
+                mode=mode,
+                token_budget=256,
+                max_num_batched_tokens=256,
+                chunked_prefill=chunked,
+                memory=memory,
+            )
+        )
+    fleet = simulate_fleet(workload, engines, router, sizes="oracle")
+    assert validate_fleet(fleet) == []
+    assert sum(len(s.requests) for s in fleet.schedules) == n  # each request once, whole
+    assert np.all(np.isfinite(fleet.finish)) and np.all(fleet.finish >= fleet.prefill_end)
+    summary = fleet.summary()
+    assert summary["preemptions"] == sum(int(s.preemptions.sum()) for s in fleet.schedules)
+    assert fleet.preemptions.sum() == summary["preemptions"]
+    for engine, schedule in zip(engines, fleet.schedules, strict=True):
+        mine = schedule.requests
+        if not len(mine):
+            continue
+        if isinstance(schedule, FusedSchedule):
+            bound = fused_lower_bounds(mine, PAPER, engine.clients, schedule.token_budget).strong
+        else:
+            bound = lower_bounds(mine, PAPER, engine.clients).strong
+        assert schedule.makespan >= bound * (1 - 1e-9)
+        if router == "round-robin":
+            policy = make_request_policy(engine.request_policy)
+            alone = run_loop(mine, PAPER, engine.clients, policy, None, CostClock(), False, engine.rule())
+            np.testing.assert_allclose(alone.finish[alone.last_piece], schedule.finish[schedule.last_piece])
+            np.testing.assert_array_equal(alone.preemptions, schedule.preemptions)
+
+
+def test_memory_with_backoff_is_refused_before_work() -> None:
+    workload = Workload([10, 20], [5, 5])
+    engines = [Engine(PAPER, 2, memory=KVMemory(40, 4)), Engine(PAPER, 2)]
+    with pytest.raises(ValueError, match="run the fleet without backoff or without memory"):
+        simulate_fleet(workload, engines, "jsq", Backoff(0.01))
+    with pytest.raises(ValueError, match="request 1 holds 25 tokens"):
+        simulate_fleet(workload, [Engine(PAPER, 2, memory=KVMemory(6, 4, watermark=0.0))], "jsq")
+    with pytest.raises(TypeError, match=r"an engine's memory must be a llmsched\.KVMemory or None"):
+        Engine(PAPER, 2, memory=40)

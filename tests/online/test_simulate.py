@@ -108,3 +108,26 @@ def test_simulate_batching_runs_a_real_engine_with_its_memory() -> None:
         assert validate_fused(fused) == [] and fused.info["batching"] == name
     with pytest.raises(ValueError, match="unknown batching rule"):
         llmsched.simulate_batching(workload, cost, 16, "tgi")
+
+
+def test_simulate_and_simulate_fusion_take_a_memory() -> None:
+    """A memory too small for the batch: both engines preempt by recompute, their schedules
+    validate, and every request finishes whole; without memory the schedule is the same as
+    simulate without the argument."""
+    from llmsched import simulate_fusion
+    from llmsched.core.memory import KVMemory
+    from llmsched.engines.fusion.validate import validate_fused
+
+    cost = LinearCostModel.paper()
+    workload = Workload([40] * 12, [60] * 12, arrival=np.linspace(0, 0.2, 12))
+    memory = KVMemory(120, block_size=4)
+    for schedule, check in (
+        (simulate(workload, cost, 8, memory=memory), validate),
+        (simulate_fusion(workload, cost, 8, token_budget=128, memory=memory), validate_fused),
+    ):
+        assert check(schedule) == [] and schedule.summary()["preemptions"] > 0
+        assert schedule.requests.output_tokens.tolist() == [60] * 12
+    plain = simulate(workload, cost, 8)
+    assert (
+        plain.request_parent is None and plain.makespan < simulate(workload, cost, 8, memory=memory).makespan
+    )

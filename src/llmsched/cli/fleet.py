@@ -16,6 +16,7 @@ from llmsched.cli.options import (
     ENGINE_POLICIES,
     JSON,
     LOAD,
+    MEMORY,
     REAL_ENGINES,
     SLO_TBT_MEAN,
     SLO_TTFT,
@@ -30,6 +31,7 @@ from llmsched.cli.options import (
     integer,
     load_config_class,
     load_inputs,
+    make_memory,
     only,
     print_json,
     print_traces,
@@ -48,6 +50,7 @@ OPTIONS = (
     *LOAD,
     *ENGINE,
     *ENGINE_POLICIES,
+    *MEMORY,
     router("round-robin"),
     *BACKOFF,
     Option("engines", integer(1, 100_000), 1, "engines alike (each --engine kind this many times)"),
@@ -107,6 +110,7 @@ def run(args: Any) -> int:
         "token_budget": config.token_budget,
         "max_num_batched_tokens": config.max_num_batched_tokens,
         "chunked_prefill": config.chunked_prefill,
+        "memory": make_memory(config),
     }
     if config.engine:
         kinds = [engine_kind(spec) for spec in config.engine]
@@ -144,6 +148,11 @@ def run(args: Any) -> int:
         for key in ("ttft_p50_s", "ttft_p99_s", "tbt_p99_s", "latency_p99_s"):
             print(f"  {key:<16}{summary[key]:.4f}")
         print(f"  {'pulled':<16}{summary['pulled']}")
+        if mode["memory"] is not None:
+            print(
+                f"  {'preemptions':<16}{summary['preemptions']} "
+                f"({summary['recomputed_tokens']:,} tokens recomputed)"
+            )
         print(f"  {'valid':<16}{not violations}")
         for v in violations[:10]:
             print(f"    {v}")

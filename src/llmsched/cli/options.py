@@ -43,6 +43,7 @@ __all__ = [
     "ENGINE",
     "LOAD",
     "MEMORY",
+    "MEMORY_MODES",
     "MODES",
     "POOLS",
     "REAL_ENGINES",
@@ -686,7 +687,10 @@ def _check_memory(name: str, value: Any) -> str | int:
 #: An engine's KV-cache memory: ``none``, ``preset`` (the --cost preset's machine) or blocks.
 MEMORY_KIND = Kind(_memory, _check_memory, "none|preset|BLOCKS")
 
-#: A real engine's KV-cache memory (simulate, sweep).
+#: The engine modes that hold a KV-cache memory (a disaggregated cluster's machines do not).
+MEMORY_MODES = ("competition", "fusion", *REAL_ENGINES)
+
+#: An engine's KV-cache memory (simulate, sweep, fleet).
 #:
 #: :meta hide-value:
 MEMORY = (
@@ -694,17 +698,17 @@ MEMORY = (
         "memory",
         MEMORY_KIND,
         "none",
-        "vllm, sarathi, orca: the engine's KV-cache memory: none (its clients alone bound the batch), "
-        "preset (the memory of the --cost preset's machine: its GPUs less the weights) or a number "
-        "of blocks; requests are admitted by free blocks and preempted by recompute",
-        applies=only("mode", *REAL_ENGINES),
+        "the engine's KV-cache memory: none (its clients alone bound the batch), preset (the memory "
+        "of the --cost preset's machine: its GPUs less the weights) or a number of blocks; requests "
+        "are admitted by free blocks and preempted by recompute",
+        applies=only("mode", *MEMORY_MODES),
     ),
     Option(
         "block_size",
         integer(1, 1 << 20),
         16,
         "tokens per KV-cache block (vLLM's 16)",
-        applies=only("mode", *REAL_ENGINES),
+        applies=only("mode", *MEMORY_MODES),
     ),
 )
 

@@ -169,10 +169,16 @@ class EngineRun(NamedTuple):
     iteration_policy: str | None
 
 
+def _held(memory: Any, before: str) -> str:
+    """How the report names an engine's KV-cache memory ('' without one)."""
+    return "" if memory is None else f"{before}{memory.tokens:,} tokens of KV cache"
+
+
 def _competition(config: Any, workload: Any, cost: Any) -> EngineRun:
     from llmsched.engines.competition.bounds import lower_bounds
     from llmsched.online.simulate import simulate
 
+    memory = make_memory(config)
     schedule = simulate(
         workload,
         cost,
@@ -180,6 +186,7 @@ def _competition(config: Any, workload: Any, cost: Any) -> EngineRun:
         config.make_request_policy(),
         config.make_iteration_policy(),
         clairvoyant=config.clairvoyant,
+        memory=memory,
     )
     bounds = lower_bounds(workload, cost, config.clients)
     request, iteration = config.request_policy.name, config.iteration_policy.name
@@ -188,7 +195,7 @@ def _competition(config: Any, workload: Any, cost: Any) -> EngineRun:
         bounds.strong,
         bounds.as_dict(),
         "strong lower bound",
-        f"{request} / {iteration}",
+        f"{request} / {iteration}{_held(memory, ', ')}",
         request,
         iteration,
     )
@@ -198,6 +205,7 @@ def _fusion(config: Any, workload: Any, cost: Any) -> EngineRun:
     from llmsched.engines.fusion.bounds import fused_lower_bounds
     from llmsched.online.simulate import simulate_fusion
 
+    memory = make_memory(config)
     schedule = simulate_fusion(
         workload,
         cost,
@@ -205,10 +213,13 @@ def _fusion(config: Any, workload: Any, cost: Any) -> EngineRun:
         config.make_request_policy(),
         config.token_budget,
         clairvoyant=config.clairvoyant,
+        memory=memory,
     )
     bound = fused_lower_bounds(workload, cost, config.clients, config.token_budget).strong
     request = config.request_policy.name
-    engine = f"fused (chunked prefill, {config.token_budget} tokens an iteration), {request}"
+    engine = (
+        f"fused (chunked prefill, {config.token_budget} tokens an iteration{_held(memory, ', ')}), {request}"
+    )
     return EngineRun(schedule, bound, None, "lower bound", engine, request, None)
 
 
@@ -260,9 +271,9 @@ def _real_engine(config: Any, workload: Any, cost: Any) -> EngineRun:
         how = ("whole prompts and decoding" if config.mode == "orca" else "chunked prefill") + (
             f", at most {tokens} tokens an iteration"
         )
-    held = "no KV-cache memory limit" if memory is None else f"{memory.tokens:,} tokens of KV cache"
+    held = _held(memory, ", ") or ", no KV-cache memory limit"
     request = config.request_policy.name
-    engine = f"{config.mode} ({how}, {held}), {request}"
+    engine = f"{config.mode} ({how}{held}), {request}"
     return EngineRun(schedule, bound, None, "lower bound", engine, request, None)
 
 

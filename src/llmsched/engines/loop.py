@@ -305,8 +305,15 @@ def stream_schedule(
 ) -> Any:
     """The schedule of an engine run by :func:`open_engine`, as its rule builds it:
     ``workload`` holds the requests it kept (not withdrawn), whose indices in the stream are
-    ``kept``, in order."""
+    ``kept``, in order; under KV-cache memory, the pieces of preempted requests among them
+    (the schedule's ``request_parent`` then numbers the user requests as ``kept`` orders the
+    requests that are no piece)."""
     rule, record = result
+    if record.request_parent is not None:
+        # Each piece's user request, numbered as the requests kept that are no piece.
+        parent = record.request_parent
+        users = {request: user for user, request in enumerate(i for i in kept if parent[i] == i)}
+        record.request_parent = [users[parent[i]] for i in kept]
     _place(record, stream, kept)
     return rule.schedule(workload, cost, clients, record, False)
 
@@ -570,12 +577,13 @@ def _run(
     # the tokens it has decoded (at least its first), computed when needed.
     memory = getattr(rule, "memory", None)
     holding: dict[int, int] = {}
+    taken_rank: dict[int, int] = {}  # each request taken, numbered in the order taken
     held_apart = 0  # sum of holding
     parent: list[int] | None = None  # each piece's request, once a request has been preempted
     continuations = 0  # pieces made by preemption
     if memory is not None:
-        if stream is not None:
-            raise TypeError("an engine with KV-cache memory runs a closed workload, not a fleet's stream")
+        if stream is not None and stream.done is not None:
+            raise TypeError("a cluster's machine runs without KV-cache memory (its driver follows requests)")
         total_blocks = memory.blocks
         resume = getattr(requests, "resume", arrive)  # a continuation's place among the waiting
     next_arrival = finished = started = 0
@@ -622,12 +630,14 @@ def _run(
             )
             if need > total_blocks:
                 if parent is None:
-                    parent = list(range(len(prompt)))
+                    parent = []
                 while need > total_blocks:
                     # The request taken last among those that have decoded (one always has: a
-                    # request taken holds the blocks of its first token).
+                    # request taken holds the blocks of its first token), by the order of the
+                    # takes and within one the order the policy gave (not by index: a fleet's
+                    # engine numbers pieces among the requests routed to it).
                     victim = max(
-                        (r for r in running.values() if g > decode_start[r]), key=lambda r: (taken_at[r], r)
+                        (r for r in running.values() if g > decode_start[r]), key=taken_rank.__getitem__
                     )
                     client = client_of[victim]
                     decoded = g - decode_start[victim]
@@ -645,11 +655,18 @@ def _run(
                     finished += 1
                     # The rest continues as a new piece: its prompt and the tokens decoded so
                     # far are prefilled anew when it is taken again.
+                    parent.extend(range(len(parent), len(prompt)))  # requests come on a stream
                     piece = lists.grow(
                         prompt[victim] + decoded, left, max(1, planned[victim] - decoded), arrival[victim]
                     )
                     state[piece] = waiting
                     parent.append(parent[victim])
+                    if stream is not None:
+                        # The fleet's counts see one request still held: its new prompt not
+                        # prefilled yet, its tokens so far among those finished.
+                        stream.prefilled_prompt -= prompt[piece]
+                        stream.finished_prompt -= decoded
+                        stream.finished_planned += planned[victim] - planned[piece]
                     continuations += 1
                     n += 1
                     for each in knowns:  # a new request to the policies (clairvoyant or not)
@@ -724,6 +741,8 @@ def _run(
                 state[request] = taken
                 client_of[request] = client
                 taken_at[request] = takes
+                if memory is not None:
+                    taken_rank[request] = len(taken_rank)
                 if joins:  # it decodes from the next decode iteration on
                     decode_start[request] = g
                     running[client] = request
@@ -778,7 +797,7 @@ def _run(
                         now = executor.wait_until(due_in_order[next_arrival])
                     continue
                 if next_arrival >= known_n:
-                    if stream is not None and started == known_n:
+                    if stream is not None and started == known_n + continuations:
                         break  # closed, and every request it got has finished or left
                     refuse_idle(requests, free, known_n + continuations - started)
                 now = executor.wait_until(due_in_order[next_arrival])
@@ -880,6 +899,8 @@ def _run(
     if stream is not None:
         stream.started, stream.finished, stream.free = started, finished, free
     record.now = now
+    if parent is not None:
+        parent.extend(range(len(parent), len(prompt)))
     record.request_parent = parent
     record.info = rule.info(
         {

@@ -271,11 +271,12 @@ def _simulate(
             workload, cost, clients, mode, request_policy, tokens, chunked and mode == "vllm", memory
         )
         return real, real.validate()
+    memory = knobs[2]
     if mode == "fusion":
         from llmsched.engines.fusion.validate import validate_fused
         from llmsched.online.simulate import simulate_fusion
 
-        fused = simulate_fusion(workload, cost, clients, request_policy, token_budget)
+        fused = simulate_fusion(workload, cost, clients, request_policy, token_budget, memory=memory)
         return fused, validate_fused(fused)
     if mode == "disaggregated":
         from llmsched import simulate_disaggregated
@@ -291,7 +292,7 @@ def _simulate(
     iteration: Any = iteration_policy
     if iteration_policy == "slo" and slo_ttft is not None and math.isfinite(slo_ttft):
         iteration = make_iteration_policy("slo", slo_ttft=slo_ttft)
-    schedule = simulate(workload, cost, clients, request_policy, iteration)
+    schedule = simulate(workload, cost, clients, request_policy, iteration, memory=memory)
     return schedule, validate(schedule)
 
 
@@ -384,6 +385,11 @@ def sweep(
     instance("cost", cost, CostModel, "a CostModel")
     clients = positive_int("clients", clients)
     mode = choice("mode", mode, MODES)
+    if memory is not None and mode == "disaggregated":
+        raise ValueError(
+            "a disaggregated cluster's machines have no KV-cache memory here; give memory to an "
+            "engine of another mode (competition, fusion, vllm, sarathi, orca)"
+        )
     pairs = case_policies(policies, mode)
     scales = _rates(rates)
     ttft_target, tbt_target = _target("slo_ttft", slo_ttft), _target("slo_tbt", slo_tbt)
@@ -394,18 +400,21 @@ def sweep(
     _check_engine(workload, cost, clients, mode, token_budget, cluster)
     if mode in BATCHING:
         from llmsched.engines.batching import batching_rule
-        from llmsched.online.registry import make_request_policy
 
         rule = batching_rule(mode, max_num_batched_tokens, flag("chunked_prefill", chunked_prefill), memory)
         rule.check(workload, cost, clients)
-        if memory is not None:
-            for request, _ in pairs:
-                if not getattr(make_request_policy(request), "open_ended", False):
-                    raise ValueError(
-                        f"request policy {request!r} plans over the whole workload up front; with "
-                        "KV-cache memory a preempted request comes back as a new one: use fcfs, "
-                        "batch-wise, shortest-first or longest-first"
-                    )
+    if memory is not None:
+        from llmsched.engines.memory import check_memory
+        from llmsched.online.registry import make_request_policy
+
+        check_memory(workload, memory, clients)
+        for request, _ in pairs:
+            if not getattr(make_request_policy(request), "open_ended", False):
+                raise ValueError(
+                    f"request policy {request!r} plans over the whole workload up front; with "
+                    "KV-cache memory a preempted request comes back as a new one: use fcfs, "
+                    "batch-wise, shortest-first or longest-first"
+                )
     if len(pairs) * len(scales) > MAX_CASES:
         raise ValueError(f"{len(pairs)} policies x {len(scales)} rates is more than {MAX_CASES:,} cases")
     arrival = workload.arrival

@@ -11,10 +11,14 @@ from typing import TYPE_CHECKING, Any
 from llmsched.core.checks import choice, flag, positive_int, real
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
+from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
 from llmsched.engines.batching import BATCHING, batching_rule
+from llmsched.engines.competition.rule import CompetitionRule
 from llmsched.engines.fusion.iteration import check_fused_instance, check_token_budget
+from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS
+from llmsched.online.registry import make_iteration_policy
 
 if TYPE_CHECKING:
     pass
@@ -61,6 +65,11 @@ class Engine:
     max_num_batched_tokens, chunked_prefill
         The knobs of ``vllm``, ``sarathi`` and ``orca`` (checked in every mode, as
         ``token_budget`` is).
+    memory
+        The engine's KV-cache memory (:class:`~llmsched.core.memory.KVMemory`; a measured
+        machine's is ``llmsched.preset(name).memory()``), in every mode: requests are admitted
+        by its free blocks and preempted by recompute when decoding runs out (the engine's
+        schedule then holds pieces). None: the clients alone bound the batch.
     """
 
     cost: CostModel
@@ -73,6 +82,7 @@ class Engine:
     token_budget: int = 512
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     chunked_prefill: bool = False
+    memory: KVMemory | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.cost, CostModel):
@@ -92,6 +102,8 @@ class Engine:
         cap = positive_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=2, maximum=1 << 31)
         object.__setattr__(self, "max_num_batched_tokens", cap)
         object.__setattr__(self, "chunked_prefill", flag("chunked_prefill", self.chunked_prefill))
+        if self.memory is not None and not isinstance(self.memory, KVMemory):
+            raise TypeError(f"an engine's memory must be a llmsched.KVMemory or None, got {self.memory!r}")
         if self.mode == "fusion":
             check_fused_instance(Workload([1], [1]), self.cost, self.clients, self.token_budget)
         elif self.mode in BATCHING:
@@ -100,12 +112,14 @@ class Engine:
             check_instance(Workload([1], [1]), self.cost, self.clients)
 
     def rule(self) -> Any:
-        """A fresh batching rule of a ``vllm``, ``sarathi`` or ``orca`` engine (None in the
-        paper's two modes, whose rules the fleet builds with their policies)."""
-        if self.mode not in BATCHING:
-            return None
+        """A fresh batching rule of the engine, with its memory: competition's with a fresh
+        iteration policy, fusion's, or that of ``vllm``, ``sarathi`` or ``orca``."""
+        if self.mode == "competition":
+            return CompetitionRule(make_iteration_policy(self.iteration_policy), self.memory)
+        if self.mode == "fusion":
+            return FusionRule(self.token_budget, self.memory)
         chunked = self.chunked_prefill and self.mode == "vllm"
-        return batching_rule(self.mode, self.max_num_batched_tokens, chunked)
+        return batching_rule(self.mode, self.max_num_batched_tokens, chunked, self.memory)
 
     @property
     def fused_budget(self) -> int | None:

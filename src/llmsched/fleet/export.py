@@ -92,13 +92,16 @@ def chrome_trace(fleet: FleetSchedule) -> dict[str, Any]:
     for k, (spec, schedule) in enumerate(zip(fleet.engines, fleet.schedules, strict=True)):
         layout = _layout(schedule, k)
         mine = np.flatnonzero(engine == k)
-        requests = np.empty(len(schedule.workload), dtype=np.int64)
+        requests = np.empty(len(schedule.requests), dtype=np.int64)
         requests[index[mine]] = mine  # the fleet's index of each of the engine's requests
+        first = index[mine]
+        if schedule.request_parent is not None:  # pieces: each named by its request
+            requests, first = requests[schedule.request_parent], schedule.first_piece[first]
         pid = engine_pid(k)
         events += process_events(pid, f"llmsched: {name}: {spec.label(k)}", k)
         events += layout.engine_events(schedule, pid, requests)
         tid, ts = layout.request_slices(schedule)
-        first_tid[mine], first_ts[mine] = tid[index[mine]], ts[index[mine]]
+        first_tid[mine], first_ts[mine] = tid[first], ts[first]
 
     arrived = np.where(fleet.request_pulled_from >= 0, fleet.request_pulled_from, engine)
     arrival_ts = microseconds(fleet.workload.arrival, "arrival")

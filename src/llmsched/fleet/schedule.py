@@ -74,22 +74,31 @@ class FleetSchedule(ScheduleBase):
 
     @cached_property
     def _offsets(self) -> np.ndarray:
-        sizes = np.array([len(s.workload) for s in self.schedules], dtype=np.int64)
+        sizes = np.array([len(s.requests) for s in self.schedules], dtype=np.int64)
         return np.concatenate(([0], np.cumsum(sizes)[:-1])) if sizes.size else sizes
 
-    def _per_request(self, attribute: str) -> np.ndarray:
-        parts = [np.asarray(getattr(s, attribute)) for s in self.schedules]
+    def _per_request(self, attribute: str, piece: str | None = None) -> np.ndarray:
+        """Each request's entry of its engine's array ``attribute``: one per user request, or,
+        with ``piece`` (``"first"`` or ``"last"``), one per piece read at the request's first
+        or last piece (an engine with KV-cache memory splits a preempted request into pieces;
+        ``request_index`` numbers its user requests)."""
+        parts = []
+        for s in self.schedules:
+            values = np.asarray(getattr(s, attribute))
+            if piece is not None and s.request_parent is not None:
+                values = values[s.first_piece if piece == "first" else s.last_piece]
+            parts.append(values)
         return read_only(gather(parts, self._offsets, self.request_engine, self.request_index))
 
     @cached_property
     def prefill_end(self) -> np.ndarray:
         """When each request's prefill ended (its first token)."""
-        return self._per_request("prefill_end")
+        return self._per_request("prefill_end", "first")
 
     @cached_property
     def finish(self) -> np.ndarray:
         """When each request produced its last token."""
-        return self._per_request("finish")
+        return self._per_request("finish", "last")
 
     @cached_property
     def tbt_mean(self) -> np.ndarray:
@@ -97,9 +106,20 @@ class FleetSchedule(ScheduleBase):
         return self._per_request("tbt_mean")
 
     @cached_property
+    def preemptions(self) -> np.ndarray:
+        """How many times each request was preempted (by its engine's KV-cache memory)."""
+        return read_only(self._per_request("preemptions").astype(np.int64))
+
+    @cached_property
+    def recomputed_tokens(self) -> np.ndarray:
+        """Tokens each request's engine prefilled anew after preempting it."""
+        return read_only(self._per_request("recomputed_tokens").astype(np.int64))
+
+    @cached_property
     def request_client(self) -> np.ndarray:
-        """The client (of its engine) each request ran on."""
-        return read_only(self._per_request("request_client").astype(np.int64))
+        """The client (of its engine) each request ran on (its first piece's, when its engine
+        preempted it)."""
+        return read_only(self._per_request("request_client", "first").astype(np.int64))
 
     @property
     def request_machine(self) -> np.ndarray:
@@ -182,7 +202,9 @@ class FleetSchedule(ScheduleBase):
         latency); ``requests_per_s``, ``goodput_rps``, ``slo_attainment`` against the
         targets; then ``mode`` (``fleet``), ``machines`` (its engines), ``clients``,
         ``prefill_stages`` and ``decode_iterations`` (over all engines), which complete the
-        keys every mode's summary has (:data:`~llmsched.core.schedule.SUMMARY_KEYS`).
+        keys every mode's summary has (:data:`~llmsched.core.schedule.SUMMARY_KEYS`), and
+        ``preemptions`` and ``recomputed_tokens`` (over all requests, by the engines' KV-cache
+        memory).
 
         Raises
         ------
@@ -210,7 +232,16 @@ class FleetSchedule(ScheduleBase):
         out["clients"] = self.clients
         out["prefill_stages"] = self.prefill_stages
         out["decode_iterations"] = self.decode_iterations
+        # Last, so that the keys summary() always had keep their order.
+        out.update(self._preemption_figures())
         return out
+
+    def _preemption_columns(self) -> dict[str, np.ndarray]:
+        """``preemptions`` and ``recomputed_tokens`` of each request, when an engine's memory
+        preempted some."""
+        if all(s.request_parent is None for s in self.schedules):
+            return {}
+        return {"preemptions": self.preemptions, "recomputed_tokens": self.recomputed_tokens}
 
     def engine_frame(self) -> pd.DataFrame:
         """One row per engine: ``engine``, ``clients``, ``price``, ``requests`` (it ran),
@@ -230,10 +261,10 @@ class FleetSchedule(ScheduleBase):
                     "engine": engine.label(k),
                     "clients": engine.clients,
                     "price": engine.price,
-                    "requests": len(s.workload),
+                    "requests": len(s.requests),
                     "pulled_in": int(pulled_in[k]),
                     "pulled_out": int(pulled_out[k]),
-                    "output_tokens": s.workload.total_output_tokens,
+                    "output_tokens": s.requests.total_output_tokens,
                     "makespan_s": s.makespan,
                     "utilization": s.utilization,
                     "tokens_per_s": s.tokens_per_s,
@@ -247,7 +278,8 @@ class FleetSchedule(ScheduleBase):
         """One row per request: the workload's columns, then ``engine``, ``machine`` (the
         engine again, the column every mode has), ``client``, ``reached``, ``pulled_from``,
         ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``, ``e2e``,
-        ``normalized_latency`` and ``meets_slo``.
+        ``normalized_latency`` and ``meets_slo`` (and ``preemptions`` and ``recomputed_tokens``
+        when an engine's KV-cache memory preempted a request).
 
         Raises
         ------

@@ -44,7 +44,6 @@ from llmsched.core.instance import (
     prefill_work_bound,
 )
 from llmsched.core.workload import Workload
-from llmsched.engines.fusion.rule import fused_stream_schedule, open_fused_engine
 from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
 from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.routers import as_router, router_names
@@ -120,7 +119,12 @@ def check_fleet(
     for k, engine in enumerate(engines):
         policies = (engine.request_policy, engine.iteration_policy, engine.mode)
         try:
-            knobs = (engine.token_budget, engine.max_num_batched_tokens, engine.chunked_prefill)
+            knobs = (
+                engine.token_budget,
+                engine.max_num_batched_tokens,
+                engine.chunked_prefill,
+                engine.memory,
+            )
             key: Any = (engine.cost, engine.clients, *policies, *knobs)
             hash(key)
         except TypeError:  # a cost model that is not hashable
@@ -131,6 +135,13 @@ def check_fleet(
         _check_policies(k, engine, backoff)
         budget = engine.fused_budget
         try:
+            if engine.memory is not None and backoff is not None:
+                raise ValueError(
+                    "backoff pulls waiting requests between engines, and an engine with KV-cache "
+                    "memory may hold a preempted request's continuation among them: run the "
+                    "fleet without backoff or without memory"
+                )
+            engine.rule().check(workload, engine.cost, engine.clients)  # its rule's limits, memory's
             shortest.append(check_cost_model(workload, engine.cost, engine.clients))
             bounds = (
                 prefill_work_bound(totals, engine.cost, budget),
@@ -246,41 +257,17 @@ def simulate_fleet(
     for engine in engines:
         requests = make_request_policy(engine.request_policy)
         stream = EngineStream()
-        rule = engine.rule()
-        if rule is not None:
-            loop = open_engine(
-                engine.cost,
-                engine.clients,
-                requests,
-                None,
-                stream,
-                predicted is not None,
-                workload.name,
-                n,
-                rule,
-            )
-        elif engine.mode == "fusion":
-            loop = open_fused_engine(
-                engine.cost,
-                engine.clients,
-                requests,
-                engine.token_budget,
-                stream,
-                predicted is not None,
-                workload.name,
-                n,
-            )
-        else:
-            loop = open_engine(
-                engine.cost,
-                engine.clients,
-                requests,
-                make_iteration_policy(engine.iteration_policy),
-                stream,
-                predicted is not None,
-                workload.name,
-                n,
-            )
+        loop = open_engine(
+            engine.cost,
+            engine.clients,
+            requests,
+            None,
+            stream,
+            predicted is not None,
+            workload.name,
+            n,
+            engine.rule(),
+        )
         next(loop)
         streams.append(stream)
         loops.append(loop)
@@ -308,7 +295,9 @@ def simulate_fleet(
     gone_prompt = [0] * m
     gone = [0] * m
     incoming = [0] * m  # pulled requests on their way
-    members: list[list[int]] = [[] for _ in range(m)]  # fleet request of each engine's index
+    # The fleet's request of each of an engine's indices (a piece, made when memory preempts a
+    # request, has none: request_parent names its request).
+    members: list[dict[int, int]] = [{} for _ in range(m)]
     left: list[set[int]] = [set() for _ in range(m)]  # engine indices pulled away
     reached = [math.nan] * n
     pulled_from = [-1] * n
@@ -341,8 +330,7 @@ def simulate_fleet(
     def route(request: int, k: int, t: float) -> None:
         nonlocal tie
         s = streams[k]
-        members[k].append(request)
-        s.add(prompt[request], output[request], planned[request], t)
+        members[k][s.add(prompt[request], output[request], planned[request], t)] = request
         reached[request] = t
         routed_prompt[k] += prompt[request]
         if weighs:
@@ -439,7 +427,7 @@ def simulate_fleet(
         kept = (
             [i for i in range(len(s.prompt)) if i not in left[k]] if left[k] else list(range(len(s.prompt)))
         )
-        mine = [members[k][i] for i in kept]
+        mine = [members[k][i] for i in kept if i in members[k]]
         local = Workload(
             [s.prompt[i] for i in kept],
             [s.output[i] for i in kept],
@@ -447,14 +435,7 @@ def simulate_fleet(
             [s.arrival[i] for i in kept],
             name=f"{workload.name} on {engine.label(k)}",
         )
-        if engine.mode == "fusion":
-            schedules.append(
-                fused_stream_schedule(
-                    local, engine.cost, engine.clients, engine.token_budget, s, kept, results[k]
-                )
-            )
-        else:
-            schedules.append(stream_schedule(local, engine.cost, engine.clients, s, kept, results[k]))
+        schedules.append(stream_schedule(local, engine.cost, engine.clients, s, kept, results[k]))
         request_engine[mine] = k
         request_index[mine] = np.arange(len(mine))
     info = {

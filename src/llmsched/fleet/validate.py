@@ -68,7 +68,9 @@ def validate_fleet(
                 problems.append(f"engine {k}'s schedule is not on its cost model and {spec.clients} clients")
     if problems:
         return [Violation("structure", p) for p in problems]
-    sizes = np.array([len(s.workload) for s in fleet.schedules], dtype=np.int64)
+    # An engine's user requests: its workload, or, when its memory preempted some, what its
+    # pieces make (each engine's own validator checks the pieces).
+    sizes = np.array([len(s.requests) for s in fleet.schedules], dtype=np.int64)
     engine, index = fleet.request_engine, fleet.request_index
     out_of_range = (index < 0) | (index >= sizes[engine])
     report.add(
@@ -88,7 +90,7 @@ def validate_fleet(
         )
 
     def column(name: str) -> np.ndarray:
-        parts = [np.asarray(getattr(s.workload, name)) for s in fleet.schedules]
+        parts = [np.asarray(getattr(s.requests, name)) for s in fleet.schedules]
         return gather(parts, fleet._offsets, engine, index)
 
     for name in ("prompt_tokens", "output_tokens"):
@@ -97,7 +99,7 @@ def validate_fleet(
             "routing", differs, lambda i, name=name: f"request {i}'s {name} differs on engine {engine[i]}"
         )
     if wl.predicted_output is not None and all(
-        s.workload.predicted_output is not None for s in fleet.schedules
+        s.requests.predicted_output is not None for s in fleet.schedules
     ):
         differs = np.flatnonzero(column("predicted_output") != wl.predicted_output)
         report.add("routing", differs, lambda i: f"request {i}'s prediction differs on engine {engine[i]}")

@@ -12,8 +12,9 @@ from llmsched.core.instance import check_instance
 from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
 from llmsched.engines.batching import batching_rule
+from llmsched.engines.competition.rule import CompetitionRule
 from llmsched.engines.competition.schedule import Schedule
-from llmsched.engines.fusion.rule import DEFAULT_TOKEN_BUDGET, simulate_fusion_policies
+from llmsched.engines.fusion.rule import DEFAULT_TOKEN_BUDGET, FusionRule, simulate_fusion_policies
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.loop import CostClock, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
@@ -31,6 +32,7 @@ def simulate(
     request_policy: str | RequestPolicy = "fcfs",
     iteration_policy: str | IterationPolicy = "prefill-first",
     clairvoyant: bool = False,
+    memory: KVMemory | None = None,
 ) -> Schedule:
     """Run ``workload`` on ``clients`` clients under the two policies and return the schedule.
 
@@ -55,6 +57,10 @@ def simulate(
         non-anticipative: a policy learns of a request (its prompt length and prediction)
         when it arrives. The schedule's ``info`` says which (``clairvoyant``), and whether
         the policies were told the true output lengths (``oracle_lengths``).
+    memory
+        The engine's KV-cache memory (:class:`~llmsched.core.memory.KVMemory`), as
+        :func:`simulate_batching` takes it: admission by free blocks, preemption by recompute
+        (the schedule then holds pieces). None: the clients alone bound the batch.
 
     Returns
     -------
@@ -70,7 +76,12 @@ def simulate(
     """
     requests = make_request_policy(request_policy)
     iterations = make_iteration_policy(iteration_policy)
-    return simulate_policies(workload, cost, clients, requests, iterations, clairvoyant)
+    if memory is None:
+        return simulate_policies(workload, cost, clients, requests, iterations, clairvoyant)
+    rule = CompetitionRule(iterations, memory)
+    schedule = run_loop(workload, cost, clients, requests, None, CostClock(), clairvoyant, rule)
+    assert isinstance(schedule, Schedule)  # what CompetitionRule builds
+    return schedule
 
 
 def simulate_fusion(
@@ -80,6 +91,7 @@ def simulate_fusion(
     request_policy: str | RequestPolicy = "fcfs",
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     clairvoyant: bool = False,
+    memory: KVMemory | None = None,
 ) -> FusedSchedule:
     """Run ``workload`` on a fused engine (chunked prefill, :mod:`llmsched.engines.fusion.schedule`) of
     ``clients`` clients and return its :class:`~llmsched.engines.fusion.schedule.FusedSchedule`.
@@ -88,7 +100,7 @@ def simulate_fusion(
     tokens in all; ``request_policy`` (a registered name or an object, as for
     :func:`simulate`) decides which waiting requests free clients take. There is no
     iteration policy: decoding never pauses. ``llmsched.engines.fusion.validate.validate_fused`` checks the
-    schedule.
+    schedule. ``memory``: the engine's KV-cache memory, as :func:`simulate` takes it.
 
     Raises
     ------
@@ -97,7 +109,12 @@ def simulate_fusion(
         prompt tokens (a ``LevelCostModel``) or a budget below 2, before any work.
     """
     requests = make_request_policy(request_policy)
-    return simulate_fusion_policies(workload, cost, clients, requests, token_budget, clairvoyant)
+    if memory is None:
+        return simulate_fusion_policies(workload, cost, clients, requests, token_budget, clairvoyant)
+    rule = FusionRule(token_budget, memory)
+    schedule = run_loop(workload, cost, clients, requests, None, CostClock(), clairvoyant, rule)
+    assert isinstance(schedule, FusedSchedule)  # what FusionRule builds
+    return schedule
 
 
 def simulate_batching(
