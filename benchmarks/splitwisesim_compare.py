@@ -297,10 +297,19 @@ def run_splitwisesim(
 CLIENTS = 128  # batch slots: SplitwiseSim's 512 are never reached below saturation here, and
 # the measured table prices decode batches up to twice its 64 (llmsched.preset(...).cost(...)).
 BATCH_TOKENS = 2048  # SplitwiseSim's max_batch_tokens
+LEND_ABOVE = 8192  # SplitwiseSim's prompt_max_pending_batch_tokens: past it a token machine joins prompts
 KV_GBPS = 200 * 2**30 / 1e9  # SplitwiseSim's DummyLink: 200 GiB/s, no contention
 
 
 _WARM: set[str] = set()  # the setups run once already (warmed up)
+
+#: The cost model of llmsched's side: the measurements as SplitwiseSim reads them (the default,
+#: so that the comparison is of the engines), or as the preset models them (``--cost preset``).
+COSTS = {
+    "splitwisesim": lambda: __import__("llmsched").preset("llama2-70b/h100/tp8").splitwisesim_cost(),
+    "preset": lambda: __import__("llmsched").preset("llama2-70b/h100/tp8").cost(prompt_count=False),
+}
+COST_READING = "splitwisesim"
 
 
 def llmsched_workload(trace_frame: pd.DataFrame) -> Any:
@@ -319,11 +328,12 @@ def llmsched_workload(trace_frame: pd.DataFrame) -> Any:
 def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, float]:
     """Run llmsched's engine simulator on ``trace_frame`` in ``setup``.
 
-    Both setups price iterations by ``llmsched.preset("llama2-70b/h100/tp8").cost(prompt_count=False)``,
-    the table fitted to the same measurements (prefill by the batch's tokens alone, as SplitwiseSim
-    reads them, not by its prompt count as well, the preset's default; decode by
-    the batch's size, where SplitwiseSim reads its prompt curve at the batch's token count; a
-    mixed iteration 1.1x the prompt curve, as SplitwiseSim).
+    Both setups price iterations by the same measurements as SplitwiseSim reads them
+    (``llmsched.preset("llama2-70b/h100/tp8").splitwisesim_cost()``: every time keyed by the
+    batch's tokens; a decode iteration of k requests read from the token times at k tokens,
+    about 30 ms at any batch below 128; a mixed iteration 1.1x the prompt curve), so that what
+    differs is the engines; ``--cost preset`` prices them by the preset's table instead
+    (``cost(prompt_count=False)``: decode by batch size and context, 55 ms at 64 requests).
 
     * ``baseline``: a fleet of four engines batching as Orca does (whole prompts first, then
       every decoding request, up to 2,048 tokens an iteration; ``mode="orca"``), requests routed
@@ -331,9 +341,11 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
       prefilled plus a token a request);
     * ``splitwise-hh``: a disaggregated cluster of two prompt and two token machines, prompt
       stages of several prompts capped at 2,048 tokens (a longer prompt alone), KV caches moved
-      at 200 GiB/s after the prompt, with llmsched's mixed pool (an idle machine of one pool
-      lends itself to the other); SplitwiseSim's mixed pool instead moves a token machine into
-      the prompt pool when the prompt backlog passes 8,192 tokens.
+      at 200 GiB/s after the prompt, with the mixed pool as SplitwiseSim runs it: a token
+      machine, busy or not, takes prompt stages once every prompt machine holds more than
+      8,192 prompt tokens (``lend_busy_above``), pausing its decoding for them, where
+      SplitwiseSim mixes them into its decode iterations; llmsched decodes a lent stage's
+      requests where they were prefilled, SplitwiseSim on the token machine its router picks.
 
     Returns
     -------
@@ -346,7 +358,7 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
     import llmsched
 
     workload = llmsched_workload(trace_frame)
-    cost = llmsched.preset("llama2-70b/h100/tp8").cost(prompt_count=False)
+    cost = COSTS[COST_READING]()
     if setup not in _WARM:  # a first run on a few requests: imports and caches, not timed
         _WARM.add(setup)
         run_llmsched(trace_frame.head(20), setup)
@@ -366,6 +378,7 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
             overlap=False,
             mixed=True,
             prompt_batch_tokens=BATCH_TOKENS,
+            lend_busy_above=LEND_ABOVE,
         )
         schedule = llmsched.simulate_disaggregated(workload, cluster)
     else:
@@ -489,17 +502,76 @@ def _rates(text: str) -> list[float]:
     return [float(x) for x in text.split(",")]
 
 
-def _show(setup: str, rate: float, figures: dict, seconds: float, trace_frame: pd.DataFrame | None) -> None:
-    """Print one setup and rate; beside llmsched's figures when ``trace_frame`` is given."""
+#: What the verdict holds to, below saturation: the relative difference of these metrics.
+WITHIN = {
+    **dict.fromkeys(("ttft_p50", "ttft_p99", "tbt_p50", "tbt_p99", "e2e_p50", "e2e_p99"), 0.10),
+    "throughput_rps": 0.02,
+    "throughput_tps": 0.02,
+}
+SATURATED = 10.0  # a side saturates at the first rate whose TTFT p99 passes this x its uncontended one
+
+
+def _show(
+    setup: str, rate: float, figures: dict, seconds: float, trace_frame: pd.DataFrame | None, results: list
+) -> None:
+    """Print one setup and rate; beside llmsched's figures when ``trace_frame`` is given (kept
+    in ``results`` for :func:`print_verdict`)."""
     if trace_frame is None:
         print_side_by_side(setup, rate, figures, seconds)
     else:
         llm_frame, llm_seconds = run_llmsched(trace_frame, setup)
-        print_side_by_side(setup, rate, figures, seconds, summarize(llm_frame), llm_seconds)
+        mine = summarize(llm_frame)
+        print_side_by_side(setup, rate, figures, seconds, mine, llm_seconds)
+        results.append((setup, rate, figures, seconds, mine, llm_seconds))
     sys.stdout.flush()
 
 
+def print_verdict(results: list, same_run: bool) -> None:
+    """Per setup: where each side saturates (the first rate whose TTFT p99 passes
+    :data:`SATURATED` times its value at the lowest rate run, the uncontended one), and, over
+    the rates where neither has, every metric of :data:`WITHIN` outside its tolerance, and the
+    least ratio of simulation times (``same_run``: SplitwiseSim ran in this run)."""
+    for setup in dict.fromkeys(r[0] for r in results):
+        rows = sorted((r for r in results if r[0] == setup), key=lambda r: r[1])
+        if not rows:
+            continue
+        base_s, base_l = rows[0][2]["ttft_p99"], rows[0][4]["ttft_p99"]
+        sat_s = next((r[1] for r in rows if r[2]["ttft_p99"] > SATURATED * base_s), None)
+        sat_l = next((r[1] for r in rows if r[4]["ttft_p99"] > SATURATED * base_l), None)
+        below = [
+            r
+            for r in rows
+            if r[2]["ttft_p99"] <= SATURATED * base_s and r[4]["ttft_p99"] <= SATURATED * base_l
+        ]
+        misses = []
+        for _, rate, theirs, _, mine, _ in below:
+            for name, tolerance in WITHIN.items():
+                rel = float(mine[name]) / float(theirs[name]) - 1
+                if abs(rel) > tolerance:
+                    misses.append(f"{name} {rel:+.1%} at {rate:g}")
+        ratios = [r[3] / r[5] for r in rows]
+        print(f"\nverdict, {setup}: rates {rows[0][1]:g}-{rows[-1][1]:g}")
+        shown = ["none" if sat is None else f"{sat:g}" for sat in (sat_s, sat_l)]
+        print(
+            f"  saturation (TTFT p99 > {SATURATED:g}x that at {rows[0][1]:g}/s): SplitwiseSim at "
+            f"{shown[0]}, llmsched at {shown[1]}"
+        )
+        print(
+            f"  below it ({', '.join(f'{r[1]:g}' for r in below) or 'no rate'}): "
+            + (
+                "every metric within tolerance"
+                if not misses
+                else f"{len(misses)} outside: " + "; ".join(misses)
+            )
+        )
+        print(
+            f"  simulation time, SplitwiseSim / llmsched: {min(ratios):.1f}x to {max(ratios):.1f}x"
+            + ("" if same_run else " (SplitwiseSim's recorded seconds, not this run's)")
+        )
+
+
 def main() -> int:
+    global COST_READING  # noqa: PLW0603 - the reading run_llmsched uses, chosen once
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--splitwisesim", default=os.environ.get("SPLITWISESIM_DIR"), help="checkout")
     parser.add_argument(
@@ -517,7 +589,15 @@ def main() -> int:
     parser.add_argument("--llmsched", action="store_true", help="also run run_llmsched side by side")
     parser.add_argument("--record", action="store_true", help=f"write the summaries to {RECORDED}")
     parser.add_argument("--frames", help="also write each run's per-request frame (gzipped CSV) here")
+    parser.add_argument(
+        "--cost",
+        choices=sorted(COSTS),
+        default=COST_READING,
+        help="llmsched's cost model: the measurements as SplitwiseSim reads them (decode keyed by the "
+        "batch's tokens; default), or the preset's table (decode by batch size and context)",
+    )
     args = parser.parse_args()
+    COST_READING = args.cost
     setups = args.setup or list(SETUPS)
     if args.llmsched and not Path(args.trace).is_file():
         print(f"the Azure code trace is not at {args.trace}; give it with --trace")
@@ -529,18 +609,21 @@ def main() -> int:
         print("no SplitwiseSim checkout given (--splitwisesim or SPLITWISESIM_DIR); recorded figures")
         print(f"({recorded}; {RECORDED / 'README.md'} tells how they were made)")
         table = pd.read_csv(recorded)
+        results: list = []
         wanted = None if args.rates is None else set(_rates(args.rates))
         for (setup, rate), row in table.groupby(["setup", "rate"], sort=False):
             if setup in setups and (wanted is None or rate in wanted):
                 figures = row.iloc[0].to_dict()
                 trace_frame = make_trace(rate, REQUESTS, 0, trace=args.trace) if args.llmsched else None
-                _show(setup, rate, figures, float(figures["sim_seconds"]), trace_frame)
+                _show(setup, rate, figures, float(figures["sim_seconds"]), trace_frame, results)
+        print_verdict(results, same_run=False)
         return 0
     if not Path(args.trace).is_file():
         print(f"the Azure code trace is not at {args.trace}; give it with --trace")
         return 1
 
     rows = []
+    results = []
     for setup in setups:
         for rate in _rates(args.rates or f"{RATES[0]:g}:{RATES[-1]:g}:1"):
             trace_frame = make_trace(rate, args.requests, args.seed, trace=args.trace)
@@ -551,7 +634,8 @@ def main() -> int:
                 name = f"{setup}_{rate:g}_{args.requests}_{args.seed}.csv.gz"
                 frame.to_csv(Path(args.frames) / name, index=False, float_format="%.9g")
             rows.append({"setup": setup, "rate": rate, **figures, "sim_seconds": seconds})
-            _show(setup, rate, figures, seconds, trace_frame if args.llmsched else None)
+            _show(setup, rate, figures, seconds, trace_frame if args.llmsched else None, results)
+    print_verdict(results, same_run=True)
     if args.record:
         RECORDED.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(RECORDED / "summary.csv", index=False, float_format="%.6g")

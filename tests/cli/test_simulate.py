@@ -131,3 +131,17 @@ def test_the_papers_engines_take_a_memory_too(capsys, mode) -> None:
     assert out["valid"] and out["preemptions"] > 0 and out["config"]["memory"] == 300
     assert main([*BASE, "--mode", "disaggregated", "--memory", "300"]) == 2
     assert "--memory" in capsys.readouterr().err
+
+
+def test_a_cluster_lends_busy_token_machines_past_a_backlog(capsys) -> None:
+    """--lend-busy-above with --mixed-pool reaches the cluster: stages run on token machines,
+    the schedule is valid; without --mixed-pool it is refused before work, naming it."""
+    argv = [*BASE, "--mode", "disaggregated", "--token-machines", "2", "--arrivals", "poisson:20"]
+    argv += ["--requests", "120", "--prompt-batch-tokens", "512", "--json"]
+    assert main([*argv, "--mixed-pool", "--lend-busy-above", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (
+        out["valid"] and out["config"]["lend_busy_above"] == 0 and out["config"]["prompt_batch_tokens"] == 512
+    )
+    assert main([*argv, "--lend-busy-above", "0"]) == 2
+    assert "needs mixed=True" in capsys.readouterr().err

@@ -91,7 +91,8 @@ def test_every_disaggregated_schedule_validates_and_respects_the_bound(
     cost, prompts, tokens, clients, bandwidth, overlap, mixed, data
 ) -> None:
     """Over random workloads, arrivals, pool sizes, bandwidths, cost models, with and without
-    overlap and the mixed pool: the schedule validates and no makespan is below the bound."""
+    overlap and the mixed pool (lending busy token machines or only idle ones): the schedule
+    validates, no makespan is below the bound, and the gaps between tokens add up."""
     if isinstance(cost, LevelCostModel):
         cost = PAPER
     n = data.draw(st.integers(1, 25))
@@ -111,10 +112,18 @@ def test_every_disaggregated_schedule_validates_and_respects_the_bound(
         layers=data.draw(st.integers(1, 80)),
         overlap=overlap,
         mixed=mixed,
+        lend_busy_above=data.draw(st.sampled_from([None, 0, 0, cap])) if mixed else None,
     )
     s = simulate_disaggregated(work, cluster)
     assert validate_disaggregated(s) == []
     assert s.makespan >= disaggregated_lower_bounds(work, cluster).strong * (1 - 1e-9) - 1e-12
+    # The gaps between tokens add up to each request's time from first token to last (a
+    # token machine's pause for a lent stage included).
+    values, counts = s.tbt_distribution()
+    assert counts.sum() == work.output_tokens.sum()
+    assert float(values @ counts) == pytest.approx(
+        float(np.sum(s.finish - s.prefill_end)), rel=1e-9, abs=1e-9
+    )
     assert (np.bincount(s.request_stage, minlength=s.stage_start.size) >= 1).all()
     # Each transfer is the cluster's, to the bit, from its stage's end.
     sent = cluster.is_prompt(s.stage_machine[s.request_stage])
@@ -138,6 +147,72 @@ def test_the_mixed_pool_lends_idle_token_machines_under_prompt_load() -> None:
     local = lent[mixed.request_stage]
     assert (mixed.transfer_time[local] == 0).all()
     assert np.percentile(mixed.ttft, 99) < np.percentile(plain.ttft, 99)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 2), st.integers(1, 6), st.integers(0, 600), st.data())
+def test_busy_token_machines_lent_stages_validate_and_respect_the_bound(
+    prompts, tokens, clients, above, data
+):
+    """Busy lending over random instances (long outputs, prompts arriving while others decode,
+    backlog thresholds from 0): the schedule validates, no makespan is below the bound, and
+    the gaps between tokens add up to each request's first-to-last token time."""
+    n = data.draw(st.integers(2, 25))
+    prompt = data.draw(st.lists(st.integers(1, 2000), min_size=n, max_size=n))
+    output = data.draw(st.lists(st.integers(30, 200), min_size=n, max_size=n))
+    arrival = data.draw(st.lists(st.floats(0, 1, allow_nan=False), min_size=n, max_size=n))
+    work = Workload(prompt, output, arrival=arrival)
+    cluster = _cluster(
+        prompt_machines=prompts,
+        token_machines=tokens,
+        token_clients=clients,
+        mixed=True,
+        lend_busy_above=above,
+    )
+    s = simulate_disaggregated(work, cluster)
+    assert validate_disaggregated(s) == []
+    assert s.makespan >= disaggregated_lower_bounds(work, cluster).strong * (1 - 1e-9) - 1e-12
+    values, counts = s.tbt_distribution()
+    assert counts.sum() == work.output_tokens.sum()
+    assert float(values @ counts) == pytest.approx(
+        float(np.sum(s.finish - s.prefill_end)), rel=1e-9, abs=1e-9
+    )
+
+
+def test_a_busy_token_machine_is_lent_stages_past_the_backlog_threshold() -> None:
+    """SplitwiseSim's mixed pool: long decodes keep the token machines busy while prompts pile
+    up on the prompt machine; with lend_busy_above, a token machine takes stages anyway,
+    pausing its decoding for them (the validator accepts a pause filled by stages, and no
+    other), and TTFT falls; the gaps between tokens count the pauses."""
+    rng = np.random.default_rng(2)
+    n = 80
+    work = Workload(
+        rng.integers(1500, 2500, n), rng.integers(100, 200, n), arrival=np.sort(rng.uniform(0, 4, n))
+    )
+    cluster = _cluster(token_machines=2, token_clients=32, mixed=True)
+    idle_only = simulate_disaggregated(work, cluster)
+    busy = simulate_disaggregated(work, replace(cluster, lend_busy_above=4096))
+    assert validate_disaggregated(idle_only) == [] and validate_disaggregated(busy) == []
+    lent = ~cluster.is_prompt(busy.stage_machine)
+    assert lent.sum() > (~cluster.is_prompt(idle_only.stage_machine)).sum()
+    # Some lent stage pauses requests decoding on its machine.
+    paused = [
+        k
+        for k in np.flatnonzero(lent).tolist()
+        for m in [busy.stage_machine[k]]
+        if np.any(
+            (busy.request_machine == m)
+            & (busy.decode_begin < busy.stage_start[k])
+            & (busy.finish > busy.stage_end[k])
+        )
+    ]
+    assert paused
+    assert np.percentile(busy.ttft, 50) < np.percentile(idle_only.ttft, 50)
+    values, counts = busy.tbt_distribution()
+    assert float(values @ counts) == pytest.approx(float(np.sum(busy.finish - busy.prefill_end)), rel=1e-9)
+    # A pause that no stage fills is still refused: move a paused stage's machine's later runs.
+    with pytest.raises(ValueError, match="needs mixed=True"):
+        replace(cluster, mixed=False, lend_busy_above=10)
 
 
 def test_the_mixed_pool_lends_idle_prompt_machines_when_token_machines_are_full() -> None:

@@ -850,6 +850,27 @@ CLUSTER = (
         "disaggregated: lend idle token machines to the prompt pool under load",
         applies=_DISAGGREGATED,
     ),
+    Option(
+        "prompt_batch_tokens",
+        integer(1, 1 << 31),
+        None,
+        "disaggregated: the most prompt tokens a stage of several prompts holds (a longer prompt "
+        "runs alone; SplitwiseSim's 2,048)",
+        shown="the prefill capacity",
+        applies=_DISAGGREGATED,
+        metavar="TOKENS",
+    ),
+    Option(
+        "lend_busy_above",
+        integer(0, 1 << 40),
+        None,
+        "disaggregated, with --mixed-pool: lend token machines that decode as well (their decoding "
+        "paused for the stage) while every prompt machine holds more than TOKENS prompt tokens "
+        "(SplitwiseSim's mixed pool: 8,192)",
+        shown="idle token machines only",
+        applies=_DISAGGREGATED,
+        metavar="TOKENS",
+    ),
 )
 
 
@@ -1538,6 +1559,8 @@ def make_cluster(config: Any, cost: Any, prompt_machines: int, token_machines: i
         config.layers,
         config.kv_overlap,
         config.mixed_pool,
+        config.prompt_batch_tokens,
+        config.lend_busy_above,
     )
 
 

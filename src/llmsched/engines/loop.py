@@ -730,7 +730,7 @@ def _run(
                     request, client = check_pair(pair, requests, capacity)
                     well_formed = False
                 if not (0 <= request < takeable and state[request] == waiting and 0 <= client < clients) or (
-                    client in running or client in under_way
+                    step != HAND_OFF and (client in running or client in under_way)
                 ):
                     refuse_pair(
                         request, client, requests, take_cap, takeable, clients, state, taken_at, takes,

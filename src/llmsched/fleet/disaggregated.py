@@ -117,6 +117,8 @@ class ClusterClock:
         P, T = cluster.prompt_machines, cluster.token_machines
         M = P + T
         self.P, self.M, self.mixed = P, M, cluster.mixed
+        self.lend_busy_above = cluster.lend_busy_above
+        self.lend_busy = cluster.lend_busy_above is not None
         self.clients = clients = cluster.token_clients
         self.prompt: list[int] = workload.prompt_tokens.tolist()
         self.output: list[int] = workload.output_tokens.tolist()
@@ -205,6 +207,7 @@ class ClusterClock:
         self.stage_end: list[float] = []
         self.stage_requests: list[list[int]] = []
         self.in_stage: list[int] = [-1] * M  # each machine's stage under way (-1: none)
+        self.lending = [False] * M  # a stage lent to the machine and not taken yet
         self.request_stage = [-1] * n
         self.request_machine = [-1] * n
         self.request_local = [-1] * n
@@ -245,7 +248,7 @@ class ClusterClock:
             start, end, pairs = stream.stage
             stream.stage = None
             self.started_stage(m, stage_requests(pairs, self.queues[m]), start, end)
-        if self.mixed and m >= self.P and self.in_stage[m] < 0 and not self.held[m]:
+        if self.mixed and m >= self.P and self.in_stage[m] < 0 and (self.lend_busy or not self.held[m]):
             self.lend(m, now)
 
     def finished(self, m: int, done: list[int]) -> None:
@@ -341,6 +344,7 @@ class ClusterClock:
             for request in batch:
                 self.expect(self.destination(request, m), request)
         else:
+            self.lending[m] = False
             for request in batch:
                 self.transfer_end[request] = end
 
@@ -370,11 +374,20 @@ class ClusterClock:
 
     def lend(self, t: int, now: float) -> None:
         """An idle token machine takes a stage from the prompt queue holding the most tokens,
-        when it holds more than one stage's worth (the mixed pool)."""
-        if self.in_stage[t] >= 0 or self.held[t]:
+        when it holds more than one stage's worth (the mixed pool); with ``lend_busy_above``,
+        a token machine that decodes does too, when every prompt machine holds more than that
+        many prompt tokens queued or in its stage (its decoding pauses for the stage)."""
+        if self.in_stage[t] >= 0 or self.lending[t]:
             return
-        source = max(range(self.P), key=lambda q: (self.waiting_tokens[q], -q))
-        if self.waiting_tokens[source] <= self.capacity[source]:
+        waiting = self.waiting_tokens
+        source = max(range(self.P), key=lambda q: (waiting[q], -q))
+        if not waiting[source]:
+            return
+        if self.held[t] > 0:  # busy: only past the backlog threshold
+            above = self.lend_busy_above
+            if above is None or min(self.queued_tokens.tolist()) <= above:
+                return
+        elif waiting[source] <= self.capacity[source]:
             return  # no more than one stage waits: the prompt pool keeps up
         batch = self.queues[source].lend(self.capacity[t])
         if not batch:
@@ -383,10 +396,12 @@ class ClusterClock:
         self.waiting_tokens[source] -= tokens
         self.queued_tokens[source] -= tokens
         self.queued_requests[source] -= len(batch)
+        self.lending[t] = True  # until the machine takes the stage
         for request in batch:
             self.add(t, request, LENT, now)
             self.expect(t, request)
-        self.resume(t, now)
+        if self.streams[t].cuttable:  # else it takes the stage when its run ends
+            self.resume(t, now)
 
     # -- the clock ----------------------------------------------------------------------------
     def run(self) -> DisaggregatedSchedule:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmsched.core.checks import flag, positive_int, real
+from llmsched.core.checks import flag, nonnegative_int, positive_int, real
 from llmsched.core.cost import (
     ContextCostModel,
     CostModel,
@@ -106,6 +106,11 @@ class DisaggregatedCluster:
         The most prompt tokens a stage of several prompts holds (SplitwiseSim's 2,048: the
         measured prefill is cheapest per token near there); a longer prompt is prefilled
         alone. None: a stage holds up to the cost model's prefill capacity.
+    lend_busy_above
+        With the mixed pool, a token machine that decodes is lent a stage as well, pausing its
+        decoding for it, whenever every prompt machine holds more than this many prompt tokens
+        queued or in its stage (SplitwiseSim's mixed pool moves a token machine into the
+        prompt pool past 8,192). None: only an idle token machine is lent a stage.
     """
 
     prompt_machines: int
@@ -119,6 +124,7 @@ class DisaggregatedCluster:
     overlap: bool = True
     mixed: bool = False
     prompt_batch_tokens: int | None = None
+    lend_busy_above: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_machines", positive_int("prompt_machines", self.prompt_machines))
@@ -138,6 +144,13 @@ class DisaggregatedCluster:
         if self.prompt_batch_tokens is not None:
             cap = positive_int("prompt_batch_tokens", self.prompt_batch_tokens, maximum=1 << 31)
             object.__setattr__(self, "prompt_batch_tokens", cap)
+        if self.lend_busy_above is not None:
+            above = nonnegative_int("lend_busy_above", self.lend_busy_above, maximum=1 << 40)
+            object.__setattr__(self, "lend_busy_above", above)
+            if not self.mixed:
+                raise ValueError(
+                    "lend_busy_above lends busy token machines to the prompt pool: it needs mixed=True"
+                )
 
     @property
     def machines(self) -> int:

@@ -191,14 +191,16 @@ class DisaggregatedSchedule(SteppedRuns, ScheduleBase):
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
         """Every gap between tokens, as values with counts: each request's first gap (which
         holds its transfer) and, after it, every iteration time of its token machine's runs
-        it decodes in (runs of a machine follow one another without pause while requests
-        decode, so consecutive tokens are one iteration apart)."""
+        it decodes in; the first iteration of a run that follows a pause of its machine's
+        decoding for a lent stage adds the pause for the requests decoding across it (runs
+        follow one another without any other pause while requests decode)."""
         values = [self.first_gap]
         counts = [np.ones(len(self.workload), dtype=np.int64)]
         # Gaps after the first: iterations g in (start, end) of each request: per run, the
         # requests decoding in it minus those whose first iteration it holds.
         first = self.run_first_iteration
         starts = np.zeros(self.run_start.size, dtype=np.int64)
+        pause = np.zeros(self.run_start.size)
         for m in np.unique(self.run_machine).tolist():
             on = np.flatnonzero(self.run_machine == m)
             mine = self.request_machine == m
@@ -207,9 +209,12 @@ class DisaggregatedSchedule(SteppedRuns, ScheduleBase):
             starts[on] = np.searchsorted(opens, first[on], side="right") - np.searchsorted(
                 opens, first[on], side="left"
             )
+            # Time since the machine's run before (only stages fill it while requests decode
+            # across; with none decoding across, no gap is counted below).
+            pause[on[1:]] = np.maximum(self.run_start[on[1:]] - self.run_end[on[:-1]], 0.0)
         constant = (self.run_step == 0) | (self.run_iterations == 1)
         # Iteration 0 of a run: active minus the requests starting there; later ones: active.
-        values.append(self.run_first_time)
+        values.append(self.run_first_time + pause)
         counts.append(self.run_active - starts)
         rest = np.flatnonzero(constant & (self.run_iterations > 1))
         values.append(self.run_first_time[rest])
