@@ -333,7 +333,7 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
     batch's tokens; a decode iteration of k requests read from the token times at k tokens,
     about 30 ms at any batch below 128; a mixed iteration 1.1x the prompt curve), so that what
     differs is the engines; ``--cost preset`` prices them by the preset's table instead
-    (``cost(prompt_count=False)``: decode by batch size and context, 55 ms at 64 requests).
+    (``cost(prompt_count=False)``: decode by batch size and context, 55 ms at 64 requests of 1,024 tokens).
 
     * ``baseline``: a fleet of four engines batching as Orca does (whole prompts first, then
       every decoding request, up to 2,048 tokens an iteration; ``mode="orca"``), requests routed
@@ -571,7 +571,8 @@ def print_verdict(results: list, same_run: bool) -> None:
 
 
 def main() -> int:
-    global COST_READING  # noqa: PLW0603 - the reading run_llmsched uses, chosen once
+    # The reading run_llmsched uses, chosen once here.
+    global COST_READING
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--splitwisesim", default=os.environ.get("SPLITWISESIM_DIR"), help="checkout")
     parser.add_argument(

@@ -210,7 +210,12 @@ def test_a_busy_token_machine_is_lent_stages_past_the_backlog_threshold() -> Non
     assert np.percentile(busy.ttft, 50) < np.percentile(idle_only.ttft, 50)
     values, counts = busy.tbt_distribution()
     assert float(values @ counts) == pytest.approx(float(np.sum(busy.finish - busy.prefill_end)), rel=1e-9)
-    # A pause that no stage fills is still refused: move a paused stage's machine's later runs.
+    # A pause that no stage fills is still refused: a paused stage ended early leaves a gap.
+    k = paused[0]
+    early = busy.stage_end.copy()
+    early[k] = (busy.stage_start[k] + busy.stage_end[k]) / 2
+    broken = validate_disaggregated(replace(busy, stage_end=early))
+    assert any("pauses requests decoding across it" in v.message for v in broken)
     with pytest.raises(ValueError, match="needs mixed=True"):
         replace(cluster, mixed=False, lend_busy_above=10)
 

@@ -220,7 +220,7 @@ class Preset:
         table is flat below its first knot where SplitwiseSim extrapolates the first segment,
         which differs by under 0.1 ms there); no price per context token; a mixed iteration
         1.1 times the prefill of all its tokens. Not a model of the hardware: the preset's
-        :meth:`cost` is (a decode iteration of 64 requests takes 55 ms on H100 at TP 8 as
+        :meth:`cost` is (a decode iteration of 64 requests of 1,024 tokens takes 55 ms on H100 at TP 8 as
         measured, 30 ms as SplitwiseSim reads it)."""
         return _as_splitwisesim_reads(self)
 
