@@ -71,3 +71,19 @@ def test_a_config_file_runs_the_search_its_flags_run(tmp_path, capsys) -> None:
     path.write_text('kind = ["a:32:1"]\nclients = 8\n')
     assert main(["provision", "--config", str(path), "--slo-ttft", "1"]) == 2
     assert "--clients applies only without --kind" in capsys.readouterr().err
+
+
+def test_engines_with_memory_are_provisioned_with_it(capsys) -> None:
+    """--memory gives every engine kind of the search its KV cache: the library's search with
+    that memory; a memory too small for a request is refused before work."""
+    from llmsched.core.memory import KVMemory
+
+    out = _report(capsys, [*BASE, "--clients", "200", "--memory", "400", "--block-size", "4"])
+    workload = prepare(exegpt_task("S", 100, 0), arrivals="poisson:6", seed=0)
+    engine = Engine(PAPER, 200, name="engine", memory=KVMemory(400, 4))
+    result = provision(workload, [engine], 3, slo_ttft=1.0, slo_tbt=0.2)
+    assert {"counts": out["counts"], "rows": out["rows"]} == {
+        "counts": result.counts,
+        "rows": result.frame().to_dict(orient="records"),
+    }
+    assert main([*BASE, "--memory", "3"]) == 2

@@ -19,6 +19,7 @@ from llmsched.cli.options import (
     ENGINE_POLICIES,
     JSON,
     LOAD,
+    MEMORY,
     MODES,
     NONNEGATIVE,
     PROGRESS,
@@ -35,6 +36,7 @@ from llmsched.cli.options import (
     load_config_class,
     load_inputs,
     make_cluster,
+    make_memory,
     number,
     only,
     print_json,
@@ -58,6 +60,7 @@ OPTIONS = (
     *(o._replace(applies=_ENGINE_MODES) if o.name == "predictor" else o for o in LOAD),
     *ENGINE,
     *ENGINE_POLICIES,
+    *MEMORY,
     router("jsq"),
     *BACKOFF,
     Option(
@@ -169,6 +172,7 @@ def run(args: Any) -> int:
                     token_budget=config.token_budget,
                     max_num_batched_tokens=config.max_num_batched_tokens,
                     chunked_prefill=config.chunked_prefill,
+                    memory=make_memory(config),
                 )
                 for name, clients, price, speed in map(engine_kind, specs)
             ]
