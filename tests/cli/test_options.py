@@ -175,6 +175,8 @@ SAMPLES: dict[str, tuple[list[str], Any]] = {
     "layers": (["--layers", "40"], 40),
     "kv_overlap": (["--no-kv-overlap"], False),
     "mixed_pool": (["--mixed-pool"], True),
+    "prompt_batch_tokens": (["--prompt-batch-tokens", "1024"], 1024),
+    "lend_busy_above": (["--lend-busy-above", "4096"], 4096),
     "request_policy": (["--request-policy", "shortest-first"], "shortest-first"),
     "iteration_policy": (["--iteration-policy", "lagrangian"], "lagrangian"),
     "clairvoyant": (["--clairvoyant"], True),
