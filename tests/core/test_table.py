@@ -350,6 +350,17 @@ def test_keyed_by_the_prompt_count_the_fit_reads_every_measured_stage_back() -> 
     assert truth.prefill_time(400, 4 * 100**2) == pytest.approx(single + weight * (batched - single))
     assert truth.prefill_time(400, 8 * 50**2) == pytest.approx(batched)
     assert truth.prefill_time(400, 0) == single  # squares not known: one prompt
+    # Capacity past twice the longest single prompt measured (1,024 here): a stage whose mean
+    # prompt is longer is refused; one of shorter prompts is read.
+    knots, times = (64, 128, 256, 512, 2048), (0.02, 0.03, 0.045, 0.07, 0.2)
+    wide = replace(truth, batched_tokens=knots, batched_times=times, prefill_capacity=2048)
+    assert wide.prefill_time(2048, 2048**2) == math.inf and wide.prefill_time(2048, 32 * 64**2) == 0.2
+    assert np.isfinite(wide.prefill_time(2048, 2 * 1024**2))
+    assert wide.prefill_time(2048, 1800**2 + 248**2) == math.inf
+    # held_out_error keys by tokens alone when the fitted rows hold no batch to key by.
+    rows = {"p": [128, 256, 512, 512, 512, 1024] * 3, "b": [1, 1, 1, 2, 4, 1] * 3, "o": [32] * 18,
+            "pt": np.linspace(50, 300, 18), "dt": [30.0] * 18}  # fmt: skip
+    assert 0 <= TableCostModel.held_out_error(rows, COLUMNS, holdout=0.5, seed=15).prefill_mape < 1
 
 
 def test_prompt_count_is_refused_where_the_rows_cannot_give_it() -> None:
@@ -519,7 +530,8 @@ def test_schedules_on_any_table_validate_and_respect_the_bounds(table, seed, cli
     draw = np.random.default_rng(seed)
     count = int(draw.integers(1, 20))
     workload = Workload(
-        draw.integers(1, table.prefill_capacity + 1, count),
+        # A prompt past twice the longest measured alone is refused (prefill_time is inf).
+        draw.integers(1, min(table.prefill_capacity, 2 * table.prefill_tokens[-1]) + 1, count),
         draw.integers(1, 30, count),
         arrival=np.sort(draw.uniform(0, 0.5, count)),
     )

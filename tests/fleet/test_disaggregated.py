@@ -216,6 +216,17 @@ def test_a_busy_token_machine_is_lent_stages_past_the_backlog_threshold() -> Non
     early[k] = (busy.stage_start[k] + busy.stage_end[k]) / 2
     broken = validate_disaggregated(replace(busy, stage_end=early))
     assert any("pauses requests decoding across it" in v.message for v in broken)
+    # In a cluster that lends idle machines only, a pause even filled by stages is refused.
+    idle_rules = validate_disaggregated(replace(busy, cluster=replace(cluster, lend_busy_above=None)))
+    assert any("pauses requests decoding across it" in v.message for v in idle_rules)
+    # A busy machine with no client free is not lent a stage it could not start: a long decode
+    # on the one client of the one token machine does not hold later prompts there.
+    work = Workload([100, 1500, 1500, 1500, 1500], [3000, 5, 5, 5, 5], arrival=[0, 1, 1, 1, 1])
+    one = _cluster(token_machines=1, token_clients=1, mixed=True)
+    lent = simulate_disaggregated(work, replace(one, lend_busy_above=0))
+    assert (
+        validate_disaggregated(lent) == [] and lent.ttft.max() <= simulate_disaggregated(work, one).ttft.max()
+    )
     with pytest.raises(ValueError, match="needs mixed=True"):
         replace(cluster, mixed=False, lend_busy_above=10)
 

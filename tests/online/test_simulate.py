@@ -131,3 +131,15 @@ def test_simulate_and_simulate_fusion_take_a_memory() -> None:
     assert (
         plain.request_parent is None and plain.makespan < simulate(workload, cost, 8, memory=memory).makespan
     )
+    unlimited = simulate(workload, cost, 8, memory=None)
+    np.testing.assert_array_equal(unlimited.stage_end, plain.stage_end)
+    np.testing.assert_array_equal(unlimited.request_client, plain.request_client)
+    # A cost model that prices the prompts' squares reads each continuation's prompt too.
+    from llmsched import preset
+
+    table = preset("llama2-70b/h100/tp8").cost()
+    for schedule, check in (
+        (simulate(workload, table, 8, memory=memory), validate),
+        (simulate_fusion(workload, table, 8, token_budget=128, memory=memory), validate_fused),
+    ):
+        assert check(schedule) == [] and schedule.summary()["preemptions"] > 0

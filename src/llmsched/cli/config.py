@@ -29,7 +29,7 @@ A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
     kv_overlap = true              # --kv-overlap / --no-kv-overlap
     mixed_pool = false             # --mixed-pool: lend idle token machines to the prompt pool
     prompt_batch_tokens = 2048     # --prompt-batch-tokens (left out: the prefill capacity)
-    lend_busy_above = 8192         # --lend-busy-above (with mixed_pool; left out: idle machines only)
+    lend_busy_above = 8192         # --lend-busy-above (needs mixed_pool = true; left out: idle only)
     predictor = "mico"             # --predictor (left out: none)
     clairvoyant = false            # --clairvoyant
 

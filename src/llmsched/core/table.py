@@ -245,6 +245,7 @@ class TableCostModel:
     _batched_x: list[float] = field(init=False, repr=False, compare=False)
     _batched_y: list[float] = field(init=False, repr=False, compare=False)
     _batched_tail: float = field(init=False, repr=False, compare=False)
+    _longest: float = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -301,6 +302,7 @@ class TableCostModel:
             ("_batched_x", [float(x) for x in b_tokens]),
             ("_batched_y", list(b_times)),
             ("_batched_tail", _tail_slope(b_tokens, b_times) if b_tokens else 0.0),
+            ("_longest", float(EXTRAPOLATION * tokens[-1])),
         ):
             set_field(self, key, value)
 
@@ -339,6 +341,15 @@ class TableCostModel:
         table. The time is never below the prefill table at ``min(T, sqrt(squares))``, at least
         the longest prompt in the stage: a prompt alone is prefilled no faster than in any stage
         that holds it, which the library's lower bounds rest on.
+
+        With a batched table the capacity may reach twice its last knot, past twice the prefill
+        table's (on the presets, 32,768 tokens where single prompts were measured up to 8,192).
+        A stage of more tokens than twice the prefill table's last knot whose token-weighted
+        mean prompt (``squares / tokens``, at most its longest) is longer than that holds a
+        prompt past twice the longest measured: ``inf``, refused as a stage past the capacity
+        is. A stage of several shorter prompts past it reads the prefill table's last segment
+        on, weighted as above; a stage of unknown squares (0) is read on the prefill table up
+        to the capacity, as one prompt.
         """
         tokens = sizes("tokens", tokens)
         squares = sizes("squares", squares)
@@ -361,7 +372,11 @@ class TableCostModel:
         """:meth:`prefill_time` of one stage, given the prefill table's time at its tokens."""
         length = self.batched_prompt
         assert length is not None
-        if squares <= 0 or tokens <= length or single == math.inf:
+        if squares <= 0 or single == math.inf:
+            return single
+        if tokens > self._longest and squares > self._longest * tokens:
+            return math.inf  # its mean prompt, so its longest, is past twice the longest measured
+        if tokens <= length:
             return single
         weight = min(1.0, max(0.0, (tokens * tokens - squares) / (tokens * (tokens - length))))
         if weight == 0.0:
@@ -704,8 +719,10 @@ class TableCostModel:
         keys = rows["prompt"] * rows["batch"]
         squares = rows["batch"] * rows["prompt"] ** 2
         by_count = _batched_length(rows, prompt_count)
-        if by_count is not None and not np.any(fitted["batch"] == 1):
-            by_count = None  # no single prompt among the fitted rows: by tokens alone
+        if by_count is not None and not (
+            np.any(fitted["batch"] == 1) and np.any((fitted["prompt"] == by_count) & (fitted["batch"] > 1))
+        ):
+            by_count = None  # the fitted rows hold no single prompt, or no batch: by tokens alone
         train_keys = keys[train]
         # Cover the held-out sizes where the extrapolation limit allows it.
         capacity = int(min(max(keys.max(), train_keys.max()), EXTRAPOLATION * train_keys.max()))

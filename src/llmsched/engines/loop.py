@@ -527,6 +527,10 @@ def _run(
     most_active = min(clients, size) if stream is None else max(1, stream.most_active or clients)
     if stream is None:
         executor.start(workload, cost, clients)  # type: ignore[arg-type]
+        if getattr(rule, "memory", None) is not None and isinstance(executor, CostClock):
+            # The clock reads prompt lengths by request: the loop's lists, which grow with the
+            # continuations of preempted requests.
+            executor.open(cost, min(clients, size), prompt)
         clock = None
     else:
         stream.knowns = knowns

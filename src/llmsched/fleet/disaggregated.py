@@ -383,9 +383,9 @@ class ClusterClock:
         source = max(range(self.P), key=lambda q: (waiting[q], -q))
         if not waiting[source]:
             return
-        if self.held[t] > 0:  # busy: only past the backlog threshold
+        if self.held[t] > 0:  # busy: only past the backlog threshold, and with a client free
             above = self.lend_busy_above
-            if above is None or min(self.queued_tokens.tolist()) <= above:
+            if above is None or not self.streams[t].free or min(self.queued_tokens.tolist()) <= above:
                 return
         elif waiting[source] <= self.capacity[source]:
             return  # no more than one stage waits: the prompt pool keeps up

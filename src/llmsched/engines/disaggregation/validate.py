@@ -63,7 +63,8 @@ def validate_disaggregated(
       context, each next one ``c_d * active`` longer);
     * ``timeline``: on each machine, stages and runs do not overlap, and a run with
       decoding requests starts where the machine's previous run ended when a request
-      decodes across both;
+      decodes across both, or, in a cluster that lends busy token machines
+      (``lend_busy_above``), where the stages run in between end, back to back;
     * ``transfer``: keys and values arrive :meth:`DisaggregatedCluster.transfer` after the
       stage ends (at the stage's end on the same machine), and the request's first decode
       iteration starts no earlier;
@@ -290,7 +291,7 @@ def validate_disaggregated(
             np.sort(hi[mine]), across, side="right"
         )
         paused = np.flatnonzero((spanning > 0) & (s.run_start[on[1:]] > s.run_end[on[:-1]] + tol))
-        if paused.size:
+        if paused.size and c.lend_busy_above is not None:
             staged = np.flatnonzero(s.stage_machine == m)
             begins, ends = s.stage_start[staged], s.stage_end[staged]
             idle = []
