@@ -189,8 +189,10 @@ tables = st.builds(
 
 
 def stage_of(data, table: TableCostModel, most: int) -> tuple[list[int], int, int]:
-    """A stage's prompts (their total at most ``most``), tokens and squares."""
-    prompts = data.draw(st.lists(st.integers(1, max(1, most // 4)), min_size=1, max_size=4))
+    """A stage's prompts (their total at most ``most``, each at most twice the longest
+    measured alone: a longer one is refused), tokens and squares."""
+    longest = min(max(1, most // 4), 2 * table.prefill_tokens[-1])
+    prompts = data.draw(st.lists(st.integers(1, longest), min_size=1, max_size=4))
     prompts = prompts if sum(prompts) <= most else [most]
     return prompts, sum(prompts), sum(p * p for p in prompts)
 
@@ -350,13 +352,15 @@ def test_keyed_by_the_prompt_count_the_fit_reads_every_measured_stage_back() -> 
     assert truth.prefill_time(400, 4 * 100**2) == pytest.approx(single + weight * (batched - single))
     assert truth.prefill_time(400, 8 * 50**2) == pytest.approx(batched)
     assert truth.prefill_time(400, 0) == single  # squares not known: one prompt
-    # Capacity past twice the longest single prompt measured (1,024 here): a stage whose mean
-    # prompt is longer is refused; one of shorter prompts is read.
+    # Capacity past twice the longest single prompt measured (1,024 here): one prompt longer
+    # follows the batched table's shape from there, scaled to meet the prefill table.
     knots, times = (64, 128, 256, 512, 2048), (0.02, 0.03, 0.045, 0.07, 0.2)
     wide = replace(truth, batched_tokens=knots, batched_times=times, prefill_capacity=2048)
-    assert wide.prefill_time(2048, 2048**2) == math.inf and wide.prefill_time(2048, 32 * 64**2) == 0.2
-    assert np.isfinite(wide.prefill_time(2048, 2 * 1024**2))
-    assert wide.prefill_time(2048, 1800**2 + 248**2) == math.inf
+    edge = float(replace(truth, prefill_capacity=1024).prefill_time(1024))  # carried to twice its last knot
+    at_edge = float(np.interp(1024, knots, times))
+    assert wide.prefill_time(1024, 1024**2) == pytest.approx(edge)
+    assert wide.prefill_time(2048, 2048**2) == pytest.approx(edge * 0.2 / at_edge)
+    assert wide.prefill_time(1536, 0) == pytest.approx(edge * float(np.interp(1536, knots, times)) / at_edge)
     # held_out_error keys by tokens alone when the fitted rows hold no batch to key by.
     rows = {"p": [128, 256, 512, 512, 512, 1024] * 3, "b": [1, 1, 1, 2, 4, 1] * 3, "o": [32] * 18,
             "pt": np.linspace(50, 300, 18), "dt": [30.0] * 18}  # fmt: skip

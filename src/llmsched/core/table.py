@@ -344,16 +344,13 @@ class TableCostModel:
 
         With a batched table the capacity may reach twice its last knot, past twice the prefill
         table's (on the presets, 32,768 tokens where single prompts were measured up to 8,192).
-        A stage of more tokens than twice the prefill table's last knot whose token-weighted
-        mean prompt (``squares / tokens``, at most its longest) is longer than that holds a
-        prompt past twice the longest measured: ``inf``, refused as a stage past the capacity
-        is. A stage of several shorter prompts past it reads the prefill table's last segment
-        on, weighted as above; a stage of unknown squares (0) is read on the prefill table up
-        to the capacity, as one prompt.
+        The prefill table is never carried on past twice its last knot: there it follows the
+        batched table's measured shape, scaled to meet it (``f(2x) * batched(T) /
+        batched(2x)``, ``x`` its last knot).
         """
         tokens = sizes("tokens", tokens)
         squares = sizes("squares", squares)
-        single = _read(tokens, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity)
+        single = self._single(tokens)
         if self.batched_prompt is None:
             return single
         if isinstance(tokens, numbers.Real) and isinstance(squares, numbers.Real):
@@ -374,8 +371,6 @@ class TableCostModel:
         assert length is not None
         if squares <= 0 or single == math.inf:
             return single
-        if tokens > self._longest and squares > self._longest * tokens:
-            return math.inf  # its mean prompt, so its longest, is past twice the longest measured
         if tokens <= length:
             return single
         weight = min(1.0, max(0.0, (tokens * tokens - squares) / (tokens * (tokens - length))))
@@ -384,11 +379,30 @@ class TableCostModel:
         batched = float(
             _read(tokens, self._batched_x, self._batched_y, self._batched_tail, self.prefill_capacity)
         )
-        longest = min(tokens, math.sqrt(squares))
-        floor = float(
-            _read(longest, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity)
-        )
+        floor = float(self._single(min(tokens, math.sqrt(squares))))
         return max(single + weight * (batched - single), floor)
+
+    def _single(self, at: Any) -> Any:
+        """The prefill table (one prompt) at ``at`` tokens (a size or an array): with a
+        batched table, past twice its last knot, the batched table's shape scaled to meet it
+        there (see :meth:`prefill_time`)."""
+        capacity = self.prefill_capacity
+        out = _read(at, self._prefill_x, self._prefill_y, self._prefill_tail, capacity)
+        limit = self._longest
+        if self.batched_prompt is None or capacity <= limit:
+            return out
+        edge = float(_read(limit, self._prefill_x, self._prefill_y, self._prefill_tail, capacity))
+        scale = edge / float(_read(limit, self._batched_x, self._batched_y, self._batched_tail, capacity))
+        if isinstance(at, numbers.Real):
+            if limit < float(at) <= capacity:
+                return scale * float(
+                    _read(at, self._batched_x, self._batched_y, self._batched_tail, capacity)
+                )
+            return out
+        a = np.asarray(at, dtype=np.float64)
+        shaped = scale * _read(a, self._batched_x, self._batched_y, self._batched_tail, capacity)
+        out = np.where((a > limit) & (a <= capacity), shaped, out)
+        return float(out) if np.ndim(out) == 0 else out
 
     def decode_iteration_time(self, active: Any, context: Any = 0) -> Any:
         """Seconds of a decode iteration of ``active`` requests reading ``context`` tokens
@@ -441,9 +455,7 @@ class TableCostModel:
         return np.where(c == 0, decode, np.where(d == 0, prefill, both)).astype(np.float64)
 
     def _read_prefill(self, tokens: int) -> float:
-        return float(
-            _read(tokens, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity)
-        )
+        return float(self._single(tokens))
 
     def _read_decode(self, active: int) -> float:
         return float(_read(active, self._decode_x, self._decode_y, self._decode_tail, self.max_batch))
@@ -482,7 +494,13 @@ class TableCostModel:
         table where there is one, in order of tokens: a stage takes at least the lesser of the
         two tables at its tokens, so a line below every corner is below every stage."""
         capacity = self.prefill_capacity
-        corners = _vertices(self._prefill_x, self._prefill_y, self._prefill_tail, 0, capacity)
+        limit = self._longest
+        if self.batched_prompt is None or capacity <= limit:
+            corners = _vertices(self._prefill_x, self._prefill_y, self._prefill_tail, 0, capacity)
+        else:  # the prefill table up to twice its last knot, then the batched table's shape
+            corners = _vertices(self._prefill_x, self._prefill_y, self._prefill_tail, 0, int(limit))
+            inner = [x for x in self._batched_x if limit < x < capacity]
+            corners += [(x, float(self._single(x))) for x in [*inner, float(capacity)]]
         if self.batched_prompt is not None:
             corners += _vertices(self._batched_x, self._batched_y, self._batched_tail, 0, capacity)
         least: dict[float, float] = {}
