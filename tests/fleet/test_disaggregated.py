@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import llmsched.fleet.disaggregated as disaggregated
 from llmsched import LevelCostModel, LinearCostModel, Workload
+from llmsched.core.memory import KVMemory
 from llmsched.engines.disaggregation.bounds import disaggregated_lower_bounds
 from llmsched.engines.disaggregation.cluster import DisaggregatedCluster, kv_bytes_per_token
 from llmsched.engines.disaggregation.schedule import (
@@ -579,3 +580,58 @@ def test_a_prompt_batch_cap_holds_every_stage_of_several_prompts(
 def test_a_prompt_batch_cap_is_a_positive_token_count() -> None:
     with pytest.raises(ValueError, match="prompt_batch_tokens must be"):
         replace(_cluster(), prompt_batch_tokens=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 6), st.sampled_from([1, 4, 16]), st.data())
+def test_token_memory_makes_transfers_wait_and_is_never_exceeded(prompts, tokens, clients, block_size, data):
+    """Token machines with KV-cache memory, from just enough for the longest request to
+    plenty: every schedule validates (its memory rule included), no makespan is below the
+    bound, every request finishes once with all its tokens, and with room for everything the
+    schedule is the one without memory."""
+    n = data.draw(st.integers(1, 25))
+    prompt = data.draw(st.lists(st.integers(1, 900), min_size=n, max_size=n))
+    output = data.draw(st.lists(st.integers(1, 60), min_size=n, max_size=n))
+    arrival = data.draw(st.lists(st.floats(0, 3, allow_nan=False), min_size=n, max_size=n))
+    work = Workload(prompt, output, arrival=arrival)
+    most = max(output)
+    least = -(-(max(prompt) + most) // block_size)
+    blocks = data.draw(st.integers(least, 4 * least))
+    plain = _cluster(prompt_machines=prompts, token_machines=tokens, token_clients=clients)
+    cluster = replace(plain, token_memory=KVMemory(blocks, block_size), max_output_tokens=most)
+    s = simulate_disaggregated(work, cluster)
+    assert validate_disaggregated(s) == []
+    assert s.makespan >= disaggregated_lower_bounds(work, cluster).strong * (1 - 1e-9) - 1e-12
+    assert np.all(np.isfinite(s.finish)) and (s.request_decode_end - s.request_decode_start == output).all()
+    roomy = simulate_disaggregated(work, replace(cluster, token_memory=KVMemory(10**7, block_size)))
+    without = simulate_disaggregated(work, plain)
+    assert roomy.request_transfer_end.tolist() == without.request_transfer_end.tolist()
+    assert roomy.finish.tolist() == without.finish.tolist()
+
+
+def test_a_transfer_waits_for_memory_and_the_memory_rule_alone_breaks_when_it_shrinks() -> None:
+    """Long prompts on one token machine with room for two requests at a time: later
+    transfers start when a request there finishes, in full, after their stage; the schedule
+    checked against a smaller memory breaks the memory rule and no other. Bad settings are
+    refused before work."""
+    work = Workload([800] * 6, [40] * 6, arrival=np.zeros(6))
+    cluster = _cluster(token_machines=1, token_memory=KVMemory(110, 16), max_output_tokens=40)
+    s = simulate_disaggregated(work, cluster)
+    assert validate_disaggregated(s) == []
+    late = s.request_transfer_start > s.stage_start[s.request_stage]
+    assert late.sum() >= 3
+    whole = np.asarray(cluster.transfer(work.prompt_tokens, 0.0))
+    stage_end = s.stage_end[s.request_stage]
+    np.testing.assert_allclose(
+        s.request_transfer_end[late], np.maximum(s.request_transfer_start, stage_end)[late] + whole[late]
+    )
+    small = replace(s, cluster=replace(cluster, token_memory=KVMemory(60, 16)))
+    assert {v.rule for v in validate_disaggregated(small)} == {"memory"}
+    with pytest.raises(ValueError, match="give max_output_tokens"):
+        _cluster(token_memory=KVMemory(100, 16))
+    with pytest.raises(ValueError, match="not modelled with the mixed pool"):
+        _cluster(token_memory=KVMemory(100, 16), max_output_tokens=10, mixed=True)
+    with pytest.raises(ValueError, match="more than max_output_tokens=30"):
+        simulate_disaggregated(work, replace(cluster, max_output_tokens=30))
+    with pytest.raises(ValueError, match="more than a token machine's token_memory of 40"):
+        simulate_disaggregated(work, replace(cluster, token_memory=KVMemory(40, 16)))

@@ -59,6 +59,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from collections import deque
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -207,6 +208,16 @@ class ClusterClock:
         self.stage_end: list[float] = []
         self.stage_requests: list[list[int]] = []
         self.in_stage: list[int] = [-1] * M  # each machine's stage under way (-1: none)
+        # Token memory: each request's blocks, each machine's free blocks, when each transfer
+        # started (its reservation), and the transfers waiting for a machine's memory.
+        memory = cluster.token_memory
+        self.need: list[int] | None = None
+        self.free_blocks = [0] * M
+        self.transfer_start = [math.nan] * n
+        self.waiting_transfers: list[deque[int]] = [deque() for _ in range(M)]
+        if memory is not None:
+            self.need = np.asarray(cluster.reserved_blocks(workload.prompt_tokens)).tolist()
+            self.free_blocks = [memory.blocks] * M
         self.lending = [False] * M  # a stage lent to the machine and not taken yet
         self.request_stage = [-1] * n
         self.request_machine = [-1] * n
@@ -233,7 +244,7 @@ class ClusterClock:
         if stage >= 0 and now >= self.stage_end[stage]:
             self.ended_stage(m, now)
         if stream.done:  # finished at the end of a run cut short, which has now come
-            self.finished(m, stream.done)
+            self.finished(m, stream.done, now)
         try:
             wake = next(self.engines[m])
         except StopIteration as done:
@@ -243,7 +254,7 @@ class ClusterClock:
         if wake < math.inf:
             heapq.heappush(self.events, (wake, next(self.sequence), _WAKE, m, version))
         if stream.done and stream.done_at <= now:
-            self.finished(m, stream.done)
+            self.finished(m, stream.done, now)
         if stream.stage is not None:
             start, end, pairs = stream.stage
             stream.stage = None
@@ -251,9 +262,10 @@ class ClusterClock:
         if self.mixed and m >= self.P and self.in_stage[m] < 0 and (self.lend_busy or not self.held[m]):
             self.lend(m, now)
 
-    def finished(self, m: int, done: list[int]) -> None:
-        """Requests finished decoding on machine ``m``: the policy that prefilled each learns
-        its output length."""
+    def finished(self, m: int, done: list[int], now: float) -> None:
+        """Requests finished decoding on machine ``m`` (by ``now``): the policy that prefilled
+        each learns its output length; under token memory their blocks are freed, and the
+        transfers waiting for them start."""
         member, prompt, output, known_of = self.queues[m].member, self.prompt, self.output, self.known_of
         tokens = 0
         for local in done:
@@ -262,9 +274,29 @@ class ClusterClock:
             known = known_of[request]
             if known is not None:
                 known.finish(output[request])
+            if self.need is not None:
+                self.free_blocks[m] += self.need[request]
         self.held[m] -= len(done)
         self.held_tokens[m] -= tokens
         done.clear()
+        if self.need is not None:
+            self.start_waiting(m, now)
+
+    def start_waiting(self, m: int, now: float) -> None:
+        """Start, first come first served, the transfers to machine ``m`` waiting for its
+        memory, while they fit what is free (token memory)."""
+        waiting, need, free = self.waiting_transfers[m], self.need, self.free_blocks
+        assert need is not None
+        while waiting and free[m] >= need[waiting[0]]:
+            request = waiting.popleft()
+            free[m] -= need[request]
+            self.transfer_start[request] = now
+            stage = self.request_stage[request]
+            if self.stage_end[stage] <= now and self.in_stage[self.stage_machine[stage]] != stage:
+                at = now + self.link[request]  # its stage is over: all of it now
+                self.transfer_end[request] = at
+                self.push(at, _TRANSFER_DONE, request)
+            # else its stage is under way: it leaves when the stage ends (ended_stage)
 
     def add(self, m: int, request: int, kind: int, now: float) -> None:
         """``request`` reaches machine ``m`` at ``now``."""
@@ -342,7 +374,14 @@ class ClusterClock:
         if m < self.P:
             self.waiting_tokens[m] -= sum(map(self.prompt.__getitem__, batch))
             for request in batch:
-                self.expect(self.destination(request, m), request)
+                target = self.destination(request, m)
+                self.expect(target, request)
+                if self.need is not None:  # the transfer waits for the target's memory
+                    if not self.waiting_transfers[target] and self.free_blocks[target] >= self.need[request]:
+                        self.free_blocks[target] -= self.need[request]
+                        self.transfer_start[request] = start
+                    else:
+                        self.waiting_transfers[target].append(request)
         else:
             self.lending[m] = False
             for request in batch:
@@ -365,10 +404,16 @@ class ClusterClock:
         cluster = self.cluster
         overlap, layers = cluster.overlap, cluster.layers
         lag = (self.stage_end[stage] - self.stage_start[stage]) * (layers - 1) / layers if overlap else 0.0
-        link, transfer_end = self.link, self.transfer_end
+        link, transfer_end, transfer_start = self.link, self.transfer_end, self.transfer_start
+        begun = self.stage_start[stage]
         for request in batch:
             x = link[request]
-            at = (max(x / layers, x - lag) if overlap else x) + now
+            if self.need is None or transfer_start[request] == begun:  # with its stage
+                at = (max(x / layers, x - lag) if overlap else x) + now
+            elif transfer_start[request] == transfer_start[request]:  # room came during the stage
+                at = now + x
+            else:
+                continue  # it waits for memory (start_waiting sends it)
             transfer_end[request] = at
             self.push(at, _TRANSFER_DONE, request)
 
@@ -484,6 +529,7 @@ class ClusterClock:
             np.where(decode_start >= 0, decode_start + self.workload.output_tokens, -1),
             makespan,
             self.info(),
+            None if self.need is None else np.asarray(self.transfer_start, dtype=np.float64),
         )
 
     def _runs(self, m: int) -> list[np.ndarray]:

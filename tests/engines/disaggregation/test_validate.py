@@ -73,8 +73,9 @@ def test_each_rule_is_caught_alone() -> None:
     run = int(np.flatnonzero(~s.cluster.is_prompt(s.run_machine))[0])
     stage = int(np.flatnonzero(s.cluster.is_prompt(s.stage_machine))[0])
     broken["timeline"] = None  # checked below with a hand-built case
+    broken["memory"] = None  # token memory: tests/fleet/test_disaggregated.py breaks it alone
     for rule, schedule in broken.items():
-        if rule == "timeline":
+        if rule in ("timeline", "memory"):
             continue
         assert schedule is not None, rule
         assert _rules(schedule) == {rule}, (rule, validate_disaggregated(schedule)[:4])

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmsched.core.checks import flag, nonnegative_int, positive_int, real
+from llmsched.core.checks import MAX_TOKENS, flag, nonnegative_int, positive_int, real
 from llmsched.core.cost import (
     ContextCostModel,
     CostModel,
@@ -22,6 +22,7 @@ from llmsched.core.instance import (
     decode_work_bound,
     prefill_work_bound,
 )
+from llmsched.core.memory import KVMemory
 from llmsched.core.table import TableCostModel
 from llmsched.core.workload import Workload
 
@@ -111,6 +112,17 @@ class DisaggregatedCluster:
         decoding for it, whenever every prompt machine holds more than this many prompt tokens
         queued or in its stage (SplitwiseSim's mixed pool moves a token machine into the
         prompt pool past 8,192). None: only an idle token machine is lent a stage.
+    token_memory
+        Each token machine's KV-cache memory (:class:`~llmsched.core.memory.KVMemory`), or
+        None (its clients alone bound its batch). A request's keys and values move to its
+        token machine only once that machine has room for them and for ``max_output_tokens``
+        more (the most any request may make, as a server's ``max_tokens``): the blocks are
+        reserved when the transfer starts, with its stage when there is room then, else when
+        a request on the machine finishes and frees enough (first come first served), and
+        freed when the request finishes. A transfer that starts after its stage has begun
+        sends no layer during the stage. Needs ``max_output_tokens``; not with ``mixed``.
+    max_output_tokens
+        The most output tokens a request may make, reserved for each (with ``token_memory``).
     """
 
     prompt_machines: int
@@ -125,6 +137,8 @@ class DisaggregatedCluster:
     mixed: bool = False
     prompt_batch_tokens: int | None = None
     lend_busy_above: int | None = None
+    token_memory: KVMemory | None = None
+    max_output_tokens: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_machines", positive_int("prompt_machines", self.prompt_machines))
@@ -151,6 +165,24 @@ class DisaggregatedCluster:
                 raise ValueError(
                     "lend_busy_above lends busy token machines to the prompt pool: it needs mixed=True"
                 )
+        if self.max_output_tokens is not None:
+            most = positive_int("max_output_tokens", self.max_output_tokens, maximum=MAX_TOKENS)
+            object.__setattr__(self, "max_output_tokens", most)
+        if self.token_memory is not None:
+            if not isinstance(self.token_memory, KVMemory):
+                raise TypeError(
+                    f"token_memory must be a llmsched.KVMemory or None, got {self.token_memory!r}"
+                )
+            if self.max_output_tokens is None:
+                raise ValueError(
+                    "token_memory reserves each request's keys and values for its prompt and the most "
+                    "output tokens it may make: give max_output_tokens"
+                )
+            if self.mixed:
+                raise ValueError(
+                    "token_memory is not modelled with the mixed pool (a lent machine's memory); "
+                    "run the cluster with mixed=False"
+                )
 
     @property
     def machines(self) -> int:
@@ -175,6 +207,15 @@ class DisaggregatedCluster:
             self.overlap,
         )
 
+    def reserved_blocks(self, prompt_tokens: Any) -> Any:
+        """Blocks a request of ``prompt_tokens`` holds on its token machine under
+        ``token_memory``: its prompt and ``max_output_tokens`` (scalars or arrays)."""
+        memory = self.token_memory
+        assert memory is not None and self.max_output_tokens is not None
+        tokens = np.asarray(prompt_tokens, dtype=np.int64) + self.max_output_tokens
+        blocks = -(-tokens // memory.block_size)
+        return int(blocks) if blocks.ndim == 0 else blocks
+
     def check(self, workload: Workload) -> None:
         """Raise ValueError unless ``workload`` can run on this cluster, before any work.
 
@@ -186,6 +227,23 @@ class DisaggregatedCluster:
         arrival, plus every transfer, plus a bound on each pool's stages) must leave float64
         enough precision to time the shortest stage (:func:`~llmsched.core.instance.check_horizon`).
         """
+        if self.token_memory is not None:
+            assert self.max_output_tokens is not None
+            over = np.flatnonzero(workload.output_tokens > self.max_output_tokens)
+            if over.size:
+                i = int(over[0])
+                raise ValueError(
+                    f"request {i} makes {int(workload.output_tokens[i])} output tokens, more than "
+                    f"max_output_tokens={self.max_output_tokens} that token_memory reserves for each"
+                )
+            need = np.asarray(self.reserved_blocks(workload.prompt_tokens))
+            worst = int(np.argmax(need))
+            if int(need[worst]) > self.token_memory.blocks:
+                raise ValueError(
+                    f"request {worst} needs {int(need[worst])} blocks of {self.token_memory.block_size} "
+                    f"tokens (its prompt and max_output_tokens={self.max_output_tokens}), more than a "
+                    f"token machine's token_memory of {self.token_memory.blocks}"
+                )
         prefills = [self.prompt_cost, self.token_cost] if self.mixed else [self.prompt_cost]
         decodes = [self.prompt_cost, self.token_cost] if self.mixed else [self.token_cost]
         shortest = [check_cost_model(workload, cost, 1) for cost in prefills]

@@ -56,6 +56,8 @@ class DisaggregatedSchedule(SteppedRuns, ScheduleBase):
     ``i`` decodes on ``request_machine[i]`` (its token machine), client
     ``request_client[i]``, in that machine's iterations ``[request_decode_start[i],
     request_decode_end[i])``; its keys and values arrive at ``request_transfer_end[i]``.
+    Under the cluster's ``token_memory``, ``request_transfer_start[i]`` is when its transfer
+    started, reserving its blocks on its token machine until it finishes (None without).
 
     It meets :class:`~llmsched.core.schedule.ScheduleLike`: its machines are the cluster's
     (prompt machines first), a request's machine is its token machine, and its stages are
@@ -84,6 +86,7 @@ class DisaggregatedSchedule(SteppedRuns, ScheduleBase):
     request_decode_end: np.ndarray
     makespan: float
     info: dict[str, Any] = field(default_factory=dict)
+    request_transfer_start: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         counts = [a for a in (*STAGE_ARRAYS, *RUN_ARRAYS, *REQUEST_ARRAYS) if a not in TIME_ARRAYS]
@@ -91,6 +94,9 @@ class DisaggregatedSchedule(SteppedRuns, ScheduleBase):
             for name in names:
                 object.__setattr__(self, name, read_only(np.array(getattr(self, name), dtype=dtype)))
         object.__setattr__(self, "makespan", float(self.makespan))
+        if self.request_transfer_start is not None:
+            start = read_only(np.array(self.request_transfer_start, dtype=np.float64))
+            object.__setattr__(self, "request_transfer_start", start)
 
     def __repr__(self) -> str:
         c = self.cluster

@@ -37,6 +37,7 @@ DISAGGREGATED_RULES = (
     "stage_time",
     "timeline",
     "transfer",
+    "memory",
     "decoding",
     "context",
     "one_per_client",
@@ -67,7 +68,12 @@ def validate_disaggregated(
       (``lend_busy_above``), where the stages run in between end, back to back;
     * ``transfer``: keys and values arrive :meth:`DisaggregatedCluster.transfer` after the
       stage ends (at the stage's end on the same machine), and the request's first decode
-      iteration starts no earlier;
+      iteration starts no earlier; under ``token_memory`` a transfer that started after its
+      stage began (``request_transfer_start``) arrives its whole transfer time after that
+      start or the stage's end, whichever is later;
+    * ``memory``: under ``token_memory``, the blocks reserved on a token machine (each
+      request's prompt and ``max_output_tokens``, from its transfer's start to its last
+      token) never exceed the machine's;
     * ``decoding``: each run's active count equals the decode ranges covering it on its
       machine, and no range starts or ends inside a run;
     * ``context``: each run's context equals ``prompt + tokens decoded`` over its requests;
@@ -106,6 +112,14 @@ def validate_disaggregated(
         ]
         if not math.isfinite(s.makespan):
             broken.append(f"the makespan {s.makespan!r} is not finite")
+        starts = s.request_transfer_start
+        if (starts is None) != (c.token_memory is None):
+            broken.append(
+                "request_transfer_start is given exactly when the cluster has token_memory "
+                f"({'none' if starts is None else 'given'}, token_memory {c.token_memory!r})"
+            )
+        elif starts is not None and (starts.shape != (n,) or not np.isfinite(starts).all()):
+            broken.append(f"request_transfer_start must hold {n} finite times")
         counts = ("run_active", "run_context")
         broken += [
             f"{a} holds a negative count" for a in counts if getattr(s, a).size and getattr(s, a).min() < 0
@@ -303,12 +317,24 @@ def validate_disaggregated(
                     idle.append(k)
             paused = np.asarray(idle, dtype=np.int64)
         add("timeline", on[1:][paused], lambda r: f"run {r} pauses requests decoding across it")
-    # transfer
+    # transfer: with its stage (overlapped layer by layer), or, under token memory, from when
+    # its target had room, no earlier than the stage's end
     expected = np.where(
         local,
         s.stage_end[stage_of],
         s.stage_end[stage_of] + np.asarray(c.transfer(prompt, stage_len[stage_of])),
     )
+    reserved_at = s.request_transfer_start
+    if reserved_at is not None:
+        late = ~local & (reserved_at != s.stage_start[stage_of])
+        whole = np.maximum(reserved_at, s.stage_end[stage_of]) + np.asarray(c.transfer(prompt, 0.0))
+        expected = np.where(late, whole, expected)
+        early = np.flatnonzero(~local & (reserved_at < s.stage_start[stage_of] - tol))
+        add(
+            "transfer",
+            early,
+            lambda i: f"request {i}'s transfer starts at {reserved_at[i]:.9g}s, before its stage",
+        )
     add(
         "transfer",
         np.flatnonzero(np.abs(s.request_transfer_end - expected) > tol + rtol * np.abs(expected)),
@@ -317,6 +343,31 @@ def validate_disaggregated(
             f"not {expected[i]:.9g}s"
         ),
     )
+    if reserved_at is not None and n:
+        # memory: on each token machine, the blocks reserved (from a transfer's start to its
+        # request's last token) never exceed its token_memory
+        memory = c.token_memory
+        assert memory is not None
+        need = np.asarray(c.reserved_blocks(prompt), dtype=np.int64)
+        finish = s.finish
+        for m in np.unique(s.request_machine).tolist():
+            mine = np.flatnonzero(s.request_machine == m)
+            times = np.concatenate([reserved_at[mine], finish[mine]])
+            delta = np.concatenate([need[mine], -need[mine]])
+            # at one instant a release comes before a reservation (it frees the room)
+            order = np.lexsort((delta, times))
+            held = np.cumsum(delta[order])
+            over = np.flatnonzero(held > memory.blocks)
+            if over.size:
+                k = int(over[0])
+                add(
+                    "memory",
+                    [m],
+                    lambda machine, k=k, held=held, order=order, times=times: (
+                        f"token machine {machine} holds {int(held[k])} blocks at {times[order[k]]:.9g}s, "
+                        f"more than its {memory.blocks}"
+                    ),
+                )
     if n:
         first_start = s.iteration_end_on(s.request_machine, lo)
         run_of = np.zeros(n, dtype=np.int64)
