@@ -177,6 +177,7 @@ SAMPLES: dict[str, tuple[list[str], Any]] = {
     "mixed_pool": (["--mixed-pool"], True),
     "prompt_batch_tokens": (["--prompt-batch-tokens", "1024"], 1024),
     "lend_busy_above": (["--lend-busy-above", "4096"], 4096),
+    "max_output_tokens": (["--max-output-tokens", "300"], 300),
     "request_policy": (["--request-policy", "shortest-first"], "shortest-first"),
     "iteration_policy": (["--iteration-policy", "lagrangian"], "lagrangian"),
     "clairvoyant": (["--clairvoyant"], True),

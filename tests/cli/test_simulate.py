@@ -124,13 +124,20 @@ def test_a_csv_of_ones_own_column_names_and_a_presets_memory(tmp_path, capsys) -
 )
 def test_the_papers_engines_take_a_memory_too(capsys, mode) -> None:
     """--memory works in competition and fusion as in the real engines: preemptions counted,
-    the schedule valid; a disaggregated cluster refuses it as not applying."""
+    the schedule valid; a disaggregated cluster's token machines take it with
+    --max-output-tokens (the reservation of each request), and refuse it without."""
     argv = [*BASE, *mode, "--memory", "300", "--block-size", "4", "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["valid"] and out["preemptions"] > 0 and out["config"]["memory"] == 300
-    assert main([*BASE, "--mode", "disaggregated", "--memory", "300"]) == 2
-    assert "--memory" in capsys.readouterr().err
+    cluster = [*BASE, "--mode", "disaggregated", "--memory", "3000", "--block-size", "4"]
+    assert main(cluster) == 2
+    assert "give max_output_tokens" in capsys.readouterr().err
+    assert main([*cluster, "--max-output-tokens", "2048", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] and out["config"]["max_output_tokens"] == 2048
+    assert main([*cluster, "--memory", "300", "--max-output-tokens", "2048"]) == 2
+    assert "more than a token machine's token_memory of 300" in capsys.readouterr().err
 
 
 def test_a_cluster_lends_busy_token_machines_past_a_backlog(capsys) -> None:

@@ -119,9 +119,11 @@ def test_a_real_engine_sweep_recommends_a_policy_at_each_rate(capsys) -> None:
 
 def test_a_sweep_of_the_papers_engine_takes_a_memory(capsys) -> None:
     """--memory in competition mode: each row counts its preemptions; a disaggregated sweep
-    refuses it."""
+    gives it to the token machines, with --max-output-tokens."""
     argv = [*BASE, "--memory", "150", "--block-size", "4"]
     rows = json_report(capsys, argv)["rows"]
     assert any(row["preemptions"] > 0 for row in rows)
-    assert main([*BASE, "--mode", "disaggregated", "--memory", "150"]) == 2
-    assert "--memory" in capsys.readouterr().err
+    cluster = [*BASE, "--mode", "disaggregated", "--policy", "fcfs", "--memory", "400", "--block-size", "16"]
+    assert main(cluster) == 2
+    assert "give max_output_tokens" in capsys.readouterr().err
+    assert len(json_report(capsys, [*cluster, "--max-output-tokens", "2048"])["rows"]) == 2

@@ -19,7 +19,7 @@ A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
     token_budget = 512             # --token-budget (fusion: tokens per iteration)
     max_num_batched_tokens = 2048  # --max-num-batched-tokens (vllm, sarathi, orca)
     chunked_prefill = false        # --chunked-prefill (vllm)
-    memory = "none"                # --memory: none | preset | BLOCKS (every mode but disaggregated)
+    memory = "none"                # --memory: none | preset | BLOCKS (token machines' when disaggregated)
     block_size = 16                # --block-size (tokens per KV-cache block)
     prompt_machines = 1            # --prompt-machines (disaggregated; clients is per token machine)
     token_machines = 1             # --token-machines
@@ -30,6 +30,7 @@ A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
     mixed_pool = false             # --mixed-pool: lend idle token machines to the prompt pool
     prompt_batch_tokens = 2048     # --prompt-batch-tokens (left out: the prefill capacity)
     lend_busy_above = 8192         # --lend-busy-above (needs mixed_pool = true; left out: idle only)
+    max_output_tokens = 512        # --max-output-tokens (disaggregated with memory: reserved a request)
     predictor = "mico"             # --predictor (left out: none)
     clairvoyant = false            # --clairvoyant
 

@@ -687,8 +687,9 @@ def _check_memory(name: str, value: Any) -> str | int:
 #: An engine's KV-cache memory: ``none``, ``preset`` (the --cost preset's machine) or blocks.
 MEMORY_KIND = Kind(_memory, _check_memory, "none|preset|BLOCKS")
 
-#: The engine modes that hold a KV-cache memory (a disaggregated cluster's machines do not).
-MEMORY_MODES = ("competition", "fusion", *REAL_ENGINES)
+#: The engine modes that hold a KV-cache memory (a disaggregated cluster's in its token
+#: machines, with --max-output-tokens).
+MEMORY_MODES = ("competition", "fusion", *REAL_ENGINES, "disaggregated")
 
 #: An engine's KV-cache memory (simulate, sweep, fleet).
 #:
@@ -700,7 +701,8 @@ MEMORY = (
         "none",
         "the engine's KV-cache memory: none (its clients alone bound the batch), preset (the memory "
         "of the --cost preset's machine: its GPUs less the weights) or a number of blocks; requests "
-        "are admitted by free blocks and preempted by recompute",
+        "are admitted by free blocks and preempted by recompute (disaggregated: each token "
+        "machine's, a transfer waiting for room for its prompt and --max-output-tokens)",
         applies=only("mode", *MEMORY_MODES),
     ),
     Option(
@@ -859,6 +861,16 @@ CLUSTER = (
         shown="the prefill capacity",
         applies=_DISAGGREGATED,
         metavar="TOKENS",
+    ),
+    Option(
+        "max_output_tokens",
+        integer(1, MAX_TOKENS),
+        None,
+        "disaggregated, with --memory: the most output tokens a request may make, reserved with its "
+        "prompt on its token machine",
+        shown="none (needed with --memory)",
+        applies=_DISAGGREGATED,
+        metavar="N",
     ),
     Option(
         "lend_busy_above",
@@ -1561,6 +1573,8 @@ def make_cluster(config: Any, cost: Any, prompt_machines: int, token_machines: i
         config.mixed_pool,
         config.prompt_batch_tokens,
         config.lend_busy_above,
+        make_memory(config) if hasattr(config, "memory") else None,
+        config.max_output_tokens,
     )
 
 

@@ -140,7 +140,8 @@ def run(args: Any) -> int:
             cluster=cluster,
             max_num_batched_tokens=config.max_num_batched_tokens,
             chunked_prefill=config.chunked_prefill,
-            memory=make_memory(config),
+            # A cluster's memory is its token machines' (make_cluster gives it to the cluster).
+            memory=None if config.mode == "disaggregated" else make_memory(config),
         )
     wall = time.perf_counter() - start
     if config.plot:
