@@ -77,6 +77,31 @@ def test_requests_move_from_prompt_to_token_machines() -> None:
     np.testing.assert_allclose(flat.transfer_time, x, rtol=1e-9)
 
 
+def _draw_workload(data, least: int, prompt: int, output: tuple[int, int], spread: float) -> Workload:
+    """A drawn workload of ``least``-25 requests: prompts of 1-``prompt`` tokens, outputs in
+    ``output``, arrivals in [0, ``spread``]."""
+    n = data.draw(st.integers(least, 25))
+    prompts = data.draw(st.lists(st.integers(1, prompt), min_size=n, max_size=n))
+    outputs = data.draw(st.lists(st.integers(*output), min_size=n, max_size=n))
+    arrival = data.draw(st.lists(st.floats(0, spread, allow_nan=False), min_size=n, max_size=n))
+    return Workload(prompts, outputs, arrival=arrival)
+
+
+def _valid_and_bounded(work: Workload, cluster: DisaggregatedCluster) -> DisaggregatedSchedule:
+    """The cluster's schedule of ``work``, checked: it validates, no makespan is below the
+    bound, and the gaps between tokens add up to each request's time from first token to last
+    (a token machine's pause for a lent stage included)."""
+    s = simulate_disaggregated(work, cluster)
+    assert validate_disaggregated(s) == []
+    assert s.makespan >= disaggregated_lower_bounds(work, cluster).strong * (1 - 1e-9) - 1e-12
+    values, counts = s.tbt_distribution()
+    assert counts.sum() == work.output_tokens.sum()
+    assert float(values @ counts) == pytest.approx(
+        float(np.sum(s.finish - s.prefill_end)), rel=1e-9, abs=1e-9
+    )
+    return s
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     cost_models(),
@@ -96,12 +121,8 @@ def test_every_disaggregated_schedule_validates_and_respects_the_bound(
     validates, no makespan is below the bound, and the gaps between tokens add up."""
     if isinstance(cost, LevelCostModel):
         cost = PAPER
-    n = data.draw(st.integers(1, 25))
     cap = cost.prefill_capacity
-    prompt = data.draw(st.lists(st.integers(1, cap), min_size=n, max_size=n))
-    output = data.draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
-    arrival = data.draw(st.lists(st.floats(0, 10, allow_nan=False), min_size=n, max_size=n))
-    work = Workload(prompt, output, arrival=arrival)
+    work = _draw_workload(data, 1, cap, (1, 40), 10.0)
     cluster = _cluster(
         prompt_machines=prompts,
         token_machines=tokens,
@@ -115,16 +136,7 @@ def test_every_disaggregated_schedule_validates_and_respects_the_bound(
         mixed=mixed,
         lend_busy_above=data.draw(st.sampled_from([None, 0, 0, cap])) if mixed else None,
     )
-    s = simulate_disaggregated(work, cluster)
-    assert validate_disaggregated(s) == []
-    assert s.makespan >= disaggregated_lower_bounds(work, cluster).strong * (1 - 1e-9) - 1e-12
-    # The gaps between tokens add up to each request's time from first token to last (a
-    # token machine's pause for a lent stage included).
-    values, counts = s.tbt_distribution()
-    assert counts.sum() == work.output_tokens.sum()
-    assert float(values @ counts) == pytest.approx(
-        float(np.sum(s.finish - s.prefill_end)), rel=1e-9, abs=1e-9
-    )
+    s = _valid_and_bounded(work, cluster)
     assert (np.bincount(s.request_stage, minlength=s.stage_start.size) >= 1).all()
     # Each transfer is the cluster's, to the bit, from its stage's end.
     sent = cluster.is_prompt(s.stage_machine[s.request_stage])
@@ -158,11 +170,7 @@ def test_busy_token_machines_lent_stages_validate_and_respect_the_bound(
     """Busy lending over random instances (long outputs, prompts arriving while others decode,
     backlog thresholds from 0): the schedule validates, no makespan is below the bound, and
     the gaps between tokens add up to each request's first-to-last token time."""
-    n = data.draw(st.integers(2, 25))
-    prompt = data.draw(st.lists(st.integers(1, 2000), min_size=n, max_size=n))
-    output = data.draw(st.lists(st.integers(30, 200), min_size=n, max_size=n))
-    arrival = data.draw(st.lists(st.floats(0, 1, allow_nan=False), min_size=n, max_size=n))
-    work = Workload(prompt, output, arrival=arrival)
+    work = _draw_workload(data, 2, 2000, (30, 200), 1.0)
     cluster = _cluster(
         prompt_machines=prompts,
         token_machines=tokens,
@@ -170,14 +178,7 @@ def test_busy_token_machines_lent_stages_validate_and_respect_the_bound(
         mixed=True,
         lend_busy_above=above,
     )
-    s = simulate_disaggregated(work, cluster)
-    assert validate_disaggregated(s) == []
-    assert s.makespan >= disaggregated_lower_bounds(work, cluster).strong * (1 - 1e-9) - 1e-12
-    values, counts = s.tbt_distribution()
-    assert counts.sum() == work.output_tokens.sum()
-    assert float(values @ counts) == pytest.approx(
-        float(np.sum(s.finish - s.prefill_end)), rel=1e-9, abs=1e-9
-    )
+    _valid_and_bounded(work, cluster)
 
 
 def test_a_busy_token_machine_is_lent_stages_past_the_backlog_threshold() -> None:
@@ -589,13 +590,10 @@ def test_token_memory_makes_transfers_wait_and_is_never_exceeded(prompts, tokens
     plenty: every schedule validates (its memory rule included), no makespan is below the
     bound, every request finishes once with all its tokens, and with room for everything the
     schedule is the one without memory."""
-    n = data.draw(st.integers(1, 25))
-    prompt = data.draw(st.lists(st.integers(1, 900), min_size=n, max_size=n))
-    output = data.draw(st.lists(st.integers(1, 60), min_size=n, max_size=n))
-    arrival = data.draw(st.lists(st.floats(0, 3, allow_nan=False), min_size=n, max_size=n))
-    work = Workload(prompt, output, arrival=arrival)
+    work = _draw_workload(data, 1, 900, (1, 60), 3.0)
+    output = work.output_tokens.tolist()
     most = max(output)
-    least = -(-(max(prompt) + most) // block_size)
+    least = -(-(int(work.prompt_tokens.max()) + most) // block_size)
     blocks = data.draw(st.integers(least, 4 * least))
     plain = _cluster(prompt_machines=prompts, token_machines=tokens, token_clients=clients)
     cluster = replace(plain, token_memory=KVMemory(blocks, block_size), max_output_tokens=most)

@@ -31,7 +31,7 @@ import numpy as np
 
 from llmsched.core.checks import positive_int, real, text
 from llmsched.core.memory import DEFAULT_BLOCK_SIZE, KVMemory
-from llmsched.core.table import TableCostModel
+from llmsched.core.table import TableCostModel, medians
 
 __all__ = [
     "GPU_MEMORY_BYTES",
@@ -229,14 +229,13 @@ class Preset:
 def _as_splitwisesim_reads(preset: Preset) -> TableCostModel:
     rows = preset.rows()
     keys = (rows["prompt_size"] * rows["batch_size"]).astype(np.int64)
-    knots = np.unique(keys)
-    prompt = [float(np.median(rows["prompt_time"][keys == k])) / 1e3 for k in knots]
-    token = [float(np.median(rows["token_time"][keys == k])) / 1e3 for k in knots]
+    knots, prompt, _ = medians(keys, rows["prompt_time"] / 1e3)
+    _, token, _ = medians(keys, rows["token_time"] / 1e3)
     return TableCostModel(
         knots.tolist(),
         np.maximum.accumulate(prompt).tolist(),
         knots.tolist(),
-        token,
+        token.tolist(),
         0.0,
         max_batch=int(knots[-1]),
         mixed_factor=MIXED_FACTOR,

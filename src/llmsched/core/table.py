@@ -50,6 +50,7 @@ __all__ = [
     "TableCostModel",
     "decode_lines",
     "lower_hull",
+    "medians",
     "prefill_lines",
     "split_rows",
 ]
@@ -671,15 +672,15 @@ class TableCostModel:
             single = rows["batch"] == 1
             keys, prefill = rows["prompt"][single], prefill[single]
             at_length = rows["prompt"] == batched_prompt
-            b_knots, b_median, b_count = _medians(
+            b_knots, b_median, b_count = medians(
                 rows["batch"][at_length] * batched_prompt, rows["prefill_time"][at_length]
             )
             batched = (b_knots.tolist(), _isotonic(b_median, b_count).tolist())
-        p_knots, p_median, p_count = _medians(keys, prefill)
+        p_knots, p_median, p_count = medians(keys, prefill)
         p_times = _isotonic(p_median, p_count)
         batch, context, times = rows["batch"], rows["context"], rows["decode_time"]
         per_context = _within_slope(batch, context, times)
-        d_knots, d_times, _ = _medians(batch, times - per_context * context)
+        d_knots, d_times, _ = medians(batch, times - per_context * context)
         if np.any(d_times <= 0):
             bad = int(d_knots[int(np.argmax(d_times <= 0))])
             raise ValueError(
@@ -1058,7 +1059,7 @@ def _batched_length(rows: dict[str, np.ndarray], prompt_count: bool | None) -> i
     return None
 
 
-def _medians(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def medians(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct ``keys`` (ascending), the median of ``values`` at each and its count."""
     unique, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     medians = np.array([np.median(values[inverse == k]) for k in range(unique.size)])

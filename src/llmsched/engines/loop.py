@@ -37,6 +37,7 @@ import numpy as np
 
 from llmsched.core.cost import CostModel, context_rate
 from llmsched.core.instance import check_instance
+from llmsched.core.memory import KVMemory
 from llmsched.core.schedule import DECODE, PREFILL
 from llmsched.core.workload import Workload
 from llmsched.engines.answers import (
@@ -433,14 +434,21 @@ def simulate_policies(
     request_policy: RequestPolicy,
     iteration_policy: IterationPolicy,
     clairvoyant: bool = False,
+    memory: KVMemory | None = None,
 ) -> Schedule:
     """Simulate two policy objects on the cost model's clock and return the schedule.
 
     :func:`llmsched.simulate` is this with policies named as well; here they must be
-    objects (see :mod:`llmsched.policies`). ``clairvoyant`` as for :func:`run_loop`.
-    Raises as :func:`run_loop` does.
+    objects (see :mod:`llmsched.policies`). ``clairvoyant`` as for :func:`run_loop`;
+    ``memory``, the engine's KV-cache memory (see
+    :class:`~llmsched.engines.competition.rule.CompetitionRule`). Raises as :func:`run_loop` does.
     """
-    return run_loop(workload, cost, clients, request_policy, iteration_policy, CostClock(), clairvoyant)
+    if memory is None:
+        return run_loop(workload, cost, clients, request_policy, iteration_policy, CostClock(), clairvoyant)
+    rule = CompetitionRule(iteration_policy, memory)
+    schedule = run_loop(workload, cost, clients, request_policy, None, CostClock(), clairvoyant, rule)
+    assert isinstance(schedule, Schedule)  # what CompetitionRule builds
+    return schedule
 
 
 class _Knowledge:

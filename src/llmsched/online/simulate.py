@@ -12,9 +12,8 @@ from llmsched.core.instance import check_instance
 from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
 from llmsched.engines.batching import batching_rule
-from llmsched.engines.competition.rule import CompetitionRule
 from llmsched.engines.competition.schedule import Schedule
-from llmsched.engines.fusion.rule import DEFAULT_TOKEN_BUDGET, FusionRule, simulate_fusion_policies
+from llmsched.engines.fusion.rule import DEFAULT_TOKEN_BUDGET, simulate_fusion_policies
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.loop import CostClock, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
@@ -76,12 +75,7 @@ def simulate(
     """
     requests = make_request_policy(request_policy)
     iterations = make_iteration_policy(iteration_policy)
-    if memory is None:
-        return simulate_policies(workload, cost, clients, requests, iterations, clairvoyant)
-    rule = CompetitionRule(iterations, memory)
-    schedule = run_loop(workload, cost, clients, requests, None, CostClock(), clairvoyant, rule)
-    assert isinstance(schedule, Schedule)  # what CompetitionRule builds
-    return schedule
+    return simulate_policies(workload, cost, clients, requests, iterations, clairvoyant, memory)
 
 
 def simulate_fusion(
@@ -109,12 +103,7 @@ def simulate_fusion(
         prompt tokens (a ``LevelCostModel``) or a budget below 2, before any work.
     """
     requests = make_request_policy(request_policy)
-    if memory is None:
-        return simulate_fusion_policies(workload, cost, clients, requests, token_budget, clairvoyant)
-    rule = FusionRule(token_budget, memory)
-    schedule = run_loop(workload, cost, clients, requests, None, CostClock(), clairvoyant, rule)
-    assert isinstance(schedule, FusedSchedule)  # what FusionRule builds
-    return schedule
+    return simulate_fusion_policies(workload, cost, clients, requests, token_budget, clairvoyant, memory)
 
 
 def simulate_batching(

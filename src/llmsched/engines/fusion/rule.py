@@ -181,6 +181,7 @@ def simulate_fusion_policies(
     request_policy: RequestPolicy,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     clairvoyant: bool | np.bool_ = False,
+    memory: KVMemory | None = None,
 ) -> FusedSchedule:
     """Simulate a fused engine under a request-policy object; return its schedule.
 
@@ -196,6 +197,8 @@ def simulate_fusion_policies(
         Decoding requests plus chunk tokens per iteration (Sarathi-Serve's chunk size).
     clairvoyant
         Reveal every request to the policy before the run starts.
+    memory
+        The engine's KV-cache memory (:class:`FusionRule`), or None.
 
     Raises
     ------
@@ -203,7 +206,7 @@ def simulate_fusion_policies(
         On an invalid instance or budget, before any work; on a policy answer that breaks
         its contract (:mod:`llmsched.engines.answers`).
     """
-    rule = FusionRule(token_budget)
+    rule = FusionRule(token_budget, memory)
     schedule = run_loop(workload, cost, clients, request_policy, None, CostClock(), clairvoyant, rule)
     assert isinstance(schedule, FusedSchedule)  # what FusionRule builds
     return schedule
