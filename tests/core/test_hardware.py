@@ -139,14 +139,18 @@ def test_a_presets_memory_is_its_kv_bytes_in_blocks() -> None:
 
 def test_splitwisesim_cost_reads_the_file_as_splitwisesim_does() -> None:
     """Every time keyed by the batch's tokens (medians): a decode iteration of k requests is the
-    token time at k tokens (flat below the first key, 128), a prefill the prompt time at its
-    tokens; no context term; SplitwiseSim's 1.1 mixed factor."""
+    token time at k tokens (below the first key, 128, the first segment extended, as scipy's
+    interp1d extrapolates it), a prefill the prompt time at its tokens; no context term;
+    SplitwiseSim's 1.1 mixed factor."""
     found = preset("llama2-70b/h100/tp8")
     cost = found.splitwisesim_cost()
     rows = found.rows()
     keys = rows["prompt_size"] * rows["batch_size"]
-    at128 = np.median(rows["token_time"][keys == 128]) / 1e3
-    assert cost.decode_iteration_time(1) == cost.decode_iteration_time(64) == pytest.approx(at128)
+    at128, at256 = (np.median(rows["token_time"][keys == k]) / 1e3 for k in (128, 256))
+    assert cost.decode_iteration_time(128) == pytest.approx(at128)
+    for k in (1, 64):
+        assert cost.decode_iteration_time(k) == pytest.approx(at128 + (at256 - at128) * (k - 128) / 128)
+    assert cost.decode_iteration_time(1) > 1.05 * at128  # 31.5 ms against 29.9
     assert cost.decode_iteration_time(64) < 0.6 * found.cost().decode_iteration_time(64, 64 * 1024)
     assert cost.prefill_time(2048) == pytest.approx(np.median(rows["prompt_time"][keys == 2048]) / 1e3)
     assert cost.decode_per_context == 0.0 and cost.mixed_factor == 1.1 and cost is found.splitwisesim_cost()

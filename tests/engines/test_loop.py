@@ -587,6 +587,8 @@ def fingerprint(schedule) -> str:
         value = getattr(schedule, field.name)
         if field.name in ("request_parent", "memory", "request_transfer_start") and value is None:
             continue  # fields a schedule gained later, at their defaults: the digests stay
+        if field.name in ("skip_request", "skip_run") and not value.size:
+            continue  # the same: no sit-outs
         if isinstance(value, np.ndarray):
             digest.update(f"{field.name}:{value.dtype.str}:{value.shape}".encode())
             digest.update(np.ascontiguousarray(value).tobytes())

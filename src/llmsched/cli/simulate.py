@@ -377,6 +377,8 @@ def _print_report(
             f"  iterations    {summary['iterations']} ({summary['mixed_iterations']} mixing decode "
             f"and prompt chunks; {summary['chunks']} chunks)"
         )
+    if summary.get("sit_outs"):
+        print(f"  sit-outs      {summary['sit_outs']} (a decoding request past the token cap, an iteration)")
     if "lent_stages" in summary:
         print(
             f"  stages        {summary['prefill_stages']} prefill stages ({summary['lent_stages']} on lent "

@@ -216,10 +216,14 @@ class Preset:
         the median of each key's rows; a prefill by its tokens; a decode iteration of ``k``
         requests by the token-time medians read at ``k`` *tokens* (SplitwiseSim counts a
         decoding request as one token of the batch), so that a batch of fewer than 128 requests
-        takes the token time measured at 128 prompt tokens, about that of one request (the
-        table is flat below its first knot where SplitwiseSim extrapolates the first segment,
-        which differs by under 0.1 ms there); no price per context token; a mixed iteration
-        1.1 times the prefill of all its tokens. Not a model of the hardware: the preset's
+        takes about the token time measured at 128 prompt tokens: below that first key the
+        table follows SplitwiseSim's linear extrapolation of its first segment (a knot at one
+        request; on H100 at TP 8, 31.5 ms there against 29.9 ms at 128); no price per context
+        token; a mixed iteration 1.1 times the prefill of all its tokens. The prefill medians
+        are made non-decreasing (a prefill table may not fall), where SplitwiseSim reads them
+        as they are and extrapolates below its first key (on H100 at TP 8 it reads 51.7 and
+        53.9 ms at 256 and 512 tokens, this table 58.2 ms, the time at 128; and 64.7 ms at one
+        token, this table 58.2 ms). Not a model of the hardware: the preset's
         :meth:`cost` is (a decode iteration of 64 requests of 1,024 tokens takes 55 ms on H100 at TP 8 as
         measured, 30 ms as SplitwiseSim reads it)."""
         return _as_splitwisesim_reads(self)
@@ -231,11 +235,17 @@ def _as_splitwisesim_reads(preset: Preset) -> TableCostModel:
     keys = (rows["prompt_size"] * rows["batch_size"]).astype(np.int64)
     knots, prompt, _ = medians(keys, rows["prompt_time"] / 1e3)
     _, token, _ = medians(keys, rows["token_time"] / 1e3)
+    batches: list[int] = knots.tolist()
+    times: list[float] = token.tolist()
+    if batches[0] > 1 and len(batches) > 1:
+        # SplitwiseSim extrapolates below its first key along its first segment: a knot at 1.
+        slope = (times[1] - times[0]) / (batches[1] - batches[0])
+        batches, times = [1, *batches], [times[0] + slope * (1 - batches[0]), *times]
     return TableCostModel(
         knots.tolist(),
         np.maximum.accumulate(prompt).tolist(),
-        knots.tolist(),
-        token.tolist(),
+        batches,
+        times,
         0.0,
         max_batch=int(knots[-1]),
         mixed_factor=MIXED_FACTOR,

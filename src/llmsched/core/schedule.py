@@ -843,6 +843,12 @@ class EngineSchedule(ScheduleBase):
         ) / self.requests.output_tokens
         return read_only(np.where(self.preemptions == 0, piece[self.first_piece], whole))
 
+    @property
+    def _first_token(self) -> np.ndarray:
+        """The iteration of each piece's first token: its decode start (a mode whose pieces
+        may sit iterations out says otherwise)."""
+        return self.request_decode_start
+
     @cached_property
     def _resumes(self) -> np.ndarray:
         """Pieces that continue a preempted request and decode: each has a gap that runs
@@ -858,7 +864,7 @@ class EngineSchedule(ScheduleBase):
         if not resumes.size:
             return self._first_gap
         gap = self._first_gap.copy()
-        ends = self.iteration_end_at(self.request_decode_start[resumes])
+        ends = self.iteration_end_at(self._first_token[resumes])
         gap[resumes] = ends - self.finish[self.previous_piece[resumes]]
         return read_only(gap)
 

@@ -330,9 +330,10 @@ def _place(record: RunRecord, lists: RequestLists, kept: Sequence[int] | None) -
     record.request_client = [lists.client_of[i] for i in kept]
     record.request_take = [lists.taken_at[i] for i in kept]
     record.request_decode_start = [lists.decode_start[i] for i in kept]
-    if record.chunk_request:
+    if record.chunk_request or record.skip_request:
         number = {old: new for new, old in enumerate(kept)}
         record.chunk_request = [number[request] for request in record.chunk_request]
+        record.skip_request = [number[request] for request in record.skip_request]
 
 
 def run_loop(
@@ -572,6 +573,7 @@ def _run(
     add_chunk_tokens = record.chunk_tokens.append
     add_mixed_run, add_mixed_tokens = record.mixed_run.append, record.mixed_tokens.append
     add_mixed_squares = record.mixed_squares.append
+    add_skip_request, add_skip_run = record.skip_request.append, record.skip_run.append
     run_starts = record.run_start
     add_prefill_start, add_prefill_end = record.prefill_start.append, record.prefill_end.append
     add_prefill_run = record.prefill_run.append
@@ -796,6 +798,7 @@ def _run(
 
         context = context_offset + active * g
         mixed = False
+        sitting: Sequence[int] = ()
         if type(step) is int and step > 0:
             if not active:
                 # Nothing to decode and nothing to prefill: idle until the next arrival.
@@ -840,9 +843,14 @@ def _run(
             ran_by = "decode"
             pieces: Sequence[DecodeRun] = run_decode(running, run, due, context)
         elif type(step) is tuple:
-            # One iteration of every decoding request plus the rule's chunks.
+            # One iteration of every decoding request (but those sitting it out) plus the
+            # rule's chunks.
             mixed = True
-            chunks, tokens, squares, done = step
+            if len(step) == 5:
+                chunks, tokens, squares, done, sitting = step
+            else:
+                chunks, tokens, squares, done = step
+                sitting = ()
             index = len(run_starts)
             add_mixed_run(index)
             add_mixed_tokens(tokens)
@@ -853,7 +861,23 @@ def _run(
                 add_chunk_tokens(chunk)
             run = 1
             ran_by = "mixed"
-            pieces = (run_mixed(running, chunks, tokens, squares, context),)
+            decoding = running
+            if sitting:
+                # They keep their clients and caches and decode no token in this iteration:
+                # out of the iteration's batch and its context.
+                decoding = dict(running)
+                for request in sitting:
+                    client = client_of[request] if 0 <= request < len(client_of) else -1
+                    if decoding.get(client, -1) != request:
+                        raise RuntimeError(
+                            f"batching rule {type(rule).__name__} has request {request} sit an "
+                            "iteration out; it is not decoding (or sits out twice)"
+                        )
+                    del decoding[client]
+                    context -= prompt[request] + g - decode_start[request]
+                    add_skip_request(request)
+                    add_skip_run(index)
+            pieces = (run_mixed(decoding, chunks, tokens, squares, context),)
         else:
             refuse_step(rule, step, ready)
         ran = 0
@@ -872,6 +896,15 @@ def _run(
             )
         g += ran
         if mixed:
+            if sitting:
+                # Each finishes an iteration later: its decode_start moves on by one, so that
+                # ``g - decode_start`` still counts the tokens it has decoded.
+                for request in sitting:
+                    decode_start[request] += 1
+                context_offset -= len(sitting)
+                sat = set(sitting)
+                heap = [(end + 1, c, r) if r in sat else (end, c, r) for end, c, r in heap]
+                heapq.heapify(heap)
             if stream is not None:  # the iteration's end on the fleet's clock, before its effects
                 stream.started, stream.finished, stream.free = started, finished, free
                 yield now

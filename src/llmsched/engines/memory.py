@@ -4,7 +4,9 @@ every run of iterations, and the validator rules ``memory`` and ``pieces``.
 The model is :mod:`llmsched.core.memory`'s. In decode iteration ``g`` a piece decoding in it
 (its decode range ``[s, e)`` holds ``g``) writes its ``(g - s + 1)``-th token and holds
 ``ceil((p + g - s + 1) / B)`` blocks, ``p`` its prompt; a piece taken and not decoding yet
-(its prompt under way in chunks, or prefilled in a stage) holds ``ceil((p + 1) / B)``. Within
+(its prompt under way in chunks, or prefilled in a stage) holds ``ceil((p + 1) / B)``; an
+iteration a piece sits out (Orca's rule) writes no token of it, so from then on it holds one
+token fewer than its range says. Within
 a run of iterations no piece starts or stops, so the blocks in use peak in its last
 iteration: that is the figure per run, and the ``memory`` rule asks it to be at most the
 engine's blocks in every run.
@@ -76,6 +78,8 @@ def memory_by_run(
     run_first_iteration: np.ndarray,
     run_iterations: np.ndarray,
     taken_iteration: np.ndarray | None = None,
+    skip_piece: np.ndarray | None = None,
+    skip_iteration: np.ndarray | None = None,
 ) -> np.ndarray:
     """Blocks in use in the last iteration of each run (int64, one per run).
 
@@ -83,6 +87,8 @@ def memory_by_run(
     negative range holds nothing while decoding); ``taken_iteration``, when given, is the
     first iteration in which each piece holds its prompt before it decodes (its first chunk;
     -1 for none): it then holds ``ceil((p + 1) / B)`` blocks up to its decode start.
+    ``skip_piece`` and ``skip_iteration``, when given, are the iterations pieces sat out
+    (Orca's rule): a piece writes no token in them, so it holds a token fewer from each on.
     """
     runs = run_first_iteration.size
     used = np.zeros(runs, dtype=np.int64)
@@ -96,6 +102,14 @@ def memory_by_run(
         item, run = _run_ranges(run_first_iteration, decode_start[pieces], decode_end[pieces])
         piece = pieces[item]
         tokens = prompt[piece] + last[run] - decode_start[piece] + 1
+        if skip_piece is not None and skip_iteration is not None and skip_piece.size:
+            width = int(max(int(last.max()), int(skip_iteration.max()))) + 2
+            keys = np.sort(skip_piece * width + skip_iteration)
+            # The piece's sit-outs up to the run's last iteration.
+            tokens = tokens - (
+                np.searchsorted(keys, piece * width + last[run], side="right")
+                - np.searchsorted(keys, piece * width, side="left")
+            )
         np.add.at(used, run, -(-tokens // size))
     if taken_iteration is not None:
         waiting = np.flatnonzero((taken_iteration >= 0) & (decode_start > taken_iteration))
@@ -110,14 +124,18 @@ def schedule_memory(schedule: Any, taken_iteration: np.ndarray | None = None) ->
     """:func:`memory_by_run` of a competition or fused ``schedule`` with memory: the blocks in
     use in the last iteration of each of its runs."""
     iterations = np.asarray(schedule.run_iterations, dtype=np.int64)
+    first = np.cumsum(iterations) - iterations
+    skip_run = getattr(schedule, "skip_run", None)  # a fused schedule's sit-outs
     return memory_by_run(
         schedule.memory,
         schedule.workload.prompt_tokens,
         schedule.request_decode_start,
         schedule.request_decode_end,
-        np.cumsum(iterations) - iterations,
+        first,
         iterations,
         taken_iteration,
+        None if skip_run is None else schedule.skip_request,
+        None if skip_run is None else first[skip_run],
     )
 
 
@@ -167,15 +185,19 @@ def piece_violations(
     finish: np.ndarray,
     decode_start: np.ndarray,
     decode_end: np.ndarray,
+    sat_out: np.ndarray | None = None,
 ) -> list[tuple[int, str]]:
     """(piece, description) for every piece that does not continue its request as
     preemption by recompute does: the pieces of a request, in index order, run one after
     the other (a continuation is prefilled after the piece before it has made its last
     token), share its arrival, and a continuation's prompt is the first piece's prompt and
-    every token decoded before it."""
+    every token decoded before it (``sat_out``: iterations each piece's range holds in which
+    it made no token)."""
     out: list[tuple[int, str]] = []
     prompt, arrival = workload.prompt_tokens, workload.arrival
     decoded = np.where(decode_start >= 0, decode_end - decode_start, 0)
+    if sat_out is not None:
+        decoded = decoded - sat_out
     previous: dict[int, int] = {}
     done: dict[int, int] = {}  # tokens decoded by a request's pieces so far
     first: dict[int, int] = {}
@@ -225,5 +247,6 @@ def report_memory(report: Any, schedule: Any, prefill_start: np.ndarray, taken_i
             schedule.finish,
             schedule.request_decode_start,
             schedule.request_decode_end,
+            getattr(schedule, "request_sat_out", None),
         )
         report.add("pieces", [p for p, _ in found], dict(found).__getitem__)

@@ -36,7 +36,8 @@ then, with requests ready or prompts :attr:`BatchingRule.under_way`, it asks
   elsewhere); the clients the request policy named are free again at once;
 * a :data:`MixedBatch` tuple: one iteration of every decoding request plus the prompt chunks it
   holds (of prompts under way); the requests it names in ``done`` decode from the next
-  iteration on;
+  iteration on; a fifth member (:data:`MixedBatchSitting`) names decoding requests that sit
+  the iteration out (no token; each then finishes an iteration later);
 * an int ``n >= 1``: decode at most ``n`` iterations, fewer when a request finishes or a
   request arrives while a client is free (``DECODE_UNTIL_EVENT``: only then).
 
@@ -67,6 +68,7 @@ __all__ = [
     "BatchingRule",
     "LoopView",
     "MixedBatch",
+    "MixedBatchSitting",
     "RuleStart",
     "RunRecord",
     "Schedule_co",
@@ -92,8 +94,14 @@ Schedule_co = TypeVar("Schedule_co", covariant=True)
 #: besides the decoding requests. ``chunks`` are :data:`~llmsched.engines.clock.Chunk` tuples
 #: (request, client, start, tokens) holding ``tokens`` prompt tokens of ``squares`` squared
 #: tokens; ``done`` are the ``(request, client)`` pairs whose prompts the iteration completes,
-#: in the order taken. (A plain tuple: a rule builds one an iteration.)
+#: in the order taken. (A plain tuple: a rule builds one an iteration.) A fifth member,
+#: ``sitting``, may name decoding requests that sit the iteration out (SplitwiseSim's Orca:
+#: decoding requests past the token cap wait, keeping their clients and caches); see
+#: :data:`MixedBatchSitting`.
 MixedBatch = tuple[list[tuple[int, int, int, int]], int, int, Sequence[tuple[int, int]]]
+#: :data:`MixedBatch` with the requests that sit the iteration out: ``(chunks, tokens,
+#: squares, done, sitting)``.
+MixedBatchSitting = tuple[list[tuple[int, int, int, int]], int, int, Sequence[tuple[int, int]], Sequence[int]]
 
 
 class LoopView:
@@ -217,7 +225,10 @@ class RunRecord:
     iterations: ``mixed_run[m]`` is the run of the ``m``-th, whose chunks hold
     ``mixed_tokens[m]`` prompt tokens of ``mixed_squares[m]`` squared tokens; chunk ``c``
     gave ``chunk_tokens[c]`` tokens of request ``chunk_request[c]``'s prompt in run
-    ``chunk_run[c]``. (Who decoded in a run follows from the requests' decode ranges.)
+    ``chunk_run[c]``. (Who decoded in a run follows from the requests' decode ranges and
+    the sit-outs.) Sit-outs: request ``skip_request[s]`` decoded no token in mixed iteration
+    ``skip_run[s]`` (a run of one iteration), though it was decoding (it kept its client and
+    cache); its decode range then ends an iteration later.
 
     Prefill stages, in time order: stage ``k`` ran from ``prefill_start[k]`` to
     ``prefill_end[k]``, after the first ``prefill_run[k]`` runs. ``now`` is the loop's time
@@ -226,7 +237,9 @@ class RunRecord:
     Requests (set when the run ends, for the requests the schedule keeps, renumbered 0, 1,
     ... in that order): each one's ``request_client``, ``request_take`` (the number of the
     take that took it: 0, 1, ...; -1 when never taken) and ``request_decode_start`` (its
-    first decode iteration; -1 when it never decoded). ``chunk_request`` is renumbered too.
+    first decode iteration, moved on by one for each iteration it sat out, so that its
+    decode range ends ``output`` iterations later; -1 when it never decoded).
+    ``chunk_request`` and ``skip_request`` are renumbered too.
 
     ``request_parent``: None, or, when an engine with KV-cache memory preempted requests, the
     request of each *piece* (the requests above are then pieces: a preempted request's work
@@ -255,6 +268,8 @@ class RunRecord:
         "run_start",
         "run_step",
         "run_time",
+        "skip_request",
+        "skip_run",
     )
 
     run_start: list[float]
@@ -271,12 +286,14 @@ class RunRecord:
     prefill_start: list[float]
     prefill_end: list[float]
     prefill_run: list[int]
+    skip_request: list[int]
+    skip_run: list[int]
 
     def __init__(self) -> None:
         # A list of numbers per field, which the loop appends to: tuples would cost more to
         # turn into arrays than the appends save, and the collector would walk them.
         for name in self.__slots__:
-            if name.startswith(("run_", "mixed_", "chunk_", "prefill_")):
+            if name.startswith(("run_", "mixed_", "chunk_", "prefill_", "skip_")):
                 setattr(self, name, [])
         self.now = 0.0
         self.request_client: Sequence[int] = ()
@@ -344,14 +361,14 @@ class BatchingRule(Protocol[Schedule_co]):
         policy of its own starts it here, with ``engine.known_for(policy)``."""
         ...
 
-    def plan(self, ready: int, active: int, iteration: int) -> int | MixedBatch:
+    def plan(self, ready: int, active: int, iteration: int) -> int | MixedBatch | MixedBatchSitting:
         """The next step: :data:`PREFILL_STAGE`, :data:`TAKE`, a :data:`MixedBatch` or
         decode at most ``n >= 1`` iterations. ``ready`` requests are ready (0 when none, or
         when the loop did not ask), ``active`` decode, and ``iteration`` decode iterations
         have run so far (mixed ones included)."""
         ...
 
-    def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch:
+    def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch | MixedBatchSitting:
         """Free clients just took ``pairs`` (checked ``(request, client)`` pairs of ints)
         after :data:`TAKE` or :data:`JOIN` (``active`` then counts the requests that
         joined): the next step, a :data:`MixedBatch` or decode ``n``."""

@@ -74,6 +74,15 @@ def test_each_rule_is_caught_alone() -> None:
     parent = pieced.request_parent.copy()
     parent[-1] = (parent[-1] + 1) % 4
     broken["pieces"] = replace(pieced, request_parent=parent)
+    # Orca's rule with sit-outs: a request said to sit out the iteration of its own prompt,
+    # before its decode range, breaks the sit_outs rule alone.
+    work = Workload([10, 10, 10, 254, 255], [30, 30, 30, 5, 5], arrival=[0, 0, 0, 0.5, 0.5])
+    sat = run_loop(work, PAPER, 5, FCFS(), None, CostClock(), False, batching_rule("orca", 256))
+    assert validate_fused(sat) == [] and sat.skip_request.size
+    own = int(sat.chunk_run[sat.chunk_request == 3][0])
+    broken["sit_outs"] = replace(
+        sat, skip_request=np.append(sat.skip_request, 3), skip_run=np.append(sat.skip_run, own)
+    )
     for rule_name, schedule in broken.items():
         assert _rules(schedule) == {rule_name}, (rule_name, validate_fused(schedule)[:3])
     assert set(broken) | {"structure", "decode_start"} == set(FUSED_RULES)

@@ -1,6 +1,7 @@
-"""Orca's rule: whole prompts first come first served, then every decoding request, within
-the token cap but for a first prompt that is longer; its schedules are fused schedules with
-whole prompts, which the fused validator checks."""
+"""Orca's rule: whole prompts first come first served, then decoding requests, within the
+token cap but for a first prompt that is longer (the decoding requests past the cap sit the
+iteration out); its schedules are fused schedules with whole prompts, which the fused
+validator checks."""
 
 from __future__ import annotations
 
@@ -92,16 +93,71 @@ def test_every_orca_schedule_validates(
 
 def test_a_whole_prompt_beside_decoding_beyond_a_tables_range_is_refused_before_any_work() -> None:
     """A measured table prices a mixed iteration from its prompt curve at the prompt's and the
-    decoding requests' tokens: a longest prompt at the table's edge, beside a decoding
-    request, is past it, and the check says so before the run."""
+    decoding requests' tokens: a longest prompt at the table's edge, beside the decoding
+    requests that fill the cap with it, is past it, and the check says so before the run;
+    past the cap it runs alone, within the table."""
     import pytest
 
     from llmsched import TableCostModel
 
     table = TableCostModel([100, 1000], [0.05, 0.2], [1, 8], [0.03, 0.04], mixed_factor=1.1)
-    with pytest.raises(ValueError, match=r"fused_iteration_time\(1, 0, 1000\) = inf"):
-        run_loop(Workload([1000, 10], [5, 5]), table, 8, FCFS(), None, CostClock(), False, OrcaRule(512))
-    schedule = run_loop(
-        Workload([999, 10], [5, 5]), table, 8, FCFS(), None, CostClock(), False, OrcaRule(512)
-    )
+    with pytest.raises(ValueError, match=r"TableCostModel gave .* = inf"):
+        run_loop(Workload([1000, 10], [5, 5]), table, 8, FCFS(), None, CostClock(), False, OrcaRule(1200))
+    for cap in (512, 1000):
+        schedule = run_loop(
+            Workload([1000, 10], [5, 5]), table, 8, FCFS(), None, CostClock(), False, OrcaRule(cap)
+        )
+        assert validate_fused(schedule) == []
+
+
+def test_decoding_requests_past_the_cap_sit_out_the_last_joined_first() -> None:
+    """Three requests decode when a 254-token prompt arrives under a 256-token cap: two
+    decode beside it, the last to join sits out and finishes an iteration later; when a
+    second long prompt arrives at once, the one that sat out decodes first, and the rest
+    (the first long prompt's request, now decoding, among them) sit out."""
+    workload = Workload([10, 10, 10, 254, 255], [30, 30, 30, 5, 5], arrival=[0, 0, 0, 0.5, 0.5])
+    schedule = run(workload, OrcaRule(256), clients=5)
     assert validate_fused(schedule) == []
+    assert schedule.skip_request.size
+    first_out = schedule.skip_run.argmin()
+    out_run = int(schedule.skip_run[first_out])
+    # The 254-token prompt's iteration: room for two, the third request sits out.
+    assert schedule.chunk_run[schedule.chunk_request == 3].tolist() == [out_run]
+    assert schedule.run_decoding[out_run] == 2
+    assert schedule.skip_request[schedule.skip_run == out_run].tolist() == [2]
+    # Next, the 255-token prompt alone with one decoding request: the one that sat out.
+    next_run = int(schedule.chunk_run[schedule.chunk_request == 4][0])
+    assert next_run == out_run + 1 and schedule.run_decoding[next_run] == 1
+    assert schedule.skip_request[schedule.skip_run == next_run].tolist() == [0, 1, 3]  # batch order
+    # Each decodes its output tokens: a range longer by the iterations it sat out.
+    lengths = schedule.request_decode_end - schedule.request_decode_start
+    assert (lengths - schedule.request_sat_out).tolist() == workload.output_tokens.tolist()
+    assert schedule.request_sat_out.tolist() == [1, 1, 1, 1, 0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prompts=st.lists(st.integers(1, 700), min_size=1, max_size=25),
+    outputs=st.data(),
+    cap=st.integers(2, 600),
+    clients=st.integers(1, 12),
+)
+def test_sit_outs_fill_the_cap_and_the_gaps_add_up(
+    prompts: list[int], outputs: st.DataObject, cap: int, clients: int
+) -> None:
+    """A request sits out only an iteration whose prompts and decoding requests fill the cap
+    (or whose one prompt passes it alone); each decodes its output; the gaps between tokens
+    number the tokens and add up to each request's decode time."""
+    n = len(prompts)
+    output = outputs.draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    arrival = outputs.draw(st.lists(st.sampled_from([0.0, 0.1, 0.7, 2.0]), min_size=n, max_size=n))
+    schedule = run(Workload(prompts, output, arrival=arrival), OrcaRule(cap), clients)
+    assert validate_fused(schedule) == []
+    full = schedule.run_decoding + schedule.run_chunk_tokens >= cap
+    alone = (schedule.run_decoding == 0) & (schedule.run_chunk_tokens > 0)
+    assert np.all((full | alone)[schedule.skip_run])
+    values, counts = schedule.tbt_distribution()
+    assert counts.sum() == schedule.workload.output_tokens.sum()
+    decode_time = schedule.finish - schedule.prefill_end
+    assert np.isclose((values * counts).sum(), decode_time.sum(), rtol=1e-9)
+    assert np.allclose(schedule.tbt_mean * schedule.workload.output_tokens, decode_time, rtol=1e-9)

@@ -28,10 +28,10 @@ from llmsched.core.memory import KVMemory
 from llmsched.core.schedule import decoding_at
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion.iteration import check_fused_instance, check_token_budget
-from llmsched.engines.fusion.schedule import FusedSchedule
+from llmsched.engines.fusion.schedule import FusedSchedule, sit_out_corrections
 from llmsched.engines.loop import CostClock, EngineStream, open_engine, run_loop, stream_schedule
 from llmsched.engines.memory import check_memory
-from llmsched.engines.rule import TAKE, LoopView, MixedBatch, RuleStart, RunRecord
+from llmsched.engines.rule import TAKE, LoopView, MixedBatch, MixedBatchSitting, RuleStart, RunRecord
 from llmsched.policies import DECODE_UNTIL_EVENT, RequestPolicy
 
 __all__ = [
@@ -90,7 +90,7 @@ class FusionRule:
         self._pending = 0
         self.admit_below = self.token_budget
 
-    def plan(self, ready: int, active: int, iteration: int) -> int | MixedBatch:
+    def plan(self, ready: int, active: int, iteration: int) -> int | MixedBatch | MixedBatchSitting:
         if ready:
             return TAKE
         # One iteration's chunks in the room the decoding requests leave.
@@ -120,7 +120,7 @@ class FusionRule:
         self.admit_below = self.token_budget - self._pending
         return chunks, tokens, squares, done
 
-    def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch:
+    def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch | MixedBatchSitting:
         prompt, under_way = self._prompt, self.under_way
         for request, client in pairs:
             under_way.append([request, client, 0])
@@ -146,7 +146,18 @@ class FusionRule:
         first = np.cumsum(iterations) - iterations  # each run's first iteration
         decode_start = np.asarray(record.request_decode_start, dtype=np.int64)
         decode_end = np.where(decode_start >= 0, decode_start + workload.output_tokens, -1)
+        skip_request = np.asarray(record.skip_request, dtype=np.int64)
+        skip_run = np.asarray(record.skip_run, dtype=np.int64)
+        if skip_request.size:
+            # The loop moved a request's decode start on by one per iteration it sat out: its
+            # range starts where it first decoded, and its end stays.
+            decode_start = decode_start - np.bincount(skip_request, minlength=len(workload))
         decoding, context = decoding_at(first, decode_start, decode_end, workload.prompt_tokens)
+        if skip_request.size:
+            fewer, tokens_fewer = sit_out_corrections(
+                first, workload.prompt_tokens, decode_start, decode_end, skip_request, skip_run
+            )
+            decoding, context = decoding - fewer, context - tokens_fewer
         chunk_tokens, chunk_squares = np.zeros(runs, dtype=np.int64), np.zeros(runs, dtype=np.int64)
         chunk_tokens[record.mixed_run] = record.mixed_tokens
         chunk_squares[record.mixed_run] = record.mixed_squares
@@ -171,6 +182,8 @@ class FusionRule:
             whole_prompts=self.whole_prompts,
             request_parent=None if record.request_parent is None else np.asarray(record.request_parent),
             memory=self.memory,
+            skip_request=skip_request,
+            skip_run=skip_run,
         )
 
 

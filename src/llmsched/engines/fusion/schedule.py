@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from llmsched.core.violations import Violation
 
-__all__ = ["FusedSchedule", "frozen_array"]
+__all__ = ["FusedSchedule", "frozen_array", "sit_out_corrections"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -39,6 +39,46 @@ def frozen_array(name: str, values: Any, dtype: Any) -> np.ndarray:
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
     return read_only(arr)
+
+
+def sit_out_corrections(
+    first_iteration: np.ndarray,
+    prompt: np.ndarray,
+    decode_start: np.ndarray,
+    decode_end: np.ndarray,
+    skip_request: np.ndarray,
+    skip_run: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """What sit-outs take from each run's decoding count and context, against the counts of
+    the decode ranges alone (:func:`~llmsched.core.schedule.decoding_at`): ``(requests,
+    tokens)``, one each per run (int64).
+
+    A request sitting run ``k`` out is not among its decoding requests (one fewer; its
+    ``prompt + first_iteration[k] - decode_start`` fewer context tokens, less the iterations
+    it sat out before, which the ranges counted as tokens); in every later run of its range
+    its context is one token smaller per iteration it sat out before. The skips must name
+    requests and runs that exist, each within its request's decode range (as the validator
+    checks first).
+    """
+    runs = first_iteration.size
+    count = np.zeros(runs, dtype=np.int64)
+    tokens = np.zeros(runs, dtype=np.int64)
+    if not skip_request.size:
+        return count, tokens
+    order = np.lexsort((skip_run, skip_request))
+    request, run = skip_request[order], skip_run[order]
+    # Each skip's rank among its request's earlier skips: the iterations it had sat out before.
+    earlier = np.arange(request.size) - np.searchsorted(request, request, side="left")
+    np.add.at(count, run, 1)
+    held = prompt[request] + first_iteration[run] - decode_start[request] - earlier
+    np.add.at(tokens, run, held)
+    # From the run after each skip to the last run of its request's range: one token fewer.
+    end_run = np.searchsorted(first_iteration, decode_end[request], side="left")
+    fewer = np.zeros(runs + 1, dtype=np.int64)
+    np.add.at(fewer, run + 1, 1)
+    np.add.at(fewer, end_run, -1)
+    tokens += np.cumsum(fewer[:runs])
+    return count, tokens
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +102,12 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     :mod:`llmsched.engines.orca.rule`): each prompt is one chunk, and an iteration whose one
     chunk is a whole prompt may hold more than the budget (a prompt longer than the budget
     runs with the decoding requests, alone).
+
+    Sit-outs (``skip_request``, ``skip_run``; empty but under Orca's rule): request
+    ``skip_request[s]`` decoded no token in mixed iteration ``skip_run[s]``, though it held
+    its client and its cache (its decode range covers the iteration). A request's decode
+    range then holds its output tokens and the iterations it sat out; ``run_decoding`` and
+    ``run_context`` count the requests that decoded.
 
     ``request_parent`` (None, or the user request of each request, then called a *piece*)
     and ``memory`` (the engine's KV-cache memory, or None) come from an engine with memory,
@@ -103,6 +149,8 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     # None: each request is a user request of its own (no preemption).
     request_parent: np.ndarray | None = None
     memory: KVMemory | None = None
+    skip_request: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    skip_run: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self) -> None:
         self._freeze_pieces()
@@ -122,6 +170,8 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
             ("request_client", np.int64),
             ("request_decode_start", np.int64),
             ("request_decode_end", np.int64),
+            ("skip_request", np.int64),
+            ("skip_run", np.int64),
         ):
             object.__setattr__(self, name, frozen_array(name, getattr(self, name), dtype))
         object.__setattr__(self, "makespan", float(self.makespan))
@@ -159,12 +209,54 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     def finish(self) -> np.ndarray:
         return read_only(self.iteration_end_at(self.request_decode_end - 1))
 
+    @cached_property
+    def request_sat_out(self) -> np.ndarray:
+        """How many iterations each piece sat out while decoding (0 but under Orca's rule)."""
+        return read_only(np.bincount(self.skip_request, minlength=len(self.workload)).astype(np.int64))
+
+    @cached_property
+    def _token_iterations(self) -> tuple[np.ndarray, np.ndarray]:
+        """The iterations in which the pieces made their tokens, as ``(piece, iteration)``
+        arrays in piece and time order: each decoding piece's range without its sit-outs."""
+        pieces = np.flatnonzero(self._decoding)
+        lo, hi = self.request_decode_start[pieces], self.request_decode_end[pieces]
+        lengths = hi - lo
+        piece = np.repeat(pieces, lengths)
+        iteration = np.repeat(lo, lengths) + (
+            np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        )
+        if self.skip_request.size:
+            width = self.num_iterations + 1
+            skipped = self.skip_request * width + self.run_first_iteration[self.skip_run]
+            keep = ~np.isin(piece * width + iteration, skipped)
+            piece, iteration = piece[keep], iteration[keep]
+        return read_only(piece), read_only(iteration)
+
+    @cached_property
+    def _token_gaps(self) -> np.ndarray:
+        """Each token's gap (in :attr:`_token_iterations`' order) with sit-outs: from the
+        piece's previous token, or its first chunk's end, to its iteration's end."""
+        piece, iteration = self._token_iterations
+        ends = self.iteration_end_at(iteration)
+        before = np.empty_like(ends)
+        if ends.size:
+            before[1:] = ends[:-1]
+            first = np.ones(ends.size, dtype=bool)
+            first[1:] = piece[1:] != piece[:-1]
+            before[first] = self.prefill_end[piece[first]]
+        return read_only(ends - before)
+
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
         """Every gap between tokens of every user request, as values with counts: a piece
         decodes in every iteration from its first token on, so each iteration's time is a gap
         of each piece decoding in it (a run of constant time is one value; a lengthening run
         one value per iteration); but the first gap of a piece resuming a preempted request
-        runs from the previous piece's last token to the end of its first decode iteration."""
+        runs from the previous piece's last token to the end of its first decode iteration.
+        With sit-outs each token's gap is counted on its own, from the piece's token before
+        it (or its prompt's end) to the end of its iteration."""
+        if self.skip_request.size:
+            gaps, tally = np.unique(self._token_gaps, return_counts=True)
+            return self._user_gaps(gaps, tally.astype(np.int64))
         decoding = self.run_decoding > 0
         constant = decoding & ((self.run_step == 0) | (self.run_iterations == 1))
         values = [self.run_first_time[constant]]
@@ -182,15 +274,36 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         nothing)."""
         if not self.num_runs:
             return read_only(np.full(len(self.workload), np.nan))
+        if self.skip_request.size:
+            gap = np.full(len(self.workload), np.nan)
+            piece, _ = self._token_iterations
+            first = np.ones(piece.size, dtype=bool)
+            first[1:] = piece[1:] != piece[:-1]
+            gap[piece[first]] = self._token_gaps[first]
+            return read_only(gap)
         run, offset, _ = self._locate(self.request_decode_start)
         gap = self.run_first_time[run] + self.run_step[run] * offset
         return read_only(np.where(self._decoding, gap, np.nan))
 
     @cached_property
+    def _first_token(self) -> np.ndarray:
+        """The iteration of each piece's first token: its decode start, but for the
+        iterations it sat out right then."""
+        if not self.skip_request.size:
+            return self.request_decode_start
+        first = self.request_decode_start.copy()
+        piece, iteration = self._token_iterations
+        head = np.ones(piece.size, dtype=bool)
+        head[1:] = piece[1:] != piece[:-1]
+        first[piece[head]] = iteration[head]
+        return read_only(first)
+
+    @cached_property
     def _piece_tbt_mean(self) -> np.ndarray:
         """Each piece's mean gap between tokens (its decode time over its tokens)."""
         start, end = self.request_decode_start, self.request_decode_end
-        return read_only((self.iteration_end_at(end - 1) - self.prefill_end) / np.maximum(end - start, 1))
+        tokens = end - start - self.request_sat_out
+        return read_only((self.iteration_end_at(end - 1) - self.prefill_end) / np.maximum(tokens, 1))
 
     # ---------------------------------------------------------------- totals
     @cached_property
@@ -220,7 +333,8 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         ``prefill_stages`` is 0: chunks ride in the iterations; ``decode_iterations`` counts
         the iterations with decoding requests), and ``token_budget``, ``busy`` (the engine's
         busy share of the makespan), ``iterations`` (all of them), ``chunks``,
-        ``mixed_iterations`` (iterations holding both decoding and chunks), ``preemptions``
+        ``mixed_iterations`` (iterations holding both decoding and chunks), ``sit_outs`` (an
+        iteration a decoding request sat out, under Orca's rule; 0 else), ``preemptions``
         and ``recomputed_tokens`` (totals over the user requests; 0 without preemption).
         ``requests`` and the latency and goodput figures are over the user requests.
 
@@ -246,6 +360,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
             "decode_iterations": self.decode_iterations,
             "chunks": int(self.chunk_run.size),
             "mixed_iterations": int(self.run_iterations[mixed].sum()),
+            "sit_outs": int(self.skip_run.size),
         }
         out.update(self.latency_figures())
         out.update(goodput)

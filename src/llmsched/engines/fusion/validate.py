@@ -13,7 +13,7 @@ from llmsched.core.cost import (
 )
 from llmsched.core.violations import Report, Violation, size_mismatches, skipped_rules
 from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time
-from llmsched.engines.fusion.schedule import FusedSchedule
+from llmsched.engines.fusion.schedule import FusedSchedule, sit_out_corrections
 from llmsched.engines.memory import report_memory
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ FUSED_RULES = (
     "makespan",
     "memory",
     "pieces",
+    "sit_outs",
 )
 
 
@@ -63,19 +64,23 @@ def validate_fused(
     * ``arrival``: no chunk of a request before it arrives;
     * ``decode_start``: a request decodes from the iteration right after its last chunk on;
     * ``decoding``: each run's decoding count is the number of requests whose decode range
-      covers it, and no decode range starts or ends inside a run;
+      covers it less those sitting it out, and no decode range starts or ends inside a run;
     * ``context``: each run's context is the sum of ``prompt + tokens decoded`` over the
       requests decoding in its first iteration;
     * ``stage_time``: each run's first iteration takes :func:`fused_iteration_time`, and
       each next one ``c_d * decoding`` longer;
     * ``one_per_client``: clients in range, and a client holds one request at a time, from
       its first chunk to its last token;
-    * ``tokens``: each request decodes exactly its output tokens;
+    * ``tokens``: each request decodes exactly its output tokens (its decode range less the
+      iterations it sat out);
     * ``makespan``: the end of the last run;
     * ``memory``: with KV-cache memory, no iteration holds more blocks than the engine has
       (a piece holds its prompt's blocks from its first chunk; :mod:`llmsched.engines.memory`);
     * ``pieces``: with pieces (requests preempted by recompute), each continuation starts
-      after the piece before it finished, with its request's prompt and the tokens decoded.
+      after the piece before it finished, with its request's prompt and the tokens decoded;
+    * ``sit_outs``: a request sits out only a mixed iteration (a run of one iteration with
+      chunks) inside its decode range, never its last one (which makes its last token), and
+      each iteration at most once.
     """
     skip_set = skipped_rules(skip, FUSED_RULES)
     if not isinstance(schedule, FusedSchedule):
@@ -104,6 +109,7 @@ def validate_fused(
             ("runs", runs, run_arrays),
             ("chunks", chunks, ("chunk_request", "chunk_tokens")),
             ("requests", n, ("request_client", "request_decode_start", "request_decode_end")),
+            ("sit-outs", int(s.skip_run.size), ("skip_request",)),
         ),
     )
     if not broken:
@@ -123,6 +129,11 @@ def validate_fused(
             broken.append("a chunk names a request that does not exist")
         if chunks and not (s.chunk_run.min() >= 0 and s.chunk_run.max() < runs):
             broken.append("a chunk names a run that does not exist")
+        if s.skip_run.size and not (
+            (s.skip_request.min() >= 0) & (s.skip_request.max() < n)
+            & (s.skip_run.min() >= 0) & (s.skip_run.max() < runs)
+        ):  # fmt: skip
+            broken.append("a sit-out names a request or a run that does not exist")
         lo, hi = s.request_decode_start, s.request_decode_end
         if n and not ((lo >= 0) & (lo <= hi) & (hi <= s.num_iterations)).all():
             broken.append("a request's decode range is not a range of the schedule's iterations")
@@ -236,15 +247,46 @@ def validate_fused(
         late,
         lambda i: f"request {i}'s last chunk is in iteration {expected[i] - 1}; it decodes from {lo[i]}",
     )
+    # sit_outs: inside the request's range, not its last iteration, in a mixed iteration, once
+    sk_req, sk_run = s.skip_request, s.skip_run
+    sk_iter = first[sk_run] if runs else sk_run
+    outside = np.flatnonzero((sk_iter < lo[sk_req]) | (sk_iter >= hi[sk_req] - 1))
+    add(
+        "sit_outs",
+        outside,
+        lambda k: (
+            f"request {sk_req[k]} sits out iteration {sk_iter[k]}, not one of its decode range "
+            f"[{lo[sk_req[k]]}, {hi[sk_req[k]]}) before its last"
+        ),
+    )
+    not_mixed = np.flatnonzero((s.run_iterations[sk_run] != 1) | (s.run_chunk_tokens[sk_run] == 0))
+    add("sit_outs", not_mixed, lambda k: f"request {sk_req[k]} sits out run {sk_run[k]}, not mixed")
+    pairs = np.unique(sk_req * max(runs, 1) + sk_run, return_counts=True)
+    twice_out = np.flatnonzero(pairs[1] > 1)
+    add(
+        "sit_outs",
+        twice_out,
+        lambda k: f"request {pairs[0][k] // max(runs, 1)} sits out run {pairs[0][k] % max(runs, 1)} twice",
+    )
+    # The sit-outs inside their ranges count for the other rules (the rest are this rule's).
+    inside_range = (sk_iter >= lo[sk_req]) & (sk_iter < hi[sk_req])
+    sat_out = np.bincount(sk_req[inside_range], minlength=n)
     # decoding: counts at each run's first iteration; ranges begin and end on run boundaries
     decoding = lo < hi
     opens, closes = np.sort(lo[decoding]), np.sort(hi[decoding])
     count = np.searchsorted(opens, first, side="right") - np.searchsorted(closes, first, side="right")
+    fewer, fewer_tokens = sit_out_corrections(
+        first, prompt, lo, hi, sk_req[inside_range], sk_run[inside_range]
+    )
+    count = count - fewer
     wrong_count = np.flatnonzero(count != s.run_decoding)
     add(
         "decoding",
         wrong_count,
-        lambda r: f"run {r} says {s.run_decoding[r]} decoding requests; {count[r]} decode ranges cover it",
+        lambda r: (
+            f"run {r} says {s.run_decoding[r]} decoding requests; {count[r]} decode ranges cover it "
+            "(less the requests sitting it out)"
+        ),
     )
     boundaries = np.concatenate([first, [s.num_iterations]])
     inside = decoding & (~np.isin(lo, boundaries) | ~np.isin(hi, boundaries))
@@ -261,7 +303,7 @@ def validate_fused(
         close_prefix = np.concatenate([[0], np.cumsum(key[by_close])])
         started = open_prefix[np.searchsorted(opens, first, side="right")]
         ended = close_prefix[np.searchsorted(closes, first, side="right")]
-        context = started - ended + count * first
+        context = started - ended + (count + fewer) * first - fewer_tokens
     else:
         context = np.zeros(runs, dtype=np.int64)
     wrong_ctx = np.flatnonzero((s.run_context != context) & (s.run_decoding > 0))
@@ -315,8 +357,9 @@ def validate_fused(
             lambda i: f"request {i} starts on client {client[i]} while another request holds it",
         )
     # tokens
-    wrong_tok = np.flatnonzero(hi - lo != output)
-    add("tokens", wrong_tok, lambda i: f"request {i} decodes {hi[i] - lo[i]} tokens, not {output[i]}")
+    made = hi - lo - sat_out
+    wrong_tok = np.flatnonzero(made != output)
+    add("tokens", wrong_tok, lambda i: f"request {i} decodes {made[i]} tokens, not {output[i]}")
     # makespan
     end = float(ends[-1]) if runs else 0.0
     if abs(s.makespan - end) > tol:
