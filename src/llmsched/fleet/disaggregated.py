@@ -162,6 +162,7 @@ class ClusterClock:
         # decodes, waits to decode or expects, and their prompt tokens; the requests each
         # prompt machine holds queued or in its stage, and their prompt tokens.
         self.held = np.zeros(M, dtype=np.int64)
+        self.held_on_prompt = 0  # requests decoding on prompt machines (lent to the token pool)
         self.held_tokens = np.zeros(M, dtype=np.int64)
         self.queued_requests = np.zeros(P, dtype=np.int64)
         self.queued_tokens = np.zeros(P, dtype=np.int64)
@@ -278,6 +279,8 @@ class ClusterClock:
                 self.free_blocks[m] += self.need[request]
         self.held[m] -= len(done)
         self.held_tokens[m] -= tokens
+        if m < self.P:
+            self.held_on_prompt -= len(done)
         done.clear()
         if self.need is not None:
             self.start_waiting(m, now)
@@ -310,6 +313,8 @@ class ClusterClock:
         """``request`` will decode on machine ``m``."""
         self.queues[m].expect()
         self.held[m] += 1
+        if m < self.P:
+            self.held_on_prompt += 1
         self.held_tokens[m] += self.prompt[request]
         self.request_machine[request] = m
 
@@ -318,7 +323,7 @@ class ClusterClock:
         """Route an arriving request to a prompt machine, whose policy learns of it."""
         loads = self.prompt_loads
         P = self.P
-        if self.mixed and self.held[:P].any():
+        if self.held_on_prompt:  # prompt machines lent to the token pool (the mixed pool)
             held = self.held[:P]
             lent = held > 0
             loads = Loads(
@@ -424,15 +429,17 @@ class ClusterClock:
         many prompt tokens queued or in its stage (its decoding pauses for the stage)."""
         if self.in_stage[t] >= 0 or self.lending[t]:
             return
-        waiting = self.waiting_tokens
-        source = max(range(self.P), key=lambda q: (waiting[q], -q))
-        if not waiting[source]:
-            return
-        if self.held[t] > 0:  # busy: only past the backlog threshold, and with a client free
+        busy = self.held[t] > 0
+        if busy:  # only past the backlog threshold, and with a client free
             above = self.lend_busy_above
             if above is None or not self.streams[t].free or min(self.queued_tokens.tolist()) <= above:
                 return
-        elif waiting[source] <= self.capacity[source]:
+        waiting = self.waiting_tokens
+        most = max(waiting)
+        if not most:
+            return
+        source = waiting.index(most)  # the first of those holding the most
+        if not busy and most <= self.capacity[source]:
             return  # no more than one stage waits: the prompt pool keeps up
         batch = self.queues[source].lend(self.capacity[t])
         if not batch:
