@@ -253,8 +253,13 @@ def sizes(name: str, value: Any) -> Any:
     """``value`` if it is a size (a count of tokens, clients, ...) or an array of sizes: finite, >= 0.
 
     Returned unchanged (a sequence as an array), so results computed from it do not move.
-    Cost functions are on the simulator's path, so a plain number is checked without numpy.
+    Cost functions are on the simulator's path, so a plain number is checked without numpy
+    (a plain int first of all: what the simulator passes).
     """
+    if type(value) is int:
+        if value >= 0:
+            return value
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     if _is_real(value):
         if 0 <= value < np.inf:  # NaN fails both comparisons
             return value

@@ -918,7 +918,7 @@ def _tail_slope(xs: tuple[int, ...], ys: tuple[float, ...]) -> float:
 def _read(at: Any, xs: list[float], ys: list[float], tail: float, limit: int) -> Any:
     """A table at ``at`` (a size or an array of sizes): flat before its first knot, on a
     straight line between knots, at ``tail`` per unit past its last, ``inf`` past ``limit``."""
-    if isinstance(at, numbers.Real):
+    if type(at) is int or type(at) is float or isinstance(at, numbers.Real):  # the plain types first
         x = float(at)
         if x > limit:
             return math.inf
