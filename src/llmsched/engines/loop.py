@@ -574,6 +574,7 @@ def _run(
     add_mixed_run, add_mixed_tokens = record.mixed_run.append, record.mixed_tokens.append
     add_mixed_squares = record.mixed_squares.append
     add_skip_request, add_skip_run = record.skip_request.append, record.skip_run.append
+    skip_iteration: list[int] = []  # the iteration of each sit-out the record holds
     run_starts = record.run_start
     add_prefill_start, add_prefill_end = record.prefill_start.append, record.prefill_end.append
     add_prefill_run = record.prefill_run.append
@@ -660,6 +661,10 @@ def _run(
                     heap = [entry for entry in heap if entry[2] != victim]
                     heapq.heapify(heap)
                     context_offset -= prompt[victim] - decode_start[victim]
+                    if skip_iteration:
+                        # Its piece ends with its last token: iterations it sat out just before
+                        # are no longer its own (its decode range ends before them).
+                        decode_start[victim] -= _drop_trailing_sit_outs(record, skip_iteration, victim, g)
                     left = output[victim] - decoded
                     output[victim] = decoded  # this piece of the request ends here
                     for each in knowns:
@@ -877,6 +882,7 @@ def _run(
                     context -= prompt[request] + g - decode_start[request]
                     add_skip_request(request)
                     add_skip_run(index)
+                    skip_iteration.append(g)
             pieces = (run_mixed(decoding, chunks, tokens, squares, context),)
         else:
             refuse_step(rule, step, ready)
@@ -958,6 +964,25 @@ def _run(
         }
     )
     return rule, record
+
+
+def _drop_trailing_sit_outs(record: RunRecord, skip_iteration: list[int], request: int, g: int) -> int:
+    """Remove from ``record`` the sit-outs of ``request`` in the iterations right before
+    ``g`` (``g - 1``, ``g - 2``, ... while it sat each out); return how many."""
+    target = g - 1
+    dropped: list[int] = []
+    for at in range(len(skip_iteration) - 1, -1, -1):
+        iteration = skip_iteration[at]
+        if iteration > target:
+            continue  # another request's, in an iteration it has already been found in
+        if iteration < target:
+            break
+        if record.skip_request[at] == request:
+            dropped.append(at)
+            target -= 1
+    for at in dropped:  # from the last: the earlier positions stay put
+        del record.skip_request[at], record.skip_run[at], skip_iteration[at]
+    return len(dropped)
 
 
 def _memory_run(memory: Any, tokens: list[int], apart: int, most: int) -> int:

@@ -6,7 +6,7 @@ The model is :mod:`llmsched.core.memory`'s. In decode iteration ``g`` a piece de
 ``ceil((p + g - s + 1) / B)`` blocks, ``p`` its prompt; a piece taken and not decoding yet
 (its prompt under way in chunks, or prefilled in a stage) holds ``ceil((p + 1) / B)``; an
 iteration a piece sits out (Orca's rule) writes no token of it, so from then on it holds one
-token fewer than its range says. Within
+token fewer than its range says (never fewer than ``p + 1``, as when it waited). Within
 a run of iterations no piece starts or stops, so the blocks in use peak in its last
 iteration: that is the figure per run, and the ``memory`` rule asks it to be at most the
 engine's blocks in every run.
@@ -110,6 +110,8 @@ def memory_by_run(
                 np.searchsorted(keys, piece * width + last[run], side="right")
                 - np.searchsorted(keys, piece * width, side="left")
             )
+            # Sitting out its first iterations it holds what a piece waiting to decode does.
+            tokens = np.maximum(tokens, prompt[piece] + 1)
         np.add.at(used, run, -(-tokens // size))
     if taken_iteration is not None:
         waiting = np.flatnonzero((taken_iteration >= 0) & (decode_start > taken_iteration))

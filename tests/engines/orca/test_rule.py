@@ -161,3 +161,57 @@ def test_sit_outs_fill_the_cap_and_the_gaps_add_up(
     decode_time = schedule.finish - schedule.prefill_end
     assert np.isclose((values * counts).sum(), decode_time.sum(), rtol=1e-9)
     assert np.allclose(schedule.tbt_mean * schedule.workload.output_tokens, decode_time, rtol=1e-9)
+
+
+def test_a_request_preempted_right_after_sitting_out_ends_with_its_last_token() -> None:
+    """Request 1 decodes, sits an iteration out, and is preempted for memory: its first piece
+    ends with its last token (the iteration it sat out is not its), and the schedule validates."""
+    from llmsched.core.memory import KVMemory
+    from llmsched.engines.batching import batching_rule
+
+    workload = Workload([2, 1, 2], [4, 4, 1], arrival=[0, 0, 0.03])
+    rule = batching_rule("orca", 3, memory=KVMemory(10, block_size=1, watermark=0.0))
+    schedule = run(workload, rule, clients=4)
+    assert validate_fused(schedule) == []
+    assert schedule.request_parent is not None and schedule.request_parent.tolist().count(1) == 2
+    ends = schedule.iteration_end_at(np.arange(schedule.num_iterations))
+    last = schedule.request_decode_end[1] - 1
+    assert last not in schedule.run_first_iteration[schedule.skip_run[schedule.skip_request == 1]]
+    assert schedule.finish[1] == ends[last]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prompts=st.lists(st.integers(1, 12), min_size=2, max_size=20),
+    outputs=st.data(),
+    cap=st.integers(2, 16),
+    clients=st.integers(1, 8),
+    blocks=st.integers(0, 30),
+)
+def test_sit_outs_under_tight_memory_validate_and_lose_no_token(
+    prompts: list[int], outputs: st.DataObject, cap: int, clients: int, blocks: int
+) -> None:
+    """Tight KV-cache memory (blocks of one token) preempts requests that sit iterations out:
+    every schedule validates, each user request makes all its tokens, and its gaps add up to
+    its decode time."""
+    from llmsched.core.memory import KVMemory
+    from llmsched.engines.batching import batching_rule
+
+    n = len(prompts)
+    output = outputs.draw(st.lists(st.integers(1, 20), min_size=n, max_size=n))
+    arrival = outputs.draw(st.lists(st.sampled_from([0.0, 0.03, 0.1]), min_size=n, max_size=n))
+    workload = Workload(prompts, output, arrival=arrival)
+    most = min(clients, n)
+    memory = KVMemory(
+        max(prompts[i] + output[i] for i in range(n)) + most + blocks, block_size=1, watermark=0.0
+    )
+    schedule = run(workload, batching_rule("orca", cap, memory=memory), clients)
+    assert validate_fused(schedule) == []
+    users = schedule.requests
+    assert users.output_tokens.tolist() == output
+    values, counts = schedule.tbt_distribution()
+    assert counts.sum() == sum(output)
+    first = schedule.first_piece
+    last = schedule.last_piece
+    decode_time = schedule.finish[last] - schedule.prefill_end[first]
+    assert np.isclose((values * counts).sum(), decode_time.sum(), rtol=1e-9)

@@ -103,7 +103,7 @@ def engine_events(
     ts = np.concatenate([run_ts[s.chunk_run], decode_ts])
     dur = np.concatenate([run_dur[s.chunk_run], decode_dur])
     at = np.concatenate([s.chunk_run, decode_lo])  # a chunk's run, a decode's first iteration
-    tokens = np.concatenate([s.chunk_tokens, decode_hi - decode_lo])
+    tokens = np.concatenate([s.chunk_tokens, decode_hi - decode_lo - s.request_sat_out])
     order = np.lexsort((ts, client))
     for is_chunk, who, on, start, length, where, count in zip(
         (order < k).tolist(),

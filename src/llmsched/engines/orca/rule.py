@@ -143,10 +143,10 @@ class OrcaRule(FusionRule):
             return []
         decoding = self._running.values()
         present = set(decoding)
-        if len(present) != len(batch) + len(sat_out) or not present.issuperset(batch):
-            sat_out[:] = [request for request in sat_out if request in present]
-            for request in [request for request in batch if request not in present]:
-                del batch[request]  # finished or preempted
+        sat_out[:] = [request for request in sat_out if request in present]  # not finished or preempted
+        for request in [request for request in batch if request not in present]:
+            del batch[request]
+        if len(batch) + len(sat_out) != len(present):
             waiting = set(sat_out)
             for request in decoding:  # joined since, in the order they joined
                 if request not in batch and request not in waiting:
