@@ -583,19 +583,28 @@ def test_a_prompt_batch_cap_is_a_positive_token_count() -> None:
         replace(_cluster(), prompt_batch_tokens=0)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 6), st.sampled_from([1, 4, 16]), st.data())
 def test_token_memory_makes_transfers_wait_and_is_never_exceeded(prompts, tokens, clients, block_size, data):
-    """Token machines with KV-cache memory, from just enough for the longest request to
-    plenty: every schedule validates (its memory rule included), no makespan is below the
-    bound, every request finishes once with all its tokens, and with room for everything the
-    schedule is the one without memory."""
+    """Machines with KV-cache memory, from just enough for the longest request to plenty,
+    with the mixed pool (idle or busy token machines lent stages) or without: every schedule
+    validates (its memory rule included), no makespan is below the bound, every request
+    finishes once with all its tokens, and with room for everything the schedule is the one
+    without memory."""
     work = _draw_workload(data, 1, 900, (1, 60), 3.0)
     output = work.output_tokens.tolist()
     most = max(output)
     least = -(-(int(work.prompt_tokens.max()) + most) // block_size)
     blocks = data.draw(st.integers(least, 4 * least))
-    plain = _cluster(prompt_machines=prompts, token_machines=tokens, token_clients=clients)
+    mixed = data.draw(st.booleans())
+    busy = data.draw(st.sampled_from([None, 0, 400])) if mixed else None
+    plain = _cluster(
+        prompt_machines=prompts,
+        token_machines=tokens,
+        token_clients=clients,
+        mixed=mixed,
+        lend_busy_above=busy,
+    )
     cluster = replace(plain, token_memory=KVMemory(blocks, block_size), max_output_tokens=most)
     s = simulate_disaggregated(work, cluster)
     assert validate_disaggregated(s) == []
@@ -627,8 +636,6 @@ def test_a_transfer_waits_for_memory_and_the_memory_rule_alone_breaks_when_it_sh
     assert {v.rule for v in validate_disaggregated(small)} == {"memory"}
     with pytest.raises(ValueError, match="give max_output_tokens"):
         _cluster(token_memory=KVMemory(100, 16))
-    with pytest.raises(ValueError, match="not modelled with the mixed pool"):
-        _cluster(token_memory=KVMemory(100, 16), max_output_tokens=10, mixed=True)
     with pytest.raises(ValueError, match="more than max_output_tokens=30"):
         simulate_disaggregated(work, replace(cluster, max_output_tokens=30))
     with pytest.raises(ValueError, match="more than a token machine's token_memory of 40"):

@@ -391,6 +391,8 @@ class ClusterClock:
             self.lending[m] = False
             for request in batch:
                 self.transfer_end[request] = end
+                if self.need is not None:  # its blocks here, from its stage on (see lend)
+                    self.transfer_start[request] = start
 
     def ended_stage(self, m: int, now: float) -> None:
         """Machine ``m``'s stage ends at ``now``: a prompt machine's requests leave it, and
@@ -441,9 +443,16 @@ class ClusterClock:
         source = waiting.index(most)  # the first of those holding the most
         if not busy and most <= self.capacity[source]:
             return  # no more than one stage waits: the prompt pool keeps up
+        need = self.need
+        if need is not None and (
+            self.waiting_transfers[t] or self.most_reserved(source, self.capacity[t]) > self.free_blocks[t]
+        ):
+            return  # its memory: transfers wait for it, or a stage might not fit
         batch = self.queues[source].lend(self.capacity[t])
         if not batch:
             return
+        if need is not None:  # reserved now, counted from the stage's start
+            self.free_blocks[t] -= sum(map(need.__getitem__, batch))
         tokens = sum(map(self.prompt.__getitem__, batch))
         self.waiting_tokens[source] -= tokens
         self.queued_tokens[source] -= tokens
@@ -454,6 +463,22 @@ class ClusterClock:
             self.expect(t, request)
         if self.streams[t].cuttable:  # else it takes the stage when its run ends
             self.resume(t, now)
+
+    def most_reserved(self, source: int, capacity: int) -> int:
+        """The most blocks a stage of at most ``capacity`` prompt tokens, of prompts waiting
+        on prompt machine ``source``, could reserve under token memory: the fractional
+        knapsack's bound (the prompts taken by blocks per token, the most first, the last
+        one whole), whichever the policy gives."""
+        need, prompt = self.need, self.prompt
+        assert need is not None
+        waiting = sorted(self.queues[source].waiting, key=lambda r: (-need[r] / prompt[r], r))
+        room, most = capacity, 0
+        for request in waiting:
+            most += need[request]
+            room -= prompt[request]
+            if room <= 0:
+                break
+        return most
 
     # -- the clock ----------------------------------------------------------------------------
     def run(self) -> DisaggregatedSchedule:

@@ -120,7 +120,11 @@ class DisaggregatedCluster:
         reserved when the transfer starts, with its stage when there is room then, else when
         a request on the machine finishes and frees enough (first come first served), and
         freed when the request finishes. A transfer that starts after its stage has begun
-        sends no layer during the stage. Needs ``max_output_tokens``; not with ``mixed``.
+        sends no layer during the stage. With ``mixed``, every machine that decodes has it (a
+        prompt machine lent to the token pool too), and a token machine is lent a stage only
+        while no transfer waits for its memory and it has room for the most any stage it
+        could be given would reserve (its requests' blocks, reserved when it is lent and
+        counted from the stage's start). Needs ``max_output_tokens``.
     max_output_tokens
         The most output tokens a request may make, reserved for each (with ``token_memory``).
     """
@@ -177,11 +181,6 @@ class DisaggregatedCluster:
                 raise ValueError(
                     "token_memory reserves each request's keys and values for its prompt and the most "
                     "output tokens it may make: give max_output_tokens"
-                )
-            if self.mixed:
-                raise ValueError(
-                    "token_memory is not modelled with the mixed pool (a lent machine's memory); "
-                    "run the cluster with mixed=False"
                 )
 
     @property

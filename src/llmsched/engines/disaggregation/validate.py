@@ -71,9 +71,9 @@ def validate_disaggregated(
       iteration starts no earlier; under ``token_memory`` a transfer that started after its
       stage began (``request_transfer_start``) arrives its whole transfer time after that
       start or the stage's end, whichever is later;
-    * ``memory``: under ``token_memory``, the blocks reserved on a token machine (each
-      request's prompt and ``max_output_tokens``, from its transfer's start to its last
-      token) never exceed the machine's;
+    * ``memory``: under ``token_memory``, the blocks reserved on a machine that decodes (each
+      request's prompt and ``max_output_tokens``, from its transfer's start, or its lent
+      stage's, to its last token) never exceed the machine's;
     * ``decoding``: each run's active count equals the decode ranges covering it on its
       machine, and no range starts or ends inside a run;
     * ``context``: each run's context equals ``prompt + tokens decoded`` over its requests;
@@ -344,8 +344,8 @@ def validate_disaggregated(
         ),
     )
     if reserved_at is not None and n:
-        # memory: on each token machine, the blocks reserved (from a transfer's start to its
-        # request's last token) never exceed its token_memory
+        # memory: on each machine that decodes, the blocks reserved (from a transfer's start, or
+        # a lent stage's, to its request's last token) never exceed its token_memory
         memory = c.token_memory
         assert memory is not None
         need = np.asarray(c.reserved_blocks(prompt), dtype=np.int64)
@@ -364,7 +364,7 @@ def validate_disaggregated(
                     "memory",
                     [m],
                     lambda machine, k=k, held=held, order=order, times=times: (
-                        f"token machine {machine} holds {int(held[k])} blocks at {times[order[k]]:.9g}s, "
+                        f"machine {machine} holds {int(held[k])} blocks at {times[order[k]]:.9g}s, "
                         f"more than its {memory.blocks}"
                     ),
                 )
