@@ -515,6 +515,8 @@ SATURATED = 10.0  # a side saturates at the first rate whose TTFT p99 passes thi
 #: every run: the simulation is deterministic); one run's time on a shared machine swings by up
 #: to two times. SplitwiseSim's is its one run's wall time, start-up included.
 TIMING_RUNS = 3
+#: SplitwiseSim's start-up (imports, configuration) is timed as its run of this many requests.
+STARTUP_REQUESTS = 20
 
 
 def _show(
@@ -534,11 +536,13 @@ def _show(
     sys.stdout.flush()
 
 
-def print_verdict(results: list, same_run: bool) -> None:
+def print_verdict(results: list, same_run: bool, startup: dict[str, float] | None = None) -> None:
     """Per setup: where each side saturates (the first rate whose TTFT p99 passes
     :data:`SATURATED` times its value at the lowest rate run, the uncontended one), and, over
     the rates where neither has, every metric of :data:`WITHIN` outside its tolerance, and the
-    least ratio of simulation times (``same_run``: SplitwiseSim ran in this run)."""
+    least ratio of simulation times (``same_run``: SplitwiseSim ran in this run); with
+    ``startup`` (SplitwiseSim's seconds for a run of :data:`STARTUP_REQUESTS` requests, per
+    setup: its start-up, imports and configuration), the ratio without it too."""
     for setup in dict.fromkeys(r[0] for r in results):
         rows = sorted((r for r in results if r[0] == setup), key=lambda r: r[1])
         if not rows:
@@ -577,6 +581,13 @@ def print_verdict(results: list, same_run: bool) -> None:
             f"{min(ratios):.1f}x to {max(ratios):.1f}x"
             + ("" if same_run else " (SplitwiseSim's recorded seconds, not this run's)")
         )
+        if startup and setup in startup:
+            fixed = startup[setup]
+            bare = [(r[3] - fixed) / r[5] for r in rows]
+            print(
+                f"  without SplitwiseSim's start-up ({fixed:.2f} s, its run of {STARTUP_REQUESTS} "
+                f"requests): {min(bare):.1f}x to {max(bare):.1f}x"
+            )
 
 
 def main() -> int:
@@ -634,8 +645,13 @@ def main() -> int:
 
     rows = []
     results = []
+    startup: dict[str, float] = {}
+    rates = _rates(args.rates or f"{RATES[0]:g}:{RATES[-1]:g}:1")
     for setup in setups:
-        for rate in _rates(args.rates or f"{RATES[0]:g}:{RATES[-1]:g}:1"):
+        if args.llmsched:
+            tiny = make_trace(rates[0], STARTUP_REQUESTS, args.seed, trace=args.trace)
+            startup[setup] = run_splitwisesim(args.splitwisesim, args.splitwisesim_python, tiny, setup)[1]
+        for rate in rates:
             trace_frame = make_trace(rate, args.requests, args.seed, trace=args.trace)
             frame, seconds = run_splitwisesim(args.splitwisesim, args.splitwisesim_python, trace_frame, setup)
             figures = summarize(frame)
@@ -645,7 +661,7 @@ def main() -> int:
                 frame.to_csv(Path(args.frames) / name, index=False, float_format="%.9g")
             rows.append({"setup": setup, "rate": rate, **figures, "sim_seconds": seconds})
             _show(setup, rate, figures, seconds, trace_frame if args.llmsched else None, results)
-    print_verdict(results, same_run=True)
+    print_verdict(results, same_run=True, startup=startup)
     if args.record:
         RECORDED.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(RECORDED / "summary.csv", index=False, float_format="%.6g")
