@@ -63,22 +63,25 @@ def test_the_validator_holds_a_split_prompt_and_two_prompts_over_the_cap_against
     assert {v.rule for v in validate_fused(tight)} == {"budget"}
 
 
+@st.composite
+def orca_cases(draw: st.DrawFn, longest: int) -> tuple[Workload, int, int]:
+    """Up to 25 requests of prompts up to ``longest`` tokens arriving in bursts, a cap and
+    the clients."""
+    prompts = draw(st.lists(st.integers(1, longest), min_size=1, max_size=25))
+    n = len(prompts)
+    output = draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
+    arrival = draw(st.lists(st.sampled_from([0.0, 0.1, 0.7, 2.0]), min_size=n, max_size=n))
+    return Workload(prompts, output, arrival=arrival), draw(st.integers(2, 600)), draw(st.integers(1, 12))
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    prompts=st.lists(st.integers(1, 500), min_size=1, max_size=25),
-    outputs=st.data(),
-    cap=st.integers(2, 600),
-    clients=st.integers(1, 12),
-)
-def test_every_orca_schedule_validates(
-    prompts: list[int], outputs: st.DataObject, cap: int, clients: int
-) -> None:
+@given(orca_cases(500))
+def test_every_orca_schedule_validates(case: tuple[Workload, int, int]) -> None:
     """Every schedule validates; each prompt is one chunk; an iteration with two or more
     prompts keeps within the cap with its decoding requests."""
-    n = len(prompts)
-    output = outputs.draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
-    arrival = outputs.draw(st.lists(st.sampled_from([0.0, 0.1, 0.7, 2.0]), min_size=n, max_size=n))
-    schedule = run(Workload(prompts, output, arrival=arrival), OrcaRule(cap), clients)
+    workload, cap, clients = case
+    n = len(workload)
+    schedule = run(workload, OrcaRule(cap), clients)
     assert validate_fused(schedule) == []
     assert np.bincount(schedule.chunk_request).tolist() == [1] * n
     per_run = np.bincount(schedule.chunk_run, minlength=schedule.num_runs)
@@ -136,22 +139,13 @@ def test_decoding_requests_past_the_cap_sit_out_the_last_joined_first() -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    prompts=st.lists(st.integers(1, 700), min_size=1, max_size=25),
-    outputs=st.data(),
-    cap=st.integers(2, 600),
-    clients=st.integers(1, 12),
-)
-def test_sit_outs_fill_the_cap_and_the_gaps_add_up(
-    prompts: list[int], outputs: st.DataObject, cap: int, clients: int
-) -> None:
+@given(orca_cases(700))
+def test_sit_outs_fill_the_cap_and_the_gaps_add_up(case: tuple[Workload, int, int]) -> None:
     """A request sits out only an iteration whose prompts and decoding requests fill the cap
     (or whose one prompt passes it alone); each decodes its output; the gaps between tokens
     number the tokens and add up to each request's decode time."""
-    n = len(prompts)
-    output = outputs.draw(st.lists(st.integers(1, 30), min_size=n, max_size=n))
-    arrival = outputs.draw(st.lists(st.sampled_from([0.0, 0.1, 0.7, 2.0]), min_size=n, max_size=n))
-    schedule = run(Workload(prompts, output, arrival=arrival), OrcaRule(cap), clients)
+    workload, cap, clients = case
+    schedule = run(workload, OrcaRule(cap), clients)
     assert validate_fused(schedule) == []
     full = schedule.run_decoding + schedule.run_chunk_tokens >= cap
     alone = (schedule.run_decoding == 0) & (schedule.run_chunk_tokens > 0)

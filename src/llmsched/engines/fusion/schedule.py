@@ -233,6 +233,14 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         return read_only(piece), read_only(iteration)
 
     @cached_property
+    def _token_heads(self) -> np.ndarray:
+        """Whether each token of :attr:`_token_iterations` is its piece's first."""
+        piece, _ = self._token_iterations
+        head = np.ones(piece.size, dtype=bool)
+        head[1:] = piece[1:] != piece[:-1]
+        return read_only(head)
+
+    @cached_property
     def _token_gaps(self) -> np.ndarray:
         """Each token's gap (in :attr:`_token_iterations`' order) with sit-outs: from the
         piece's previous token, or its first chunk's end, to its iteration's end."""
@@ -241,9 +249,8 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         before = np.empty_like(ends)
         if ends.size:
             before[1:] = ends[:-1]
-            first = np.ones(ends.size, dtype=bool)
-            first[1:] = piece[1:] != piece[:-1]
-            before[first] = self.prefill_end[piece[first]]
+            head = self._token_heads
+            before[head] = self.prefill_end[piece[head]]
         return read_only(ends - before)
 
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
@@ -276,10 +283,8 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
             return read_only(np.full(len(self.workload), np.nan))
         if self.skip_request.size:
             gap = np.full(len(self.workload), np.nan)
-            piece, _ = self._token_iterations
-            first = np.ones(piece.size, dtype=bool)
-            first[1:] = piece[1:] != piece[:-1]
-            gap[piece[first]] = self._token_gaps[first]
+            piece, head = self._token_iterations[0], self._token_heads
+            gap[piece[head]] = self._token_gaps[head]
             return read_only(gap)
         run, offset, _ = self._locate(self.request_decode_start)
         gap = self.run_first_time[run] + self.run_step[run] * offset
@@ -292,9 +297,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         if not self.skip_request.size:
             return self.request_decode_start
         first = self.request_decode_start.copy()
-        piece, iteration = self._token_iterations
-        head = np.ones(piece.size, dtype=bool)
-        head[1:] = piece[1:] != piece[:-1]
+        (piece, iteration), head = self._token_iterations, self._token_heads
         first[piece[head]] = iteration[head]
         return read_only(first)
 
