@@ -121,8 +121,13 @@ METRICS = (
     "throughput_tps",
     "offered_rps",
     "split_share",
+    "prompt_on_token",
+    "token_on_prompt",
     "completed",
 )
+#: The machines of each setup's prompt pool, numbered first (SplitwiseSim's instance ids and
+#: llmsched's machines alike); the baseline has no pools.
+PROMPT_MACHINES = {"baseline": None, "splitwise-hh": 2}
 
 
 def make_trace(rate: float, requests: int, seed: int = 0, trace: Path | str | None = None) -> pd.DataFrame:
@@ -401,10 +406,16 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
         }
     )
     frame["tbt"] = (frame["e2e"] - frame["ttft"]) / frame["token_size"]
+    # Where each phase ran, machines numbered as SplitwiseSim's instances (prompt machines first).
+    if setup == "baseline":
+        frame["prompt_instance"] = frame["token_instance"] = schedule.request_engine
+    else:
+        frame["prompt_instance"] = schedule.stage_machine[schedule.request_stage]
+        frame["token_instance"] = schedule.request_machine
     return frame, seconds
 
 
-def summarize(frame: pd.DataFrame) -> dict[str, float]:
+def summarize(frame: pd.DataFrame, prompt_machines: int | None = None) -> dict[str, float]:
     """Percentiles and throughput of one run's per-request frame.
 
     Percentiles are numpy's (linear interpolation), as in SplitwiseSim's ``summary.csv``.
@@ -417,7 +428,10 @@ def summarize(frame: pd.DataFrame) -> dict[str, float]:
     ``token_size`` of each) per second, and ``offered_rps`` the arrivals in the same window per
     second: below saturation the first follows the last; past it, it stays at the capacity.
     ``split_share`` is the share of requests whose prompt and token phases ran on different
-    instances (NaN when the frame does not say where they ran).
+    instances (NaN when the frame does not say where they ran); with ``prompt_machines`` (the
+    machines numbered first that make the prompt pool), ``prompt_on_token`` is the share
+    prefilled on a token machine (the mixed pool lending it to the prompt pool) and
+    ``token_on_prompt`` the share decoded on a prompt machine (NaN without pools).
 
     Parameters
     ----------
@@ -428,8 +442,8 @@ def summarize(frame: pd.DataFrame) -> dict[str, float]:
     -------
     dict
         ``ttft_p50``, ``ttft_p99``, ``tbt_p50``, ``tbt_p99``, ``e2e_p50``, ``e2e_p99`` (seconds),
-        ``throughput_rps``, ``throughput_tps``, ``offered_rps``, ``split_share`` and
-        ``completed`` (all completed requests).
+        ``throughput_rps``, ``throughput_tps``, ``offered_rps``, ``split_share``,
+        ``prompt_on_token``, ``token_on_prompt`` and ``completed`` (all completed requests).
     """
     if len(frame) == 0:
         return {name: float("nan") for name in METRICS if name != "completed"} | {"completed": 0}
@@ -450,10 +464,14 @@ def summarize(frame: pd.DataFrame) -> dict[str, float]:
         figures["offered_rps"] = float(((arrival > start) & (arrival <= stop)).sum()) / span
     else:
         figures["throughput_rps"] = figures["throughput_tps"] = figures["offered_rps"] = float("nan")
+    figures["split_share"] = figures["prompt_on_token"] = figures["token_on_prompt"] = float("nan")
     if {"prompt_instance", "token_instance"} <= set(frame.columns):
-        figures["split_share"] = float((frame["prompt_instance"] != frame["token_instance"]).mean())
-    else:
-        figures["split_share"] = float("nan")
+        prompt_at = frame["prompt_instance"].to_numpy()
+        token_at = frame["token_instance"].to_numpy()
+        figures["split_share"] = float(np.mean(prompt_at != token_at))
+        if prompt_machines is not None:
+            figures["prompt_on_token"] = float(np.mean(prompt_at >= prompt_machines))
+            figures["token_on_prompt"] = float(np.mean(token_at < prompt_machines))
     figures["completed"] = len(frame)
     return figures
 
@@ -480,14 +498,14 @@ def print_side_by_side(
     if llmsched is None:
         print(f"  {'metric':<16}{'SplitwiseSim':>14}")
         for name in METRICS:
-            print(f"  {name:<16}{_format(splitwisesim[name]):>14}")
+            print(f"  {name:<16}{_format(splitwisesim.get(name, math.nan)):>14}")
         print(f"  {'sim seconds':<16}{sws_seconds:>14.2f}")
         return
     print(f"  {'metric':<16}{'SplitwiseSim':>14}{'llmsched':>14}{'rel diff':>10}")
-    for name in METRICS:
-        a, b = float(splitwisesim[name]), float(llmsched[name])
+    for name in METRICS:  # a recorded run may predate a metric: NaN
+        a, b = float(splitwisesim.get(name, math.nan)), float(llmsched[name])
         rel = b / a - 1 if a else float("nan")
-        print(f"  {name:<16}{_format(splitwisesim[name]):>14}{_format(llmsched[name]):>14}{rel:>+10.1%}")
+        print(f"  {name:<16}{_format(a):>14}{_format(b):>14}{rel:>+10.1%}")
     assert llm_seconds is not None
     print(
         f"  {'sim seconds':<16}{sws_seconds:>14.2f}{llm_seconds:>14.3f}"
@@ -530,7 +548,7 @@ def _show(
         llm_frame, llm_seconds = run_llmsched(trace_frame, setup)
         times = [llm_seconds] + [run_llmsched(trace_frame, setup)[1] for _ in range(TIMING_RUNS - 1)]
         llm_seconds = statistics.median(times)
-        mine = summarize(llm_frame)
+        mine = summarize(llm_frame, PROMPT_MACHINES[setup])
         print_side_by_side(setup, rate, figures, seconds, mine, llm_seconds)
         results.append((setup, rate, figures, seconds, mine, llm_seconds))
     sys.stdout.flush()
@@ -654,7 +672,7 @@ def main() -> int:
         for rate in rates:
             trace_frame = make_trace(rate, args.requests, args.seed, trace=args.trace)
             frame, seconds = run_splitwisesim(args.splitwisesim, args.splitwisesim_python, trace_frame, setup)
-            figures = summarize(frame)
+            figures = summarize(frame, PROMPT_MACHINES[setup])
             if args.frames:
                 Path(args.frames).mkdir(parents=True, exist_ok=True)
                 name = f"{setup}_{rate:g}_{args.requests}_{args.seed}.csv.gz"
