@@ -251,3 +251,39 @@ def test_an_iteration_policy_sees_continuations_among_the_waiting() -> None:
         assert check(schedule) == [] and spy.fewest >= 1
         preempted += int(schedule.preemptions.sum())
     assert preempted > 0
+
+
+@pytest.mark.parametrize("which", RULES, ids=["-".join(map(str, r)) for r in RULES])
+def test_a_continuation_that_could_not_be_taken_is_refused_before_work(which: tuple[str, bool]) -> None:
+    """A request preempted late comes back with a prompt of up to p + o - 1 tokens: where that
+    passes what one take may hold (the prefill capacity, vLLM's cap without chunking), the
+    engine refuses the workload up front, naming the request; with memory for every request
+    the engine may hold at once nothing is preempted, and the same workload runs."""
+    mode, chunked = which
+    cost = LinearCostModel(0.02, 1e-4, 0.03, 2e-4, prefill_capacity=100)
+    workload = Workload([10, 10], [230, 230])
+    tight, ample = KVMemory(62, 4, watermark=0.0), KVMemory(120, 4, watermark=0.0)
+
+    def rule(memory: KVMemory) -> Any:
+        if mode == "competition":
+            return CompetitionRule(make_iteration_policy("prefill-first"), memory)
+        return batching_rule(mode, 64 if mode == "sarathi" else 100, chunked, memory)
+
+    refused = r"request 0 may be preempted .* prompt of 239 tokens, more than the 100"
+    with pytest.raises(ValueError, match=refused):
+        rule(tight).check(workload, cost, 2)
+    rule(ample).check(workload, cost, 2)
+    schedule = run(workload, rule(ample), clients=2, cost=cost)
+    assert check(schedule) == [] and int(schedule.preemptions.sum()) == 0
+
+
+def test_the_slo_policy_runs_under_memory_when_only_continuations_wait() -> None:
+    """A continuation waits with its request's arrival: the view's oldest arrival is that of
+    the oldest request waiting, continuations included, so a TTFT-aware policy has a finite
+    slack to reason about (it used to be shown no arrival at all, and failed)."""
+    cost = LinearCostModel(0.02, 1e-4, 0.03, 2e-4, prefill_capacity=300)
+    workload = Workload([4, 4], [20, 20])
+    for name in ("slo", "lagrangian"):
+        policy = make_iteration_policy(name) if name == "slo" else make_iteration_policy(name, slo_ttft=1.0)
+        schedule = run(workload, CompetitionRule(policy, KVMemory(8, 4, watermark=0.0)), clients=2, cost=cost)
+        assert check(schedule) == [] and int(schedule.preemptions.sum()) > 0

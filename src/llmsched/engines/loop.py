@@ -603,6 +603,7 @@ def _run(
         resume = getattr(requests, "resume", arrive)  # a continuation's place among the waiting
     next_arrival = finished = started = 0
     oldest = 0  # position in ``order`` of the oldest arrived request that may not have started
+    waiting_pieces: list[tuple[float, int]] = []  # (arrival, piece): continuations, a heap
     waiting_arrival_sum = 0.0  # sum of the arrival times of the arrived, unstarted requests
     g = 0  # global decode iteration counter
     takes = 0  # takes so far
@@ -692,6 +693,7 @@ def _run(
                         each.add_slot()
                         each.reveal(piece, prompt[piece], planned[piece], left, arrival[piece])
                     waiting_arrival_sum += arrival[piece]
+                    heappush(waiting_pieces, (arrival[piece], piece))
                     resume(piece)
         active = len(heap)
         ready = ready_now() if free and active < rule.admit_below else 0
@@ -717,7 +719,13 @@ def _run(
             view.unstarted = unstarted = next_arrival + continuations - started
             while oldest < next_arrival and state[order[oldest]] == taken:
                 oldest += 1
-            view.oldest_arrival = due_in_order[oldest] if oldest < next_arrival else _INF
+            oldest_arrival = due_in_order[oldest] if oldest < next_arrival else _INF
+            if waiting_pieces:  # a continuation waits with its request's arrival
+                while waiting_pieces and state[waiting_pieces[0][1]] == taken:
+                    heappop(waiting_pieces)
+                if waiting_pieces and waiting_pieces[0][0] < oldest_arrival:
+                    oldest_arrival = waiting_pieces[0][0]
+            view.oldest_arrival = oldest_arrival
             view.waiting_seconds = max(0.0, unstarted * now - waiting_arrival_sum) if unstarted else 0.0
             view._iteration = g
         # With nothing ready and nothing under way a rule can only decode on: not asked.

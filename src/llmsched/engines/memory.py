@@ -14,6 +14,7 @@ engine's blocks in every run.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,12 +36,18 @@ __all__ = [
 ]
 
 
-def check_memory(workload: Workload, memory: Any, clients: int) -> None:
+def check_memory(workload: Workload, memory: Any, clients: int, capacity: float = math.inf) -> None:
     """Refuse (TypeError, ValueError) a ``memory`` that is not a
     :class:`~llmsched.core.memory.KVMemory`, or one in which some request could never run:
     alone in the engine, each of its pieces must be admitted with the watermark kept and
     with room for the most requests one take may hold (its clients), and it must decode to
-    its end. The message names the request and the memory it needs."""
+    its end. The message names the request and the memory it needs.
+
+    ``capacity`` is the most prompt tokens one take may hold (the prefill capacity, or a
+    rule's smaller cap). A request preempted after ``d`` tokens comes back with a prompt of
+    ``p + d`` tokens, at most ``p + o - 1``: when memory may preempt at all (the blocks the
+    largest requests an engine holds at once need at their ends pass the memory), every
+    request's ``p + o - 1`` must fit ``capacity``, or its continuation could never be taken."""
     if not isinstance(memory, KVMemory):
         raise TypeError(
             f"memory must be a llmsched.core.memory.KVMemory or None, got {type(memory).__name__}"
@@ -56,6 +63,23 @@ def check_memory(workload: Workload, memory: Any, clients: int) -> None:
             f"can promise one request ({memory.reserved_blocks} blocks kept free by the watermark, "
             f"a block for each of up to {most} requests taken at once); give the engine more memory "
             "or fewer clients, or clip the requests"
+        )
+    if capacity == math.inf:
+        return
+    ends = np.sort(-(-tokens // memory.block_size))[::-1]
+    if int(ends[:most].sum()) <= memory.blocks:
+        return  # the requests an engine holds at once always fit: nothing is ever preempted
+    longest = tokens - 1
+    over = np.flatnonzero(longest > capacity)
+    if over.size:
+        worst = int(over[np.argmax(longest[over])])
+        raise ValueError(
+            f"request {worst} may be preempted with {int(workload.output_tokens[worst]) - 1} of its "
+            f"{int(workload.output_tokens[worst])} tokens decoded and come back with a prompt of "
+            f"{int(longest[worst])} tokens, more than the {int(capacity)} one take may hold; under "
+            "KV-cache memory a request's prompt and output less one must fit the prefill capacity "
+            "(and max_num_batched_tokens without chunked prefill), as vLLM asks max_model_len to: "
+            "raise it, give the engine more memory, or clip the requests"
         )
 
 

@@ -407,7 +407,7 @@ def sweep(
         from llmsched.engines.memory import check_memory
         from llmsched.online.registry import make_request_policy
 
-        check_memory(workload, memory, clients)
+        check_memory(workload, memory, clients, cost.prefill_capacity)
         for request, _ in pairs:
             if not getattr(make_request_policy(request), "open_ended", False):
                 raise ValueError(

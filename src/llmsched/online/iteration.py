@@ -62,6 +62,8 @@ def slo_iterations(engine: EngineView, slo_ttft: float, mean_prompt: float) -> i
     tau = engine.iteration_time
     if not slack > tau or tau <= 0:  # NaN-safe: no slack, or nothing left to wait for
         return 0
+    if slack == math.inf:  # nothing waits that the target could be missed for: decode on
+        return DECODE_UNTIL_EVENT
     return int(slack // tau)
 
 

@@ -64,7 +64,8 @@ class CompetitionRule:
     def check(self, workload: Workload, cost: CostModel, clients: int) -> None:
         check_instance(workload, cost, clients)
         if self.memory is not None:
-            check_memory(workload, self.memory, clients)
+            capacity = min(cost.prefill_capacity, getattr(self, "token_cap", math.inf))
+            check_memory(workload, self.memory, clients, capacity)
 
     def start(self, engine: RuleStart) -> None:
         known = engine.known_for(self.policy)

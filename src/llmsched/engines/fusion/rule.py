@@ -82,7 +82,7 @@ class FusionRule:
     def check(self, workload: Workload, cost: CostModel, clients: int) -> None:
         check_fused_instance(workload, cost, clients, self.token_budget)
         if self.memory is not None:
-            check_memory(workload, self.memory, clients)
+            check_memory(workload, self.memory, clients, cost.prefill_capacity)
 
     def start(self, engine: RuleStart) -> None:
         self._prompt = engine.prompt
