@@ -31,7 +31,7 @@ from llmsched import (
 )
 from llmsched.core.cost import BoundedCostModel, ContextAwareCostModel, is_context_aware
 from llmsched.core.table import lower_hull
-from llmsched.engines.fusion.iteration import fused_iteration_time, mixed_terms
+from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time, mixed_terms
 
 # Prefill 10 ms up to 100 tokens, 30 ms at 300, 90 ms at 500 (steeper past 300); decode 20 ms
 # for one request, 18 ms for two (a CPU-like dip), 30 ms for four.
@@ -72,11 +72,11 @@ def test_past_its_end_a_falling_table_stays_flat() -> None:
 
 
 def test_it_meets_the_library_protocols() -> None:
-    """Context-aware (c_d, and squares accepted and unused) and bounded; hashable and equal by
-    value; mixed_terms leaves it to fused_iteration_time."""
+    """Context-aware (c_d; squares of whole prompts accepted and unused) and bounded; hashable
+    and equal by value; mixed_terms leaves it to fused_iteration_time."""
     assert isinstance(SMALL, ContextAwareCostModel) and isinstance(SMALL, BoundedCostModel)
     assert is_context_aware(SMALL) and SMALL.prefill_per_square == 0.0
-    assert SMALL.prefill_time(300, 10**9) == SMALL.prefill_time(300)
+    assert SMALL.prefill_time(300, 300**2) == SMALL.prefill_time(300, 3 * 100**2) == SMALL.prefill_time(300)
     assert hash(SMALL) == hash(replace(SMALL)) and replace(SMALL) == SMALL
     assert mixed_terms(SMALL) is None
 
@@ -576,3 +576,31 @@ def test_a_table_scaled_is_every_time_divided() -> None:
     assert fast.decode_iteration_time(3, 100) == pytest.approx(SMALL.decode_iteration_time(3, 100) / 2)
     with pytest.raises(ValueError, match="speed must be"):
         SMALL.scaled(0)
+
+
+def test_a_chunk_takes_what_it_adds_to_the_prompt_before_it() -> None:
+    """A chunk of t tokens from position s (squares (s + t)^2 - s^2) takes f(s + t) - f(s),
+    never less than f(t), with s + t kept within the capacity; a prompt's chunks add up to at
+    least the prompt whole, in every reading (scalars, arrays, mixed iterations)."""
+    # f(100) = 0.01, f(300) = 0.03, f(400) = 0.06, f(500) = 0.09.
+    assert SMALL.prefill_time(300, int(chunk_squares(100, 300))) == pytest.approx(0.06 - 0.01)
+    assert SMALL.prefill_time(100, int(chunk_squares(100, 100))) == pytest.approx(0.02 - 0.01)
+    assert SMALL.prefill_time(100, int(chunk_squares(10, 100))) == pytest.approx(0.01)  # f(t) the floor
+    assert SMALL.prefill_time(300, 10**9) == pytest.approx(0.09 - 0.02)  # within the capacity
+    rng = np.random.default_rng(3)
+    for table in (SMALL, replace(SMALL, mixed_factor=1.1)):
+        for _ in range(200):
+            prompt = int(rng.integers(1, 501))
+            cuts = np.unique(np.concatenate([[0, prompt], rng.integers(1, prompt + 1, rng.integers(0, 5))]))
+            starts, tokens = cuts[:-1], np.diff(cuts)
+            squares = chunk_squares(starts, tokens)
+            one = np.asarray(table.prefill_time(tokens, squares))
+            assert one == pytest.approx(
+                [table.prefill_time(int(t), int(q)) for t, q in zip(tokens, squares, strict=True)]
+            )
+            assert float(one.sum()) >= float(table.prefill_time(prompt, prompt * prompt)) * (1 - 1e-12)
+            mixed = [
+                table.mixed_iteration_time(2, 50, int(t), int(q))
+                for t, q in zip(tokens, squares, strict=True)
+            ]
+            assert mixed == pytest.approx(np.asarray(table.mixed_iteration_time(2, 50, tokens, squares)))

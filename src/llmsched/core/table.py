@@ -323,8 +323,9 @@ class TableCostModel:
     # ------------------------------------------------------------ the protocol
     @property
     def prefill_per_square(self) -> float:
-        """0.0: no time is linear in the prompts' squares (a table with a batched prefill
-        table reads them to tell a stage's prompt count, :meth:`prefill_time`)."""
+        """0.0: no time is linear in the prompts' squares (a table reads them to tell a
+        stage's prompt count, with a batched prefill table, and a chunk's position in its
+        prompt: :meth:`prefill_time`)."""
         return 0.0
 
     def prefill_time(self, tokens: Any, squares: Any = 0) -> Any:
@@ -348,23 +349,53 @@ class TableCostModel:
         The prefill table is never carried on past twice its last knot: there it follows the
         batched table's measured shape, scaled to meet it (``f(2x) * batched(T) /
         batched(2x)``, ``x`` its last knot).
+
+        ``squares`` above ``tokens**2`` is a chunk of a prompt whose earlier chunks are in the
+        cache (chunked prefill: a chunk of ``t`` tokens from position ``s`` counts ``(s + t)**2
+        - s**2``, so ``s = (squares / t - t) / 2``). The table measured whole prompts; a chunk
+        attends to the ``s`` tokens before it, which a prompt of ``t`` tokens does not, so the
+        chunk takes what it adds to a prompt of ``s`` tokens, ``f(s + t) - f(s)``, and never
+        less than a prompt of its own tokens, ``f(t)`` (the pass's fixed cost). A prompt's
+        chunks then take at least the prompt whole, as its first chunk takes ``f(t_1)``: chunked
+        prefill is never cheaper than prefill, as in Sarathi-Serve's measurements.
         """
         tokens = sizes("tokens", tokens)
         squares = sizes("squares", squares)
-        single = self._single(tokens)
-        if self.batched_prompt is None:
-            return single
         if isinstance(tokens, numbers.Real) and isinstance(squares, numbers.Real):
+            if squares > tokens * tokens > 0:
+                return self._chunk(float(tokens), float(squares))
+            single = self._single(tokens)
+            if self.batched_prompt is None:
+                return single
             return self._by_count(float(tokens), float(squares), float(single))
+        single = self._single(tokens)
         t, s = np.broadcast_arrays(
             np.asarray(tokens, dtype=np.float64), np.asarray(squares, dtype=np.float64)
         )
+        chunk = (s > t * t) & (t > 0)
+        if self.batched_prompt is None and not chunk.any():
+            return single
         one = np.broadcast_to(np.asarray(single, dtype=np.float64), t.shape)
         out = np.array(
-            [self._by_count(a, b, c) for a, b, c in zip(t.ravel(), s.ravel(), one.ravel(), strict=True)]
+            [
+                self._chunk(a, b) if c else (d if self.batched_prompt is None else self._by_count(a, b, d))
+                for a, b, c, d in zip(t.ravel(), s.ravel(), chunk.ravel(), one.ravel(), strict=True)
+            ]
         )
         out = out.reshape(t.shape)
         return float(out) if out.ndim == 0 else out
+
+    def _chunk(self, tokens: float, squares: float, extra: float = 0.0) -> float:
+        """A chunk of ``tokens`` prompt tokens of ``squares`` squared tokens (see
+        :meth:`prefill_time`), with ``extra`` tokens more in the pass (SplitwiseSim's decoding
+        requests): ``max(f(T), f(s + T) - f(s))``, ``T = tokens + extra``, ``f`` the prefill
+        table (one prompt), ``s + T`` kept within ``prefill_capacity``."""
+        total = tokens + extra
+        start = max(0.0, (squares / tokens - tokens) / 2)
+        end = min(start + total, float(self.prefill_capacity))
+        whole = float(self._single(total))
+        added = float(self._single(end)) - float(self._single(max(0.0, end - total)))
+        return max(whole, added)
 
     def _by_count(self, tokens: float, squares: float, single: float) -> float:
         """:meth:`prefill_time` of one stage, given the prefill table's time at its tokens."""
@@ -436,13 +467,16 @@ class TableCostModel:
             if not decoding:
                 return (
                     self._read_prefill(chunk_tokens)
-                    if self.batched_prompt is None
+                    if self.batched_prompt is None and squares <= chunk_tokens * chunk_tokens
                     else (float(self.prefill_time(chunk_tokens, squares)))
                 )
             if self.mixed_factor is not None:
-                return self.mixed_factor * self._read_prefill(chunk_tokens + decoding) + (
-                    self.decode_per_context * context
+                prompt = (
+                    self._read_prefill(chunk_tokens + decoding)
+                    if squares <= chunk_tokens * chunk_tokens
+                    else self._chunk(chunk_tokens, squares, decoding)
                 )
+                return self.mixed_factor * prompt + self.decode_per_context * context
         if np.ndim(decoding) == 0 and np.ndim(chunk_tokens) == 0:
             if chunk_tokens == 0:
                 return float(self.decode_iteration_time(decoding, context))
@@ -464,10 +498,23 @@ class TableCostModel:
     def _both(self, decoding: Any, context: Any, chunk_tokens: Any, squares: Any) -> Any:
         """A mixed iteration's time when it holds both decoding requests and prompt tokens."""
         if self.mixed_factor is not None:
-            tokens = np.add(sizes("chunk_tokens", chunk_tokens), sizes("decoding", decoding))
-            return self.mixed_factor * self.prefill_time(tokens) + self.decode_per_context * sizes(
-                "context", context
+            chunk, extra = sizes("chunk_tokens", chunk_tokens), sizes("decoding", decoding)
+            c, x, q = np.broadcast_arrays(
+                np.asarray(chunk, dtype=np.float64),
+                np.asarray(extra, dtype=np.float64),
+                np.asarray(sizes("squares", squares), dtype=np.float64),
             )
+            prompt = np.asarray(self.prefill_time(np.add(chunk, extra)), dtype=np.float64)
+            prompt = np.array(
+                [
+                    self._chunk(a, b, d) if b > a * a > 0 else p
+                    for a, b, d, p in zip(
+                        c.ravel(), q.ravel(), x.ravel(), np.broadcast_to(prompt, c.shape).ravel(), strict=True
+                    )
+                ]
+            ).reshape(c.shape)
+            out = self.mixed_factor * prompt + self.decode_per_context * np.asarray(sizes("context", context))
+            return float(out) if np.ndim(out) == 0 else out
         fixed = min(self._prefill_y[0], self._decode_y[0])
         decode = self.decode_iteration_time(decoding, context)
         shared = np.minimum(fixed, self.decode_iteration_time(decoding))
