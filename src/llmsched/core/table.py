@@ -362,8 +362,9 @@ class TableCostModel:
         tokens = sizes("tokens", tokens)
         squares = sizes("squares", squares)
         if isinstance(tokens, numbers.Real) and isinstance(squares, numbers.Real):
-            if squares > tokens * tokens > 0:
-                return self._chunk(float(tokens), float(squares))
+            t, q = float(tokens), float(squares)
+            if q > t * t > 0:
+                return self._chunk(t, q)
             single = self._single(tokens)
             if self.batched_prompt is None:
                 return single
