@@ -362,9 +362,9 @@ class TableCostModel:
         tokens = sizes("tokens", tokens)
         squares = sizes("squares", squares)
         if isinstance(tokens, numbers.Real) and isinstance(squares, numbers.Real):
-            t, q = float(tokens), float(squares)
-            if q > t * t > 0:
-                return self._chunk(t, q)
+            length, squared = float(tokens), float(squares)
+            if squared > length * length > 0:
+                return self._chunk(length, squared)
             single = self._single(tokens)
             if self.batched_prompt is None:
                 return single
