@@ -165,10 +165,14 @@ class FleetSchedule(ScheduleBase):
 
     @property
     def utilization(self) -> float:
-        """Busy client-time over every engine's clients times the fleet's makespan."""
+        """Client-time held by requests on every engine (each engine's ``utilization`` times
+        its clients and makespan, whatever its mode) over every engine's clients times the
+        fleet's makespan."""
         span = self.makespan
         clients = sum(e.clients for e in self.engines)
-        busy = sum(s.busy_time for s in self.schedules)
+        busy = sum(
+            s.utilization * e.clients * s.makespan for s, e in zip(self.schedules, self.engines, strict=True)
+        )
         return busy / (clients * span) if span > 0 else 0.0
 
     @property
