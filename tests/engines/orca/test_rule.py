@@ -63,6 +63,25 @@ def test_the_validator_holds_a_split_prompt_and_two_prompts_over_the_cap_against
     assert {v.rule for v in validate_fused(tight)} == {"budget"}
 
 
+def test_the_validator_holds_decoding_beside_a_prompt_over_the_cap_and_an_idle_sit_out() -> None:
+    """A whole prompt passes the cap only alone: beside decoding requests over the cap it
+    breaks the budget rule alone. And requests decoding across a run they all sit out may not
+    wait before it: an idle gap there breaks the timeline rule alone."""
+    late = Workload([1] * 8 + [60], [50] * 8 + [5], arrival=[0.0] * 8 + [0.5])
+    wide = run(late, OrcaRule(1000), clients=9)
+    assert validate_fused(wide) == []
+    for cap in (64, 20):  # 8 decoding + a 60-token prompt: over the cap, and the prompt alone over it
+        assert {v.rule for v in validate_fused(dataclasses.replace(wide, token_budget=cap))} == {"budget"}
+    alone = run(Workload([4, 4, 300], [30, 30, 5], arrival=[0.0, 0.0, 0.2]), OrcaRule(64), clients=3)
+    assert validate_fused(alone) == [] and alone.skip_run.size == 2
+    sat = int(alone.skip_run[0])
+    assert int(alone.run_decoding[sat]) == 0  # both decoding requests sit the long prompt out
+    start = alone.run_start.copy()
+    start[sat:] += 5.0
+    idle = dataclasses.replace(alone, run_start=start, makespan=alone.makespan + 5.0)
+    assert {v.rule for v in validate_fused(idle)} == {"timeline"}
+
+
 @st.composite
 def orca_cases(draw: st.DrawFn, longest: int) -> tuple[Workload, int, int]:
     """Up to 25 requests of prompts up to ``longest`` tokens arriving in bursts, a cap and

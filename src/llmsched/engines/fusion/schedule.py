@@ -101,7 +101,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     ``whole_prompts`` marks an engine that never splits a prompt (Orca's mixed iterations,
     :mod:`llmsched.engines.orca.rule`): each prompt is one chunk, and an iteration whose one
     chunk is a whole prompt may hold more than the budget (a prompt longer than the budget
-    runs with the decoding requests, alone).
+    runs alone, every decoding request sitting the iteration out).
 
     Sit-outs (``skip_request``, ``skip_run``; empty but under Orca's rule): request
     ``skip_request[s]`` decoded no token in mixed iteration ``skip_run[s]``, though it held

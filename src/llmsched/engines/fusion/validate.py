@@ -155,7 +155,12 @@ def validate_fused(
             add("timeline", [0], lambda _: f"run 0 starts at {s.run_start[0]:.9g}s, before time 0")
         empty = np.flatnonzero((s.run_decoding == 0) & (s.run_chunk_tokens == 0))
         add("timeline", empty, lambda r: f"run {r} neither decodes nor prefills")
-        paused = np.flatnonzero((s.run_decoding[1:] > 0) & (s.run_start[1:] > ends[:-1] + tol)) + 1
+        # A run that decodes, or one that requests decoding across its start sit out (their
+        # decode ranges hold it), follows the run before it at once.
+        lo, hi = np.sort(s.request_decode_start), np.sort(s.request_decode_end)
+        across = np.searchsorted(lo, first[1:], side="left") - np.searchsorted(hi, first[1:], side="right")
+        decoding = (s.run_decoding[1:] > 0) | (across > 0)
+        paused = np.flatnonzero(decoding & (s.run_start[1:] > ends[:-1] + tol)) + 1
         add(
             "timeline",
             paused,
@@ -167,9 +172,10 @@ def validate_fused(
     # budget
     over = s.run_decoding + s.run_chunk_tokens > budget
     if s.whole_prompts and chunks:
-        # One chunk, a whole prompt, may run over the budget (checked whole under ``prompt``).
+        # One chunk, a whole prompt, may run over the budget alone, every decoding request
+        # sitting the iteration out (checked whole under ``prompt``).
         per_run = np.bincount(s.chunk_run, minlength=runs)
-        over &= ~((per_run == 1) & (s.run_chunk_tokens > 0))
+        over &= ~((per_run == 1) & (s.run_chunk_tokens > 0) & (s.run_decoding == 0))
     over = np.flatnonzero(over)
     add(
         "budget",

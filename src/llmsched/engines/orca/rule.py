@@ -39,11 +39,11 @@ __all__ = ["OrcaRule", "most_iteration_tokens"]
 
 def most_iteration_tokens(max_batch_tokens: int, workload: Workload) -> int:
     """The most tokens one of Orca's iterations carries on ``workload``: within the cap, or a
-    whole prompt past it beside fewer decoding requests than the cap. The budget a fused
+    whole prompt past it, alone (every decoding request sitting it out). The budget a fused
     lower bound (:func:`~llmsched.engines.fusion.bounds.fused_lower_bounds`) must assume: with
     the cap alone it would count more iterations than a long prompt needs, and exceed what
     Orca achieves."""
-    return int(max_batch_tokens) + int(workload.prompt_tokens.max())
+    return max(int(max_batch_tokens), int(workload.prompt_tokens.max()))
 
 
 class OrcaRule(FusionRule):
