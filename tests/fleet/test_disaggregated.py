@@ -576,6 +576,12 @@ def test_a_prompt_batch_cap_holds_every_stage_of_several_prompts(
     np.add.at(tokens, schedule.request_stage, workload.prompt_tokens)
     np.add.at(count, schedule.request_stage, 1)
     assert np.all((tokens <= cap) | (count == 1))
+    several = np.flatnonzero(count > 1)
+    if several.size:  # the validator holds the cap: checked against a smaller one, only it breaks
+        tighter = replace(
+            schedule, cluster=replace(cluster, prompt_batch_tokens=int(tokens[several].max()) - 1)
+        )
+        assert {v.rule for v in validate_disaggregated(tighter)} == {"capacity"}
 
 
 def test_a_prompt_batch_cap_is_a_positive_token_count() -> None:
@@ -614,6 +620,22 @@ def test_token_memory_makes_transfers_wait_and_is_never_exceeded(prompts, tokens
     without = simulate_disaggregated(work, plain)
     assert roomy.request_transfer_end.tolist() == without.request_transfer_end.tolist()
     assert roomy.finish.tolist() == without.finish.tolist()
+
+
+def test_a_lent_stages_requests_reserve_their_blocks_from_the_stage() -> None:
+    """A request a lent machine prefills and decodes holds its blocks there from its stage's
+    start: a schedule that says it reserved them later (so that a smaller memory would seem to
+    hold) breaks the transfer rule."""
+    cluster = _cluster(mixed=True, lend_busy_above=0, token_memory=KVMemory(3000, 16), max_output_tokens=80)
+    rng = np.random.default_rng(0)
+    work = Workload(rng.integers(500, 2000, 60), rng.integers(1, 80, 60), arrival=np.zeros(60))
+    s = simulate_disaggregated(work, cluster)
+    assert validate_disaggregated(s) == []
+    local = s.stage_machine[s.request_stage] == s.request_machine
+    assert s.request_transfer_start is not None and local.sum() > 0
+    later = s.request_transfer_start.copy()
+    later[local] = s.finish[local]
+    assert {v.rule for v in validate_disaggregated(replace(s, request_transfer_start=later))} == {"transfer"}
 
 
 def test_a_transfer_waits_for_memory_and_the_memory_rule_alone_breaks_when_it_shrinks() -> None:

@@ -190,6 +190,18 @@ def validate_disaggregated(
                 [k],
                 lambda k, cap=cap: f"stage {k} holds {tokens[k]} prompt tokens > capacity {cap}",
             )
+    if c.prompt_batch_tokens is not None:
+        # A stage of several prompts holds at most the cap; a longer prompt runs alone.
+        count = np.bincount(stage_of, minlength=stages)
+        capped = np.flatnonzero((count > 1) & (tokens > c.prompt_batch_tokens))
+        add(
+            "capacity",
+            capped,
+            lambda k: (
+                f"stage {k} holds {count[k]} prompts of {tokens[k]} tokens > prompt_batch_tokens "
+                f"{c.prompt_batch_tokens}"
+            ),
+        )
     starts_of = s.stage_start[stage_of]
     add(
         "arrival",
@@ -334,6 +346,17 @@ def validate_disaggregated(
             "transfer",
             early,
             lambda i: f"request {i}'s transfer starts at {reserved_at[i]:.9g}s, before its stage",
+        )
+        # A lent stage's request holds its blocks on the machine that prefills it from the
+        # stage's start (reserved when the stage was lent).
+        off = np.flatnonzero(local & (np.abs(reserved_at - s.stage_start[stage_of]) > tol))
+        add(
+            "transfer",
+            off,
+            lambda i: (
+                f"request {i}, prefilled where it decodes, reserves its blocks at {reserved_at[i]:.9g}s, "
+                f"not at its stage's start {s.stage_start[stage_of[i]]:.9g}s"
+            ),
         )
     add(
         "transfer",
