@@ -25,7 +25,8 @@ from llmsched.engines.disaggregation.schedule import (
 )
 from llmsched.engines.disaggregation.validate import validate_disaggregated
 from llmsched.fleet.disaggregated import simulate_disaggregated
-from llmsched.fleet.routers import make_router
+from llmsched.fleet.routers import Loads, RouterSetup, make_router
+from llmsched.fleet.routers.base import BaseRouter
 from llmsched.online import make_request_policy, request_policy_names
 from llmsched.online.baselines import FCFS
 from tests.strategies import cost_models
@@ -620,6 +621,35 @@ def test_token_memory_makes_transfers_wait_and_is_never_exceeded(prompts, tokens
     without = simulate_disaggregated(work, plain)
     assert roomy.request_transfer_end.tolist() == without.request_transfer_end.tolist()
     assert roomy.finish.tolist() == without.finish.tolist()
+
+
+class _SeenLoads(BaseRouter):
+    """Routes as jsq-prompt-tokens does, recording the prompt tokens it is shown."""
+
+    name = "seen-loads"
+
+    def start(self, setup: RouterSetup) -> None:
+        self.seen: list[tuple[int, list[int]]] = []
+
+    def route(self, request: int, loads: Loads) -> int:
+        self.seen.append((request, loads.prompt_tokens.tolist()))
+        return int(np.argmin(loads.prompt_tokens))
+
+
+def test_a_lent_prompt_machine_shows_the_router_nothing_of_requests_to_come() -> None:
+    """With a prompt machine lent to the token pool, the prompt router sees the same loads
+    before the last request arrives whatever that request's prompt."""
+    cluster = _cluster(prompt_machines=2, token_machines=1, token_clients=2, mixed=True)
+    arrival = [0.0] * 5 + [0.3, 0.35, 50.0]
+    seen = []
+    for last in (100, 3000):
+        spy = _SeenLoads()
+        s = simulate_disaggregated(
+            Workload([100] * 7 + [last], [400] * 8, arrival=arrival), cluster, "fcfs", spy
+        )
+        assert validate_disaggregated(s) == [] and s.request_machine.min() < 2  # a prompt machine decodes
+        seen.append([loads for request, loads in spy.seen if arrival[request] < 50.0])
+    assert seen[0] == seen[1]
 
 
 def test_a_lent_stages_requests_reserve_their_blocks_from_the_stage() -> None:

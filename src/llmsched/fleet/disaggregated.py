@@ -35,7 +35,7 @@ pool's cost model's seconds per prompt and per output token when busy.
 
 The mixed pool's rules (see :mod:`llmsched.engines.disaggregation`) are the cluster's, not a
 router's: a prompt machine lent to the token pool shows the prompt pool's router every request
-and every prompt token of the workload on top of its own, so that a router balancing load
+that has arrived and all their prompt tokens on top of its own, so that a router balancing load
 sends it arrivals only while every prompt machine is lent; a request whose token machine is
 full, when every token machine is full, goes to an idle prompt machine instead; an idle token
 machine takes a stage from the prompt queue holding the most tokens, when that queue holds more
@@ -197,10 +197,11 @@ class ClusterClock:
                 )
             )
         self.prompt_loads, self.token_loads = views
-        # A prompt machine lent to the token pool shows the prompt pool's router the whole
-        # workload on top of what it holds: more than any machine not lent can hold.
-        self.lent_requests = n + 1
-        self.lent_tokens = int(workload.total_prompt_tokens) + 1
+        # A prompt machine lent to the token pool shows the prompt pool's router every request
+        # that has arrived on top of what it holds, and their prompt tokens: more than any
+        # machine not lent can hold (and nothing of the requests still to come).
+        self.lent_requests = 1
+        self.lent_tokens = 1
 
         # What ran: the stages in the order they started; each request's stage, the machine
         # that decodes it (and its index there), and when its keys and values arrived there.
@@ -321,6 +322,8 @@ class ClusterClock:
     # -- routing ------------------------------------------------------------------------------
     def route_arrival(self, request: int, now: float) -> None:
         """Route an arriving request to a prompt machine, whose policy learns of it."""
+        self.lent_requests += 1
+        self.lent_tokens += self.prompt[request]
         loads = self.prompt_loads
         P = self.P
         if self.held_on_prompt:  # prompt machines lent to the token pool (the mixed pool)
