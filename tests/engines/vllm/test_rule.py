@@ -3,6 +3,7 @@ capacity, prompts first; with chunked prefill, the fused rule at that budget."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,9 @@ def test_a_prefill_stage_holds_at_most_the_token_cap_not_the_capacity() -> None:
     assert stage_tokens(schedule).tolist() == [200] * 5
     assert schedule.info["batching"] == "vllm" and schedule.info["max_num_batched_tokens"] == 250
     assert schedule.info["iteration_policy"] == "prefill-first"
+    # The validator holds the cap: checked against a smaller one, the capacity rule alone breaks.
+    tighter = dataclasses.replace(schedule, info={**schedule.info, "max_num_batched_tokens": 150})
+    assert {v.rule for v in llmsched.validate(tighter)} == {"capacity"}
 
 
 def test_waiting_prompts_go_first_then_one_decode_iteration_between_stages() -> None:

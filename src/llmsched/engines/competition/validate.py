@@ -17,7 +17,8 @@ Rules (``Violation.rule``):
     each request is prefilled exactly once, in a prefill stage, onto one
     existing client
 ``capacity``
-    a prefill stage holds at most ``cost.prefill_capacity`` prompt tokens
+    a prefill stage holds at most ``cost.prefill_capacity`` prompt tokens, and at most
+    ``max_num_batched_tokens`` where the schedule's ``info`` names one (vLLM's rule)
 ``stage_time``
     prefill stages last ``cost.prefill_time(tokens)``; decode iterations
     last ``cost.decode_iteration_time(active)`` (a run's iteration time,
@@ -168,6 +169,13 @@ def validate(
         np.flatnonzero(is_prefill & (tokens > capacity)),
         lambda k: f"prefill stage {k} holds {tokens[k]} prompt tokens, above the capacity of {capacity}",
     )
+    cap = (getattr(schedule, "info", None) or {}).get("max_num_batched_tokens")
+    if cap is not None and int(cap) < capacity:  # vLLM's batch cap, where the engine ran under one
+        report.add(
+            "capacity",
+            np.flatnonzero(is_prefill & (tokens > int(cap))),
+            lambda k: f"prefill stage {k} holds {tokens[k]} prompt tokens, over max_num_batched_tokens {cap}",
+        )
     report.add(
         "no_idle_work",
         np.flatnonzero(is_prefill & (members == 0)),
