@@ -154,7 +154,26 @@ def test_simulate_runs_on_a_preset_and_on_a_fitted_table(tmp_path, capsys) -> No
     assert main([*argv, "--cost", f"table:{tmp_path / 'none.toml'}"]) == 2
     assert "none.toml" in capsys.readouterr().err
     assert main([*argv, "--cost", "preset:llama2-70b/h100/tp8", "--clients", "200"]) == 2
-    assert "up to 128 requests" in capsys.readouterr().err
+    assert "up to 128 requests: give at most 128 clients (--clients)" in capsys.readouterr().err
+
+
+def test_a_preset_gives_its_price_and_its_models_keys_and_values(capsys) -> None:
+    """Engines of a preset cost its price (relative to a DGX-A100) unless an option names one;
+    a disaggregated cluster of a preset moves its model's keys and values over its layers."""
+    fleet = ["fleet", "--requests", "60", "--arrivals", "poisson:4", "--max-output", "32", "--json"]
+    fleet += ["--cost", "preset:llama2-70b/h100/tp8", "--clients", "32", "--engines", "2"]
+    assert main(fleet) == 0
+    price = preset("llama2-70b/h100/tp8").price
+    assert [e["price"] for e in json.loads(capsys.readouterr().out)["engines"]] == [price, price]
+    assert main([*fleet[:-4], "--engine", "a:32", "--engine", "b:32:1"]) == 0
+    assert [e["price"] for e in json.loads(capsys.readouterr().out)["engines"]] == [price, 1.0]
+    bloom = preset("bloom-176b/h100/tp8")
+    split = ["simulate", "--requests", "60", "--arrivals", "poisson:2", "--max-output", "32", "--clients", "32"]
+    split += ["--cost", "preset:bloom-176b/h100/tp8", "--mode", "disaggregated"]
+    assert main(split) == 0
+    assert f"{bloom.kv_bytes_per_token:,} bytes a token over {bloom.layers} layers" in capsys.readouterr().out
+    assert main([*split, "--kv-bytes-per-token", "1000", "--layers", "10"]) == 0
+    assert "1,000 bytes a token over 10 layers" in capsys.readouterr().out
 
 
 def test_a_fleet_of_presets_at_a_speed_and_fusion_on_a_preset(capsys) -> None:

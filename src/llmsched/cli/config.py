@@ -24,8 +24,8 @@ A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
     prompt_machines = 1            # --prompt-machines (disaggregated; clients is per token machine)
     token_machines = 1             # --token-machines
     kv_bandwidth = 25.0            # --kv-bandwidth (GB/s of the KV-cache link)
-    kv_bytes_per_token = 2621440   # --kv-bytes-per-token (LLaMA-65B in float16)
-    layers = 80                    # --layers (the per-layer overlap of the transfer)
+    kv_bytes_per_token = 2621440   # --kv-bytes-per-token (left out: a preset's model's, else LLaMA-65B's)
+    layers = 80                    # --layers (the per-layer overlap; left out: as kv_bytes_per_token)
     kv_overlap = true              # --kv-overlap / --no-kv-overlap
     mixed_pool = false             # --mixed-pool: lend idle token machines to the prompt pool
     prompt_batch_tokens = 2048     # --prompt-batch-tokens (left out: the prefill capacity)

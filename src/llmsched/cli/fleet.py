@@ -28,6 +28,7 @@ from llmsched.cli.options import (
     check_outputs,
     choice,
     engine_kind,
+    engine_price,
     integer,
     load_config_class,
     load_inputs,
@@ -58,8 +59,8 @@ OPTIONS = (
         "engine",
         ENGINE_KIND,
         None,
-        "an engine of its own clients, price an hour and speed (times the cost model's); repeat "
-        "for several, each --engines times",
+        "an engine of its own clients, price an hour (left out: the --cost preset's, else 1) and "
+        "speed (times the cost model's); repeat for several, each --engines times",
         shown="--engines engines of --clients",
         repeat=True,
     ),
@@ -112,15 +113,16 @@ def run(args: Any) -> int:
         "chunked_prefill": config.chunked_prefill,
         "memory": make_memory(config),
     }
+    price = engine_price(config)  # the --cost preset's, where an engine gives none
     if config.engine:
-        kinds = [engine_kind(spec) for spec in config.engine]
+        kinds = [engine_kind(spec, price) for spec in config.engine]
         engines = [
             Engine(scaled_cost(cost, speed), clients, price, *policies, name, **mode)
             for name, clients, price, speed in kinds
             for _ in range(config.engines)
         ]
     else:
-        engines = [Engine(cost, config.clients, 1.0, *policies, **mode)] * config.engines
+        engines = [Engine(cost, config.clients, price, *policies, **mode)] * config.engines
     fleet = simulate_fleet(workload, engines, config.router, pulls, seed=config.seed, sizes=config.sizes)
     violations = fleet.validate()
     summary = fleet.summary(slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt_mean)

@@ -448,8 +448,9 @@ def _check_rates(name: str, value: Any) -> tuple[float, ...]:
 RATES = Kind(_rates, _check_rates, "K1,K2,...", as_toml=list)
 
 
-def engine_kind(text: str) -> tuple[str, int, float, float]:
-    """``NAME:CLIENTS[:PRICE[:SPEED]]``, an engine kind, as (name, clients, price, speed).
+def engine_kind(text: str, price: float = 1.0) -> tuple[str, int, float, float]:
+    """``NAME:CLIENTS[:PRICE[:SPEED]]``, an engine kind, as (name, clients, price, speed);
+    ``price`` when the text gives none.
 
     Raises
     ------
@@ -461,7 +462,7 @@ def engine_kind(text: str) -> tuple[str, int, float, float]:
         if not 2 <= len(parts) <= 4 or not parts[0]:
             raise ValueError
         clients = int(parts[1])
-        price = float(parts[2]) if len(parts) > 2 else 1.0
+        price = float(parts[2]) if len(parts) > 2 else price
         speed = float(parts[3]) if len(parts) > 3 else 1.0
     except ValueError:
         raise ValueError(
@@ -825,17 +826,18 @@ CLUSTER = (
     Option(
         "kv_bytes_per_token",
         POSITIVE,
-        2_621_440.0,
+        None,
         "disaggregated: keys and values per prompt token, 2 x layers x kv heads x head dim x bytes",
-        shown="2621440, LLaMA-65B in float16",
+        shown="the --cost preset's model's, else 2621440, LLaMA-65B in float16",
         applies=_DISAGGREGATED,
         metavar="BYTES",
     ),
     Option(
         "layers",
         integer(1, 100_000),
-        80,
+        None,
         "disaggregated: the model's layers, for the per-layer overlap",
+        shown="the --cost preset's model's, else 80",
         applies=_DISAGGREGATED,
     ),
     Option(
@@ -1555,20 +1557,43 @@ def backoff(resolved: Resolved) -> Any:
     return Backoff(delay=config.backoff_delay, threshold=config.backoff_threshold)
 
 
+def _preset_of(config: Any) -> Any:
+    """The measured machine ``config.cost`` names (``preset:NAME``), or None."""
+    from llmsched.core.hardware import preset
+
+    spec = config.cost if isinstance(config.cost, str) else ""
+    kind, _, name = spec.partition(":")
+    return preset(name) if kind == "preset" and name else None
+
+
+def engine_price(config: Any) -> float:
+    """An engine's price an hour when no option gives one: the ``--cost`` preset's (relative
+    to a DGX-A100, Splitwise's Table V), else 1."""
+    machine = _preset_of(config)
+    return float(machine.price) if machine is not None else 1.0
+
+
 def make_cluster(config: Any, cost: Any, prompt_machines: int, token_machines: int) -> Any:
     """The disaggregated cluster the options of :data:`CLUSTER` describe, of ``cost`` machines
     with ``config.clients`` clients on each token machine."""
     from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 
+    # The model's keys and values: given, or the --cost preset's model's, or LLaMA-65B's.
+    kv_bytes, layers = config.kv_bytes_per_token, config.layers
+    machine = _preset_of(config)
+    if kv_bytes is None:
+        kv_bytes = machine.kv_bytes_per_token if machine is not None else 2_621_440
+    if layers is None:
+        layers = machine.layers if machine is not None else 80
     return DisaggregatedCluster(
         prompt_machines,
         token_machines,
         cost,
         cost,
         config.clients,
-        config.kv_bytes_per_token,
+        kv_bytes,
         config.kv_bandwidth,
-        config.layers,
+        layers,
         config.kv_overlap,
         config.mixed_pool,
         config.prompt_batch_tokens,

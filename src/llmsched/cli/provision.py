@@ -31,6 +31,7 @@ from llmsched.cli.options import (
     backoff,
     choice,
     engine_kind,
+    engine_price,
     enter_backend,
     integers,
     load_config_class,
@@ -68,7 +69,7 @@ OPTIONS = (
         ENGINE_KIND,
         None,
         "an engine kind; repeat for several",
-        shown="one kind of --clients at price 1",
+        shown="one kind of --clients at the --cost preset's price, else 1",
         applies=_ENGINE_MODES,
         refusal="--kind names fleet engines; --mode disaggregated sizes prompt and token pools",
         repeat=True,
@@ -96,7 +97,14 @@ OPTIONS = (
         "the branch-and-bound's latency tolerance for non-monotone steps",
     ),
     *(
-        Option(f"{pool}_price", NONNEGATIVE, 1.0, f"disaggregated: a {pool} machine an hour", applies=_POOLS)
+        Option(
+            f"{pool}_price",
+            NONNEGATIVE,
+            None,
+            f"disaggregated: a {pool} machine an hour",
+            shown="the --cost preset's, else 1",
+            applies=_POOLS,
+        )
         for pool in ("prompt", "token")
     ),
     *CLUSTER,
@@ -111,7 +119,7 @@ ProvisionConfig = load_config_class(
     __name__,
     """One ``provision`` search, resolved: every field is the flag of the same name (see
     :mod:`llmsched.cli.config` for the TOML layout); ``kind`` is None for one kind of
-    ``clients`` at price 1.""",
+    ``clients`` at the ``--cost`` preset's price (else 1).""",
 )
 
 
@@ -152,8 +160,8 @@ def run(args: Any) -> int:
                 make_cluster(config, cost, 1, 1),
                 prompt,
                 token,
-                prompt_price=config.prompt_price,
-                token_price=config.token_price,
+                prompt_price=config.prompt_price if config.prompt_price is not None else engine_price(config),
+                token_price=config.token_price if config.token_price is not None else engine_price(config),
                 **common,
             )
         else:
@@ -174,7 +182,7 @@ def run(args: Any) -> int:
                     chunked_prefill=config.chunked_prefill,
                     memory=make_memory(config),
                 )
-                for name, clients, price, speed in map(engine_kind, specs)
+                for name, clients, price, speed in (engine_kind(spec, engine_price(config)) for spec in specs)
             ]
             counts = tops if len(tops) != 1 else tops * len(kinds)
             result = provision(

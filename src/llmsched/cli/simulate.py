@@ -235,7 +235,8 @@ def _disaggregated(config: Any, workload: Any, cost: Any) -> EngineRun:
     request = config.request_policy.name
     engine = (
         f"disaggregated ({config.prompt_machines} prompt + {config.token_machines} token machines, "
-        f"{config.kv_bandwidth:g} GB/s, overlap {'on' if config.kv_overlap else 'off'}"
+        f"{config.kv_bandwidth:g} GB/s, {cluster.kv_bytes_per_token:,.0f} bytes a token over "
+        f"{cluster.layers} layers, overlap {'on' if config.kv_overlap else 'off'}"
         f"{', mixed pool' if config.mixed_pool else ''}), {request}, join-the-shortest-queue"
     )
     # A cluster has no prefill-or-decode choice to make: no iteration policy.
