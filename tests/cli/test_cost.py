@@ -168,8 +168,8 @@ def test_a_preset_gives_its_price_and_its_models_keys_and_values(capsys) -> None
     assert main([*fleet[:-4], "--engine", "a:32", "--engine", "b:32:1"]) == 0
     assert [e["price"] for e in json.loads(capsys.readouterr().out)["engines"]] == [price, 1.0]
     bloom = preset("bloom-176b/h100/tp8")
-    split = ["simulate", "--requests", "60", "--arrivals", "poisson:2", "--max-output", "32", "--clients", "32"]
-    split += ["--cost", "preset:bloom-176b/h100/tp8", "--mode", "disaggregated"]
+    split = ["simulate", "--requests", "60", "--arrivals", "poisson:2", "--max-output", "32"]
+    split += ["--clients", "32", "--cost", "preset:bloom-176b/h100/tp8", "--mode", "disaggregated"]
     assert main(split) == 0
     assert f"{bloom.kv_bytes_per_token:,} bytes a token over {bloom.layers} layers" in capsys.readouterr().out
     assert main([*split, "--kv-bytes-per-token", "1000", "--layers", "10"]) == 0
