@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+import llmsched
 from llmsched import TableCostModel, preset
 from llmsched.cli.app import main
 from llmsched.cli.cost import parse_columns
@@ -67,7 +70,14 @@ def test_cost_fit_reports_the_held_out_error_and_writes_the_table(tmp_path, caps
     assert 0 < report["prefill_mape"] < 0.03 and 0 < report["decode_mape"] < 0.02
     assert report["batched_prompt"] == 512 and report["batched_knots"] == 7
     table = TableCostModel.from_toml(out)
-    assert table == TableCostModel.fit(csv) == parse_cost(f"table:{out}")
+    # As the presets read their rows: mixed iterations at 1.1, batches to twice the largest.
+    largest = 2 * TableCostModel.fit(csv).max_batch
+    assert table == TableCostModel.fit(csv, mixed_factor=1.1, max_batch=largest) == parse_cost(f"table:{out}")
+    assert (
+        main(["cost", "fit", str(csv), "--out", str(out), "--mixed-factor", "fused", "--max-batch", "80"])
+        == 0
+    )
+    assert TableCostModel.from_toml(out) == TableCostModel.fit(csv, max_batch=80)
     assert main(["cost", "fit", str(csv), "--seed", "1", "--holdout", "0.5"]) == 0
     text = capsys.readouterr().out
     assert "52 held out (seed 1)" in text and "held-out MAPE  prefill" in text
@@ -106,7 +116,12 @@ def test_cost_fit_reads_other_column_names_and_units(tmp_path, capsys) -> None:
         (["--columns", "prompt=nothing"], "no column 'nothing'"),
         (["--holdout", "1"], "must be a number in"),
         (["--time-unit", "h"], "invalid choice"),
-        (["--mixed-factor", "0.5"], "must be a number in"),
+        (["--mixed-factor", "0.5"], "must be fused or a factor >= 1"),
+        (["--max-batch", "1000"], "max_batch may be at most 2 x the last decode knot"),
+        (["--where", "model"], "--where must be COLUMN=VALUE"),
+        (["--where", "gpu=h100"], "--where: "),
+        (["--where", "prompt_size=3"], "no row of"),
+        (["--holdout", "0.99"], "hold out fewer (--holdout)"),
         (["--prefill-by", "prompts"], "invalid choice"),
     ],
 )
@@ -189,3 +204,16 @@ def test_a_fleet_of_presets_at_a_speed_and_fusion_on_a_preset(capsys) -> None:
 
 def test_parse_columns_keeps_an_empty_column_as_none() -> None:
     assert parse_columns("prompt=p, output= ") == {"prompt": "p", "output": None}
+
+
+def test_cost_fit_on_splitwisesims_file_keeps_one_setup_and_gives_its_preset(tmp_path, capsys) -> None:
+    """SplitwiseSim's own file holds twelve setups: fitted whole it is refused, naming --where;
+    with --where keeping one, the table is that preset's."""
+    data = Path(llmsched.__file__).parent / "data" / "splitwise_perf_model.csv"
+    assert main(["cost", "fit", str(data)]) == 2
+    assert "holds measurements of 12 setups" in capsys.readouterr().err
+    out = tmp_path / "h100.toml"
+    where = "model=llama2-70b,hardware=h100-80gb,tensor_parallel=8"
+    assert main(["cost", "fit", str(data), "--where", where, "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == 105
+    assert TableCostModel.from_toml(out) == replace(preset("llama2-70b/h100/tp8").cost(), name="")

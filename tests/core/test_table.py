@@ -421,7 +421,9 @@ def test_a_csv_is_read_and_a_missing_column_named(tmp_path) -> None:
     ]
     path.write_text("\n".join(lines) + "\n")
     assert TableCostModel.fit(path, COLUMNS) == TableCostModel.fit(rows, COLUMNS)
-    with pytest.raises(ValueError, match=r"no column 'prompt_size'; its columns are \['p', 'b'"):
+    with pytest.raises(
+        ValueError, match=r"no column 'prompt_size' for the prompt role; its columns are \['p', 'b'"
+    ):
         TableCostModel.fit(path)
 
 

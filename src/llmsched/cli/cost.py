@@ -3,14 +3,19 @@ measurements (``cost fit``), which ``--cost preset:NAME`` and ``--cost table:FIL
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 from typing import Any
+
+import numpy as np
 
 from llmsched.cli.options import (
     JSON,
     OUTPUT_FILE,
     TEXT,
     Command,
+    Kind,
     Option,
     check_output_file,
     choice,
@@ -42,6 +47,30 @@ DEFAULT_COLUMNS = (
 #: :meta hide-value:
 LIST_OPTIONS = (JSON,)
 
+
+def _mixed(text: str) -> float | str:
+    if text == "fused":
+        return text
+    try:
+        factor = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be fused or a factor >= 1, got {text!r}") from None
+    if not factor >= 1:
+        raise argparse.ArgumentTypeError(f"must be fused or a factor >= 1, got {text}")
+    return factor
+
+
+def _check_mixed(name: str, value: Any) -> float | str:
+    if value == "fused":
+        return "fused"
+    from llmsched.core.checks import real
+
+    return real(name, value, low=1.0)
+
+
+#: How a fitted table prices a mixed iteration: ``fused`` (the library's rule) or a factor.
+MIXED_KIND = Kind(_mixed, _check_mixed, "fused|FACTOR")
+
 #: ``cost fit``'s options.
 #:
 #: :meta hide-value:
@@ -71,11 +100,26 @@ FIT_OPTIONS = (
     Option("seed", integer(0), 0, "seed of the split into fitted and held-out rows"),
     Option(
         "mixed_factor",
-        number(1.0),
-        None,
+        MIXED_KIND,
+        1.1,
         "price a mixed iteration at this factor times the prefill table at its tokens "
-        "(SplitwiseSim's rule; it uses 1.1)",
-        shown="the fused rule: decode plus prefill less their shared fixed cost",
+        "(SplitwiseSim's rule, 1.1, as the presets do), or 'fused': decode plus prefill less "
+        "their shared fixed cost",
+    ),
+    Option(
+        "max_batch",
+        integer(1, 1 << 20),
+        None,
+        "the largest decode batch the table prices, at most twice the largest measured",
+        shown="twice the largest measured, as the presets",
+    ),
+    Option(
+        "where",
+        TEXT,
+        None,
+        "keep only the rows whose columns hold these values, COLUMN=VALUE comma-separated (as "
+        "model=llama2-70b,hardware=h100-80gb,tensor_parallel=8 on SplitwiseSim's file)",
+        metavar="COL=VALUE,...",
     ),
     Option(
         "out",
@@ -85,6 +129,76 @@ FIT_OPTIONS = (
     ),
     JSON,
 )
+
+
+#: SplitwiseSim's columns that tell its setups apart: rows of several setups are not one table.
+SETUP_COLUMNS = ("model", "hardware", "tensor_parallel")
+
+
+def _rows(path: str, where: str | None) -> Any:
+    """The measurements ``cost fit`` fits: the file (its path), or, with ``where``, its rows
+    whose columns hold the values given (a DataFrame). A file whose rows span several of
+    SplitwiseSim's setups (model, hardware, tensor parallelism) is refused unless ``where``
+    keeps one."""
+    import csv
+
+    import pandas as pd
+
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            header = list(reader.fieldnames or [])
+            kept = [c for c in SETUP_COLUMNS if c in header]
+            setups = {tuple(row[c] for c in kept) for row in reader} if kept else set()
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ValueError(f"{path}: cannot read it as CSV ({exc})") from None
+    selected: Any = path
+    if where is not None:
+        wanted = parse_where(where)
+        missing = [c for c in wanted if c not in header]
+        if missing:
+            raise ValueError(f"--where: {path} has no column {missing[0]!r}; its columns are {header}")
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        keep = np.ones(len(frame), dtype=bool)
+        for column, value in wanted.items():
+            keep &= (frame[column].str.strip() == value).to_numpy()
+        if not keep.any():
+            raise ValueError(f"--where {where}: no row of {path} holds these values")
+        frame = frame[keep]
+        setups = {tuple(row) for row in frame[kept].itertuples(index=False)} if kept else set()
+        selected = _numeric(frame)
+    if len(setups) > 1:
+        names = ", ".join("/".join(setup) for setup in sorted(setups)[:4])
+        raise ValueError(
+            f"{path} holds measurements of {len(setups)} setups ({', '.join(kept)}: {names}"
+            f"{', ...' if len(setups) > 4 else ''}), which one table cannot fit: keep one with --where "
+            f"{'=...,'.join(kept)}=..."
+        )
+    return selected
+
+
+def _numeric(frame: Any) -> Any:
+    """``frame``'s columns as numbers where every cell reads as one (the rest as text)."""
+    import pandas as pd
+
+    out = {}
+    for column in frame.columns:
+        try:
+            out[column] = pd.to_numeric(frame[column])
+        except (TypeError, ValueError):
+            out[column] = frame[column]
+    return pd.DataFrame(out)
+
+
+def parse_where(spec: str) -> dict[str, str]:
+    """``COL=VALUE,...`` as a dict (values stripped of spaces)."""
+    wanted: dict[str, str] = {}
+    for item in spec.split(","):
+        column, sep, value = item.partition("=")
+        if not sep or not column.strip() or column.strip() in wanted:
+            raise ValueError(f"--where must be COLUMN=VALUE, comma-separated, each column once; got {spec!r}")
+        wanted[column.strip()] = value.strip()
+    return wanted
 
 
 def parse_columns(spec: str) -> dict[str, str | None]:
@@ -182,21 +296,28 @@ def run_fit(args: Any) -> int:
     config = resolve(args, FIT).config
     check_output_file(config.out, "--out", "cost.toml")
     columns = parse_columns(config.columns)
+    data = _rows(config.file, config.where)
+    mixed = None if config.mixed_factor == "fused" else config.mixed_factor
     report = TableCostModel.held_out_error(
-        config.file,
+        data,
         columns,
         config.time_unit,
         holdout=config.holdout,
         seed=config.seed,
-        mixed_factor=config.mixed_factor,
+        mixed_factor=mixed,
         prompt_count=PREFILL_BY[config.prefill_by],
     )
+    if not (math.isfinite(report.prefill_mape) and math.isfinite(report.decode_mape)):
+        raise ValueError(
+            f"the table fitted on {report.train_rows} rows cannot price all {report.test_rows} held-out "
+            "rows (their sizes lie past what it may extrapolate to): hold out fewer (--holdout)"
+        )
+    by_count = PREFILL_BY[config.prefill_by]
+    model = TableCostModel.fit(data, columns, config.time_unit, mixed_factor=mixed, prompt_count=by_count)
+    # Batches up to twice the largest measured, as the presets price them, unless told.
+    largest = config.max_batch if config.max_batch is not None else 2 * model.max_batch
     model = TableCostModel.fit(
-        config.file,
-        columns,
-        config.time_unit,
-        mixed_factor=config.mixed_factor,
-        prompt_count=PREFILL_BY[config.prefill_by],
+        data, columns, config.time_unit, max_batch=largest, mixed_factor=mixed, prompt_count=by_count
     )
     if config.out is not None:
         model.to_toml(config.out)

@@ -1019,6 +1019,14 @@ def _roles(columns: Mapping[str, str | None] | None) -> dict[str, str | None]:
     return roles
 
 
+class _MissingColumn(ValueError):
+    """A column a CSV file lacks (the caller names its role)."""
+
+    def __init__(self, column: str, header: list[str]):
+        super().__init__(f"no column {column!r}; the columns are {header}")
+        self.column, self.header = column, header
+
+
 def _read_csv(path: str | os.PathLike[str], wanted: list[str]) -> dict[str, list[str]]:
     """The ``wanted`` columns of a CSV file with a header row, as text."""
     with open(path, newline="", encoding="utf-8") as handle:
@@ -1026,7 +1034,7 @@ def _read_csv(path: str | os.PathLike[str], wanted: list[str]) -> dict[str, list
         header = reader.fieldnames or []
         missing = [c for c in wanted if c not in header]
         if missing:
-            raise ValueError(f"{path}: no column {missing[0]!r}; its columns are {header}")
+            raise _MissingColumn(missing[0], list(header))
         out: dict[str, list[str]] = {c: [] for c in wanted}
         for row in reader:
             for column in wanted:
@@ -1043,7 +1051,15 @@ def _measurements(
     unit = TIME_UNITS[choice("time_unit", time_unit, TIME_UNITS)]
     wanted = [c for c in roles.values() if c is not None]
     if isinstance(data, (str, os.PathLike)):
-        table: Any = _read_csv(data, wanted)
+        try:
+            table: Any = _read_csv(data, wanted)
+        except _MissingColumn as missing:
+            role = next(r for r, c in roles.items() if c == missing.column)
+            raise ValueError(
+                f"{data}: no column {missing.column!r} for the {role} role; its columns are "
+                f"{missing.header} (name it: columns={{{role!r}: COLUMN}}, or --columns {role}=COLUMN"
+                f"{'; output=None when not measured' if role == 'output' else ''})"
+            ) from None
         source = str(data)
     else:
         table, source = data, "data"
