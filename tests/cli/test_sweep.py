@@ -115,6 +115,10 @@ def test_a_real_engine_sweep_recommends_a_policy_at_each_rate(capsys) -> None:
         chosen = line.split(": ")[1].split(",")[0]
         row = next(r for r in rows if r["rate_scale"] == rate and r["request_policy"] == chosen)
         assert row["goodput_rps"] == top
+    # Targets no policy meets: none is recommended.
+    assert main([*argv, "--slo-ttft", "1e-6", "--slo-tbt-mean", "1e-6"]) == 0
+    best = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  x")]
+    assert len(best) == 2 and all("no policy serves a request within the targets" in line for line in best)
 
 
 def test_a_sweep_of_the_papers_engine_takes_a_memory(capsys) -> None:

@@ -1345,7 +1345,7 @@ def describe_preparation(report: Any) -> str:
     if options.arrivals is not None:
         parts.append(f"arrivals {options.arrivals} (seed {options.seed})")
     if options.rate_scale != 1.0:
-        parts.append(f"replayed {options.rate_scale:g}x faster")
+        parts.append(f"replayed at {options.rate_scale:g}x its rate")
     if options.max_prompt is not None:
         parts.append(f"{report.prompts_clipped} prompts clipped to {options.max_prompt} tokens")
     if options.max_output is not None:
@@ -1579,6 +1579,12 @@ def make_cluster(config: Any, cost: Any, prompt_machines: int, token_machines: i
     from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 
     # The model's keys and values: given, or the --cost preset's model's, or LLaMA-65B's.
+    memory = make_memory(config) if hasattr(config, "memory") else None
+    if memory is None and config.max_output_tokens is not None:
+        raise ValueError(
+            "--max-output-tokens applies only with --memory (it is what a token machine reserves for "
+            "a request's output); it would be ignored"
+        )
     kv_bytes, layers = config.kv_bytes_per_token, config.layers
     machine = _preset_of(config)
     if kv_bytes is None:
@@ -1598,7 +1604,7 @@ def make_cluster(config: Any, cost: Any, prompt_machines: int, token_machines: i
         config.mixed_pool,
         config.prompt_batch_tokens,
         config.lend_busy_above,
-        make_memory(config) if hasattr(config, "memory") else None,
+        memory,
         config.max_output_tokens,
     )
 
