@@ -203,9 +203,8 @@ def run(args: Any) -> int:
         print("best policy at each rate (most goodput within the targets, then the lowest p99 TTFT):")
         for rate, row in best.groupby("rate_scale", sort=False).head(1).set_index("rate_scale").iterrows():
             if not row["goodput_rps"] > 0:
-                print(
-                    f"  x{rate:g} ({row['offered_rps']:.3g} requests/s): no policy serves a request within the targets"
-                )
+                load = f"  x{rate:g} ({row['offered_rps']:.3g} requests/s)"
+                print(f"{load}: no policy serves a request within the targets")
                 continue
             print(
                 f"  x{rate:g} ({row['offered_rps']:.3g} requests/s): {row['policy']}, "
