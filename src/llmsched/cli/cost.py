@@ -282,9 +282,9 @@ def run_list(args: Any) -> int:
     print(
         f"times in ms (prefill of one prompt of that many tokens, or of {count} prompts of {length}; "
         "decode iteration of that many requests at "
-        f"{LISTED_CONTEXT:,} context tokens each, '-' past the largest batch priced, twice the largest measured); price and power "
-        "are the engine's share of its machine, price relative to a DGX-A100 (Splitwise, Table V); "
-        "KV tokens in whole blocks of 16"
+        f"{LISTED_CONTEXT:,} context tokens each, '-' past the largest batch priced, twice the "
+        "largest measured); price and power are the engine's share of its machine, price relative "
+        "to a DGX-A100 (Splitwise, Table V); KV tokens in whole blocks of 16"
     )
     return 0
 
