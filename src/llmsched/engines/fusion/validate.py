@@ -53,10 +53,11 @@ def validate_fused(
     * ``structure``: array lengths and index ranges (cannot be skipped);
     * ``timeline``: runs in time order without overlap, none empty (an iteration decodes or
       prefills something), and no pause while requests decode (a run with decoding
-      requests starts when the run before it ends);
+      requests, or one that requests decoding across it sit out, starts when the run
+      before it ends);
     * ``budget``: decoding requests plus chunk tokens at most ``token_budget`` in every
       iteration (with ``whole_prompts``, but in an iteration whose one chunk is a whole
-      prompt; each prompt is then one chunk);
+      prompt running alone, no request decoding in it; each prompt is then one chunk);
     * ``chunks``: a run with chunks has one iteration; its chunk tokens and squared tokens
       are those of its chunks (squares recomputed from each chunk's place in its prompt);
       a request has at most one chunk per run, each of at least one token;
