@@ -45,6 +45,7 @@ from llmsched.core.instance import (
 )
 from llmsched.core.workload import Workload
 from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
+from llmsched.engines.orca.rule import most_iteration_tokens
 from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.routers import as_router, router_names
 from llmsched.fleet.routers.base import Loads, Router, RouterSetup, engine_index, read_only_view
@@ -134,6 +135,8 @@ def check_fleet(
         seen.add(key)
         _check_policies(k, engine, backoff)
         budget = engine.fused_budget
+        if budget is not None and engine.mode == "orca":  # a whole prompt past the cap runs alone
+            budget = most_iteration_tokens(budget, workload)
         try:
             if engine.memory is not None and backoff is not None:
                 raise ValueError(
