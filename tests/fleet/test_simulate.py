@@ -382,6 +382,9 @@ def test_a_fleet_of_real_engines_runs_their_batching_rules(mode: str, chunked: b
     assert min(s.utilization for s in fleet.schedules) * 0.5 < fleet.utilization <= 1
     with pytest.raises(ValueError, match="max_num_batched_tokens must be"):
         Engine(cost, 8, mode=mode, max_num_batched_tokens=1)
+    if mode == "orca":
+        with pytest.raises(ValueError, match="chunked_prefill applies to vllm"):
+            Engine(cost, 8, mode=mode, chunked_prefill=True)
 
 
 MEMORY_TABLE = TableCostModel(
