@@ -60,7 +60,8 @@ def decode_floor(rows: dict[str, np.ndarray]) -> float:
     rows it is scored on), of any decode model the table's family holds: a time per batch size
     plus ``c * context`` (``c >= 0``, the context ``batch * (prompt + output / 2)`` as the fit
     reads it). A linear program (HiGHS), so the figure is the family's optimum, not a search's:
-    no table of that family scores below it on these rows, the held-out ones included."""
+    no table of that family scores below it on all these rows (a fifth of them, held out, may
+    score lower by chance: it bounds the all-rows error, not a held-out one)."""
     from scipy.optimize import linprog
 
     batch, times = rows["batch_size"], rows["token_time"]

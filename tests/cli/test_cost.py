@@ -169,7 +169,7 @@ def test_simulate_runs_on_a_preset_and_on_a_fitted_table(tmp_path, capsys) -> No
     assert main([*argv, "--cost", f"table:{tmp_path / 'none.toml'}"]) == 2
     assert "none.toml" in capsys.readouterr().err
     assert main([*argv, "--cost", "preset:llama2-70b/h100/tp8", "--clients", "200"]) == 2
-    assert "up to 128 requests: give at most 128 clients (--clients)" in capsys.readouterr().err
+    assert "up to 128 requests: give an engine at most 128 clients" in capsys.readouterr().err
 
 
 def test_a_preset_gives_its_price_and_its_models_keys_and_values(capsys) -> None:
@@ -182,11 +182,30 @@ def test_a_preset_gives_its_price_and_its_models_keys_and_values(capsys) -> None
     assert [e["price"] for e in json.loads(capsys.readouterr().out)["engines"]] == [price, price]
     assert main([*fleet[:-4], "--engine", "a:32", "--engine", "b:32:1"]) == 0
     assert [e["price"] for e in json.loads(capsys.readouterr().out)["engines"]] == [price, 1.0]
+    plan = [
+        "provision",
+        "--requests",
+        "60",
+        "--arrivals",
+        "poisson:2",
+        "--max-output",
+        "32",
+        "--clients",
+        "32",
+    ]
+    plan += ["--cost", "preset:llama2-70b/h100/tp8", "--slo-ttft", "50", "--slo-tbt-p99", "5", "--json"]
+    assert main([*plan, "--max", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["price_per_hour"] == price  # one engine serves it
+    assert main([*plan, "--max", "1", "--mode", "disaggregated"]) == 0
+    assert json.loads(capsys.readouterr().out)["price_per_hour"] == 2 * price  # a prompt and a token machine
     bloom = preset("bloom-176b/h100/tp8")
     split = ["simulate", "--requests", "60", "--arrivals", "poisson:2", "--max-output", "32"]
     split += ["--clients", "32", "--cost", "preset:bloom-176b/h100/tp8", "--mode", "disaggregated"]
     assert main(split) == 0
     assert f"{bloom.kv_bytes_per_token:,} bytes a token over {bloom.layers} layers" in capsys.readouterr().out
+    assert main([*split, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["kv_bytes_per_token"], out["layers"]) == (bloom.kv_bytes_per_token, bloom.layers)
     assert main([*split, "--kv-bytes-per-token", "1000", "--layers", "10"]) == 0
     assert "1,000 bytes a token over 10 layers" in capsys.readouterr().out
 

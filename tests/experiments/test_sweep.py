@@ -169,6 +169,8 @@ def test_progress_bar_counts_finished_cases(workload, capsys) -> None:
             "plans over the whole workload",
         ),
         ({"memory": KVMemory(900, 4), "mode": "disaggregated"}, ValueError, "machines have no KV-cache"),
+        ({"chunked_prefill": True}, ValueError, "chunked_prefill applies to vllm"),
+        ({"chunked_prefill": True, "mode": "fusion", "policies": ["fcfs"]}, ValueError, "mode fusion would"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_case(workload, kwargs, error, message) -> None:

@@ -341,14 +341,15 @@ def run_fit(args: Any) -> int:
         print_json(out)
         return 0
     print(
-        f"{config.file}: {out['rows']} rows; fitted on {report.train_rows}, "
+        f"{config.file}{f' where {config.where}' if config.where else ''}: {out['rows']} rows; "
+        f"fitted on {report.train_rows}, "
         f"{report.test_rows} held out (seed {config.seed})"
     )
     print(f"  held-out MAPE  prefill {report.prefill_mape:.2%}  decode {report.decode_mape:.2%}")
     print(
         f"  table on every row: {out['prefill_knots']} prefill knots up to {model.prefill_capacity:,} "
-        f"tokens, {out['decode_knots']} decode knots up to {model.max_batch} requests, "
-        f"c_d = {model.decode_per_context:.3g} s per context token"
+        f"tokens, {out['decode_knots']} decode knots up to {model.decode_batch[-1]} requests "
+        f"(priced up to {model.max_batch}), c_d = {model.decode_per_context:.3g} s per context token"
     )
     if model.batched_prompt is not None:
         print(

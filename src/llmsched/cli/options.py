@@ -732,6 +732,7 @@ def make_memory(config: Any) -> Any:
     if config.memory == "preset":
         spec = config.cost if isinstance(config.cost, str) else ""
         kind, _, name = spec.partition(":")
+        kind, name = kind.strip(), name.strip()
         if kind != "preset" or not name:
             raise ValueError(
                 "--memory preset takes the memory of a measured machine: give --cost preset:NAME "
@@ -1563,6 +1564,7 @@ def _preset_of(config: Any) -> Any:
 
     spec = config.cost if isinstance(config.cost, str) else ""
     kind, _, name = spec.partition(":")
+    kind, name = kind.strip(), name.strip()  # as parse_cost reads a spec
     return preset(name) if kind == "preset" and name else None
 
 

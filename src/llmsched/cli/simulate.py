@@ -223,6 +223,19 @@ def _fusion(config: Any, workload: Any, cost: Any) -> EngineRun:
     return EngineRun(schedule, bound, None, "lower bound", engine, request, None)
 
 
+def _cluster_figures(schedule: Any) -> dict[str, Any]:
+    """What a disaggregated cluster moved, as it ran (a preset's model's, or the options'):
+    ``kv_bytes_per_token``, ``layers`` and ``kv_bandwidth_gbps``; nothing for an engine."""
+    cluster = getattr(schedule, "cluster", None)
+    if cluster is None:
+        return {}
+    return {
+        "kv_bytes_per_token": cluster.kv_bytes_per_token,
+        "layers": cluster.layers,
+        "kv_bandwidth_gbps": cluster.kv_bandwidth,
+    }
+
+
 def _disaggregated(config: Any, workload: Any, cost: Any) -> EngineRun:
     from llmsched import simulate_disaggregated
     from llmsched.engines.disaggregation.bounds import disaggregated_lower_bounds
@@ -309,6 +322,7 @@ def run(args: Any) -> int:
         "clairvoyant": bool(schedule.info.get("clairvoyant", False)),
         "oracle_lengths": bool(schedule.info.get("oracle_lengths", False)),
         **summary,
+        **_cluster_figures(schedule),
         "lower_bound_s": engine.bound,
         **({} if engine.bounds is None else {"lower_bounds": engine.bounds}),
         "gap_to_lb": schedule.makespan / engine.bound - 1.0,

@@ -258,7 +258,7 @@ def decode_work_bound(totals: WorkloadTotals, cost: CostModel, clients: int) -> 
         bad = int(np.flatnonzero(~(np.isfinite(times) & (times >= 0)))[0])
         largest = getattr(cost, "max_batch", None)
         why = f"{bad + 1} of the {clients} clients decoding together" + (
-            f"; it prices batches of up to {largest} requests: give at most {largest} clients (--clients)"
+            f"; it prices batches of up to {largest} requests: give an engine at most {largest} clients"
             if isinstance(largest, int)
             else ""
         )

@@ -1073,7 +1073,11 @@ def _measurements(
             except TypeError:
                 present = False
             if not present:
-                raise ValueError(f"data has no column {name!r} (columns={dict(roles)})")
+                role = next(r for r, c in roles.items() if c == name)
+                raise ValueError(
+                    f"data has no column {name!r} for the {role} role (name it: columns={{{role!r}: "
+                    f"COLUMN}}, or --columns {role}=COLUMN; the roles read {dict(roles)})"
+                )
     rows: dict[str, np.ndarray] = {}
     for role, column in roles.items():
         if column is None:

@@ -57,8 +57,8 @@ def batching_rule(
     Raises
     ------
     ValueError
-        On an unknown name, a bad token count, or ``chunked_prefill`` asked of an engine
-        that always (``sarathi``) or never (``orca``) chunks.
+        On an unknown name, a bad token count, or ``chunked_prefill`` asked of ``orca``,
+        which never chunks (``sarathi`` always does, with or without it).
     """
     if not isinstance(chunked_prefill, bool):
         raise TypeError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")

@@ -128,8 +128,10 @@ class Engine:
 
     @property
     def fused_budget(self) -> int | None:
-        """Tokens one of its iterations may carry, when its iterations mix prompts and
-        decoding (fusion, sarathi, orca, vllm with chunked prefill), else None."""
+        """Its iterations' token budget, when they mix prompts and decoding (fusion, sarathi,
+        orca, vllm with chunked prefill), else None. Orca runs a whole prompt past it, alone:
+        the most one of its iterations carries is
+        :func:`~llmsched.engines.orca.rule.most_iteration_tokens`."""
         if self.mode == "fusion":
             return self.token_budget
         if self.mode in ("sarathi", "orca") or (self.mode == "vllm" and self.chunked_prefill):
