@@ -95,6 +95,9 @@ def test_the_rate_scale_compresses_the_arrivals_before_the_multipliers(capsys) -
     assert scaled["rate_scale"] == 2.0
     for key in ("makespan_s", "ttft_p99_s", "offered_rps"):
         assert scaled["rows"][0][key] == pytest.approx(plain["rows"][1][key], rel=1e-12), key
+    # The text says the rates multiply the replayed rate (its column shows the multiplier alone).
+    assert main([*BASE, "--rate-scale", "2"]) == 0
+    assert "replayed at 2x its rate; each rate multiplies the replayed rate" in capsys.readouterr().out
 
 
 def test_a_real_engine_sweep_recommends_a_policy_at_each_rate(capsys) -> None:

@@ -33,6 +33,7 @@ from llmsched.cli.options import (
     check_outputs,
     choice,
     describe_cost,
+    describe_preparation,
     enter_backend,
     load_config_class,
     load_inputs,
@@ -117,7 +118,7 @@ def run(args: Any) -> int:
     policies = case_policies(None if specs is None else list(specs), config.mode)
     for request, _ in policies:
         refuse_unused_predictor(config.predictor, request)
-    cost, workload, _ = load_inputs(resolved)
+    cost, workload, preparation = load_inputs(resolved)
     cluster = None
     if config.mode == "disaggregated":
         cluster = make_cluster(config, cost, config.prompt_machines, config.token_machines)
@@ -182,6 +183,10 @@ def run(args: Any) -> int:
         f"{workload!r} on {config.clients} clients, cost {describe_cost(config.cost)}: {len(frame)} cases "
         f"in {wall:.1f} s ({config.backend})"
     )
+    prepared = describe_preparation(preparation)
+    if prepared:
+        scaled = "; each rate multiplies the replayed rate" if preparation.options.rate_scale != 1.0 else ""
+        print(f"  workload      {prepared}{scaled}")
     table = frame.assign(
         policy=[
             request if not isinstance(iteration, str) else f"{request}/{iteration}"
