@@ -954,6 +954,7 @@ def _seconds_since_first(path: str | PathLike[str], column: str, values: Any) ->
         stamps = pd.to_datetime(values, format="ISO8601", utc=True)
     except (ValueError, TypeError, OverflowError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        message = message.split(". You might want to try")[0].rstrip(".:")  # pandas' cut-off hint
         raise ValueError(f"{path}: {column} must hold {_AZURE_TIME} ({message})") from None
     empty = np.flatnonzero(stamps.isna().to_numpy())
     if empty.size:

@@ -181,7 +181,9 @@ def parse_cost(spec: str, clients: int | None = None) -> Any:
 
             return TableCostModel.from_toml(arg)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"bad cost model {spec!r}: {exc}; expected {COST_HELP}") from None
+        # A preset's or a table file's error is about its name or its content, not the grammar.
+        grammar = "" if kind in ("preset", "table") and arg else f"; expected {COST_HELP}"
+        raise ValueError(f"bad cost model {spec!r}: {exc}{grammar}") from None
     raise ValueError(f"unknown cost model {spec!r}; expected {COST_HELP}")
 
 
