@@ -138,8 +138,11 @@ def test_the_papers_engines_take_a_memory_too(capsys, mode) -> None:
     assert out["valid"] and out["config"]["max_output_tokens"] == 2048
     assert main([*cluster, "--memory", "300", "--max-output-tokens", "2048"]) == 2
     assert "more than a token machine's token_memory of 300" in capsys.readouterr().err
-    assert main([*cluster, "--memory", "none", "--max-output-tokens", "2048"]) == 2
+    plain = [*BASE, "--mode", "disaggregated"]
+    assert main([*plain, "--max-output-tokens", "2048"]) == 2
     assert "--max-output-tokens applies only with --memory" in capsys.readouterr().err
+    assert main([*plain, "--block-size", "4"]) == 2
+    assert "--block-size applies only with --memory" in capsys.readouterr().err
 
 
 def test_a_cluster_lends_busy_token_machines_past_a_backlog(capsys) -> None:

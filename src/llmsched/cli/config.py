@@ -12,7 +12,9 @@ option is a top-level key named like its flag (``--kv-bandwidth`` is ``kv_bandwi
 repeated ``--kind`` an array ``kind = ["a:64:1", "b:32:0.6"]``). Relative paths are relative to
 the current folder, as on the command line. ``llmsched COMMAND --help`` lists a command's options.
 
-A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
+A full example for ``simulate``: every key it takes, though not all apply at once (a key that
+does not apply to the mode, or the memory, is refused where it would be ignored;
+``examples/run.toml`` is one that runs)::
 
     clients = 200                  # --clients
     mode = "competition"           # --mode: competition | fusion | disaggregated | vllm | sarathi | orca
@@ -20,7 +22,7 @@ A full example for ``simulate`` (``examples/run.toml`` is one that runs)::
     max_num_batched_tokens = 2048  # --max-num-batched-tokens (vllm, sarathi, orca)
     chunked_prefill = false        # --chunked-prefill (vllm)
     memory = "none"                # --memory: none | preset | BLOCKS (token machines' when disaggregated)
-    block_size = 16                # --block-size (tokens per KV-cache block)
+    block_size = 16                # --block-size (tokens per KV-cache block; with a memory only)
     prompt_machines = 1            # --prompt-machines (disaggregated; clients is per token machine)
     token_machines = 1             # --token-machines
     kv_bandwidth = 25.0            # --kv-bandwidth (GB/s of the KV-cache link)
