@@ -1334,7 +1334,9 @@ def load_inputs(resolved: Resolved) -> tuple[Any, Any, Any]:
 
     config = resolved.config
     if getattr(config, "memory", None) == "none" and resolved.given("block_size"):
-        raise ValueError("--block-size applies only with --memory (the KV-cache's blocks); it would be ignored")
+        raise ValueError(
+            "--block-size applies only with --memory (the KV-cache's blocks): it would be ignored"
+        )
     with resolved.blame("cost"):
         cost = parse_cost(config.cost) if isinstance(config.cost, str) else cost_model(config.cost)
     with resolved.blame("workload"):
