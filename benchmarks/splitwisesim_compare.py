@@ -27,6 +27,7 @@ with the relative difference and the ratio of simulation times.
     python benchmarks/splitwisesim_compare.py [--llmsched]          # the recorded figures
     python benchmarks/splitwisesim_compare.py --splitwisesim DIR --splitwisesim-python PY \\
         [--setup baseline] [--rates 5:30:1] [--requests 4000] [--llmsched] [--record] [--frames DIR]
+        [--plot FILE.png]
 """
 
 from __future__ import annotations
@@ -554,6 +555,51 @@ def _show(
     sys.stdout.flush()
 
 
+#: What :func:`plot_comparison` draws: per panel, its title and the metrics (p50 and p99).
+PANELS = (
+    ("TTFT", ("ttft_p50", "ttft_p99")),
+    ("TBT", ("tbt_p50", "tbt_p99")),
+    ("E2E", ("e2e_p50", "e2e_p99")),
+)
+
+
+def plot_comparison(results: list, path: Path | str) -> None:
+    """Write a figure of both simulators' TTFT, TBT and end-to-end latency (p50 and p99, log
+    scale) against the rate, a row per setup, SplitwiseSim's lines solid and llmsched's dashed,
+    from :func:`_show`'s ``results``; it returns nothing and leaves pyplot's state alone."""
+    from matplotlib.figure import Figure
+
+    setups = list(dict.fromkeys(row[0] for row in results))
+    figure = Figure(figsize=(12, 3.2 * len(setups)), layout="constrained")
+    axes = figure.subplots(len(setups), len(PANELS), squeeze=False)
+    for i, setup in enumerate(setups):
+        rows = sorted((row for row in results if row[0] == setup), key=lambda row: row[1])
+        rates = [row[1] for row in rows]
+        for j, (title, metrics) in enumerate(PANELS):
+            ax = axes[i][j]
+            for metric, color in zip(metrics, ("tab:blue", "tab:red"), strict=True):
+                label = metric.split("_")[1]
+                ax.plot(rates, [row[2][metric] for row in rows], color=color, label=f"SplitwiseSim {label}")
+                ax.plot(rates, [row[4][metric] for row in rows], "--", color=color, label=f"llmsched {label}")
+            ax.set_yscale("log")
+            ax.set_title(f"{setup}: {title}")
+            ax.set_xlabel("requests/s")
+            ax.set_ylabel("seconds")
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize="small")
+    figure.savefig(path, dpi=100)
+
+
+def _plot(results: list, path: str | None) -> None:
+    if path is None:
+        return
+    if not results:
+        print("--plot draws the two simulators side by side: give --llmsched")
+        return
+    plot_comparison(results, path)
+    print(f"figure written to {path}")
+
+
 def print_verdict(results: list, same_run: bool, startup: dict[str, float] | None = None) -> None:
     """Per setup: where each side saturates (the first rate whose TTFT p99 passes
     :data:`SATURATED` times its value at the lowest rate run, the uncontended one), and, over
@@ -629,6 +675,9 @@ def main() -> int:
     parser.add_argument("--record", action="store_true", help=f"write the summaries to {RECORDED}")
     parser.add_argument("--frames", help="also write each run's per-request frame (gzipped CSV) here")
     parser.add_argument(
+        "--plot", help="with --llmsched: write a figure of both simulators' latencies against the rate here"
+    )
+    parser.add_argument(
         "--cost",
         choices=sorted(COSTS),
         default=COST_READING,
@@ -656,6 +705,7 @@ def main() -> int:
                 trace_frame = make_trace(rate, REQUESTS, 0, trace=args.trace) if args.llmsched else None
                 _show(setup, rate, figures, float(figures["sim_seconds"]), trace_frame, results)
         print_verdict(results, same_run=False)
+        _plot(results, args.plot)
         return 0
     if not Path(args.trace).is_file():
         print(f"the Azure code trace is not at {args.trace}; give it with --trace")
@@ -680,6 +730,7 @@ def main() -> int:
             rows.append({"setup": setup, "rate": rate, **figures, "sim_seconds": seconds})
             _show(setup, rate, figures, seconds, trace_frame if args.llmsched else None, results)
     print_verdict(results, same_run=True, startup=startup)
+    _plot(results, args.plot)
     if args.record:
         RECORDED.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(rows).to_csv(RECORDED / "summary.csv", index=False, float_format="%.6g")
