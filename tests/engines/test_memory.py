@@ -157,6 +157,10 @@ def test_a_policy_that_plans_up_front_is_refused_with_memory(policy: Any) -> Non
     workload = Workload([10, 10], [5, 5])
     with pytest.raises(TypeError, match="plans over the whole workload up front"):
         run(workload, batching_rule("vllm", 512, memory=KVMemory(100, 4)), clients=2, policy=policy)
+    # By name, the refusal names the policy as it was given ('hybrid' is a sorted-preemptive one).
+    for entry in (llmsched.simulate, llmsched.simulate_fusion):
+        with pytest.raises(TypeError, match="request policy 'hybrid' plans over the whole workload"):
+            entry(workload, COST, 2, "hybrid", memory=KVMemory(100, 4))
 
 
 RULES = [("vllm", False), ("vllm", True), ("sarathi", False), ("orca", False), ("competition", False)]

@@ -17,7 +17,7 @@ from llmsched.engines.fusion.rule import DEFAULT_TOKEN_BUDGET, simulate_fusion_p
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.loop import CostClock, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
-from llmsched.policies import EngineView, IterationPolicy, RequestPolicy
+from llmsched.policies import EngineView, IterationPolicy, RequestPolicy, planned_ahead
 
 # check_instance and EngineView live in the core (llmsched.core.instance, llmsched.policies);
 # they stay importable from here, where they used to be.
@@ -73,7 +73,7 @@ def simulate(
         a prompt longer than the prefill capacity, a cost model giving a time that is not
         finite and >= 0), before any work; on a policy answer that breaks its contract.
     """
-    requests = make_request_policy(request_policy)
+    requests = _request_policy(request_policy, memory)
     iterations = make_iteration_policy(iteration_policy)
     return simulate_policies(workload, cost, clients, requests, iterations, clairvoyant, memory)
 
@@ -102,7 +102,7 @@ def simulate_fusion(
         On an unknown policy name, an invalid instance, a cost model that does not price
         prompt tokens (a ``LevelCostModel``) or a budget below 2, before any work.
     """
-    requests = make_request_policy(request_policy)
+    requests = _request_policy(request_policy, memory)
     return simulate_fusion_policies(workload, cost, clients, requests, token_budget, clairvoyant, memory)
 
 
@@ -153,8 +153,26 @@ def simulate_batching(
         memory some request cannot fit, or a policy memory cannot run, before any work.
     """
     rule = batching_rule(batching, max_num_batched_tokens, chunked_prefill, memory)
-    requests = make_request_policy(request_policy)
+    requests = _request_policy(request_policy, memory)
     schedule: Schedule | FusedSchedule = run_loop(
         workload, cost, clients, requests, None, CostClock(), clairvoyant, rule
     )
     return schedule
+
+
+def _request_policy(name: str | RequestPolicy, memory: KVMemory | None) -> RequestPolicy:
+    """The request policy ``name`` makes; with ``memory``, one that plans over the whole
+    workload is refused naming ``name`` as the caller gave it (``hybrid`` is a
+    ``sorted-preemptive`` policy, which the engine's own refusal would name)."""
+    requests = make_request_policy(name)
+    if (
+        memory is not None
+        and isinstance(name, str)
+        and (planned_ahead(requests) or not getattr(requests, "open_ended", False))
+    ):
+        raise TypeError(
+            f"request policy {name!r} plans over the whole workload up front; under KV-cache memory "
+            "a preempted request continues as a new request, which only a policy that learns "
+            "requests as they come can take (fcfs, batch-wise, shortest-first, longest-first)"
+        )
+    return requests
