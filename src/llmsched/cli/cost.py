@@ -4,6 +4,7 @@ measurements (``cost fit``), which ``--cost preset:NAME`` and ``--cost table:FIL
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from typing import Any
@@ -315,10 +316,8 @@ def run_fit(args: Any) -> int:
     by_count = PREFILL_BY[config.prefill_by]
     model = TableCostModel.fit(data, columns, config.time_unit, mixed_factor=mixed, prompt_count=by_count)
     # Batches up to twice the largest measured, as the presets price them, unless told.
-    largest = config.max_batch if config.max_batch is not None else 2 * model.max_batch
-    model = TableCostModel.fit(
-        data, columns, config.time_unit, max_batch=largest, mixed_factor=mixed, prompt_count=by_count
-    )
+    largest = config.max_batch if config.max_batch is not None else 2 * model.decode_batch[-1]
+    model = dataclasses.replace(model, max_batch=largest)
     if config.out is not None:
         model.to_toml(config.out)
     out = {

@@ -113,16 +113,16 @@ def run(args: Any) -> int:
         "chunked_prefill": config.chunked_prefill,
         "memory": make_memory(config),
     }
-    price = engine_price(config)  # the --cost preset's, where an engine gives none
+    default_price = engine_price(config)  # the --cost preset's, where an engine gives none
     if config.engine:
-        kinds = [engine_kind(spec, price) for spec in config.engine]
+        kinds = [engine_kind(spec, default_price) for spec in config.engine]
         engines = [
             Engine(scaled_cost(cost, speed), clients, price, *policies, name, **mode)
             for name, clients, price, speed in kinds
             for _ in range(config.engines)
         ]
     else:
-        engines = [Engine(cost, config.clients, price, *policies, **mode)] * config.engines
+        engines = [Engine(cost, config.clients, default_price, *policies, **mode)] * config.engines
     fleet = simulate_fleet(workload, engines, config.router, pulls, seed=config.seed, sizes=config.sizes)
     violations = fleet.validate()
     summary = fleet.summary(slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt_mean)

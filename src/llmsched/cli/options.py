@@ -726,21 +726,18 @@ def make_memory(config: Any) -> Any:
     ValueError
         ``preset`` with a cost model that is not a ``preset:NAME`` spec.
     """
-    from llmsched.core.hardware import preset
     from llmsched.core.memory import KVMemory
 
     if config.memory == "none":
         return None
     if config.memory == "preset":
-        spec = config.cost if isinstance(config.cost, str) else ""
-        kind, _, name = spec.partition(":")
-        kind, name = kind.strip(), name.strip()
-        if kind != "preset" or not name:
+        machine = _preset_of(config)
+        if machine is None:
             raise ValueError(
                 "--memory preset takes the memory of a measured machine: give --cost preset:NAME "
                 "(llmsched cost list), or --memory BLOCKS"
             )
-        return preset(name).memory(config.block_size)
+        return machine.memory(config.block_size)
     return KVMemory(int(config.memory), config.block_size)
 
 
@@ -1570,7 +1567,7 @@ def _preset_of(config: Any) -> Any:
 
     spec = config.cost if isinstance(config.cost, str) else ""
     kind, _, name = spec.partition(":")
-    kind, name = kind.strip(), name.strip()  # as parse_cost reads a spec
+    name = name.strip()  # as parse_cost reads a spec
     return preset(name) if kind == "preset" and name else None
 
 
@@ -1586,13 +1583,13 @@ def make_cluster(config: Any, cost: Any, prompt_machines: int, token_machines: i
     with ``config.clients`` clients on each token machine."""
     from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 
-    # The model's keys and values: given, or the --cost preset's model's, or LLaMA-65B's.
     memory = make_memory(config) if hasattr(config, "memory") else None
     if memory is None and config.max_output_tokens is not None:
         raise ValueError(
             "--max-output-tokens applies only with --memory (it is what a token machine reserves for "
             "a request's output); it would be ignored"
         )
+    # The model's keys and values: given, or the --cost preset's model's, or LLaMA-65B's.
     kv_bytes, layers = config.kv_bytes_per_token, config.layers
     machine = _preset_of(config)
     if kv_bytes is None:

@@ -142,6 +142,7 @@ def run(args: Any) -> int:
     if pools and len(tops) not in (1, 2):
         raise ValueError("--mode disaggregated takes --max P or --max P,T")
     cost, workload, _ = load_inputs(resolved)
+    default_price = engine_price(config)  # the --cost preset's, where no option gives one
     with contextlib.ExitStack() as stack:
         enter_backend(config, stack)
         common = {
@@ -160,8 +161,8 @@ def run(args: Any) -> int:
                 make_cluster(config, cost, 1, 1),
                 prompt,
                 token,
-                prompt_price=config.prompt_price if config.prompt_price is not None else engine_price(config),
-                token_price=config.token_price if config.token_price is not None else engine_price(config),
+                prompt_price=default_price if config.prompt_price is None else config.prompt_price,
+                token_price=default_price if config.token_price is None else config.token_price,
                 **common,
             )
         else:
@@ -182,7 +183,7 @@ def run(args: Any) -> int:
                     chunked_prefill=config.chunked_prefill,
                     memory=make_memory(config),
                 )
-                for name, clients, price, speed in (engine_kind(spec, engine_price(config)) for spec in specs)
+                for name, clients, price, speed in (engine_kind(spec, default_price) for spec in specs)
             ]
             counts = tops if len(tops) != 1 else tops * len(kinds)
             result = provision(

@@ -18,6 +18,8 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
+from llmsched.policies import planned_ahead
+
 __all__ = [
     "TAKEN",
     "UNARRIVED",
@@ -25,6 +27,7 @@ __all__ = [
     "check_decision",
     "check_executor",
     "check_iteration_policy",
+    "check_open_ended",
     "check_pair",
     "check_ready",
     "check_request_policy",
@@ -66,6 +69,20 @@ def check_request_policy(policy: object) -> None:
         raise TypeError(
             "request_policy must be an object with start, arrive, release, ready and take methods, "
             f"got {type(policy).__name__}"
+        )
+
+
+def check_open_ended(policy: object, name: str | None = None) -> None:
+    """Refuse (TypeError) a request policy that plans over the whole workload up front, for an
+    engine with KV-cache memory: a preempted request continues as a new request, which only a
+    policy that learns requests as they come (``open_ended``) can take. ``name``: how the
+    message names the policy (default its own name)."""
+    if planned_ahead(policy) or not getattr(policy, "open_ended", False):
+        raise TypeError(
+            f"request policy {name or policy_name(policy)} plans over the whole workload up front; "
+            "under KV-cache memory a preempted request continues as a new request, which only a "
+            "policy that learns requests as they come can take (an open_ended one: fcfs, batch-wise, "
+            "shortest-first, longest-first)"
         )
 
 

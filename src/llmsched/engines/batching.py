@@ -27,10 +27,19 @@ from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.orca.rule import OrcaRule
 from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLMChunkedRule, VLLMRule
 
-__all__ = ["BATCHING", "SarathiRule", "batching_rule"]
+__all__ = ["BATCHING", "SarathiRule", "batching_rule", "check_chunked_prefill"]
 
 #: The named batching rules.
 BATCHING = ("vllm", "sarathi", "orca")
+
+
+def check_chunked_prefill(mode: str, chunked_prefill: bool) -> None:
+    """Refuse (ValueError) ``chunked_prefill`` for an engine mode that would ignore it: it
+    applies to ``vllm`` (``sarathi`` always chunks)."""
+    if chunked_prefill and mode not in ("vllm", "sarathi"):
+        raise ValueError(
+            f"chunked_prefill applies to vllm (sarathi always chunks); mode {mode} would ignore it"
+        )
 
 
 class SarathiRule(FusionRule):

@@ -45,6 +45,7 @@ from llmsched.engines.answers import (
     UNARRIVED,
     WAITING,
     check_executor,
+    check_open_ended,
     check_pair,
     check_ready,
     check_request_policy,
@@ -508,15 +509,8 @@ def _run(
     if token_cap is not None:
         capacity = min(capacity, int(token_cap))
     size = len(prompt)  # requests known up front: all of them, or none on a stream
-    if getattr(rule, "memory", None) is not None and (
-        planned_ahead(requests) or not getattr(requests, "open_ended", False)
-    ):
-        raise TypeError(
-            f"request policy {policy_name(requests)} plans over the whole workload up front; under "
-            "KV-cache memory a preempted request continues as a new request, which only a policy "
-            "that learns requests as they come can take (an open_ended one: fcfs, batch-wise, "
-            "shortest-first, longest-first)"
-        )
+    if getattr(rule, "memory", None) is not None:
+        check_open_ended(requests)
 
     # Each policy knows what it may: true lengths only for one that plans with them.
     knowledge = _Knowledge(lists, predictions, clairvoyant or oracle_lengths(requests), clairvoyant, name)

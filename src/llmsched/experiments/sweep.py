@@ -398,10 +398,9 @@ def sweep(
         text("backend", backend)
     progress = flag("progress", progress)
     _check_engine(workload, cost, clients, mode, token_budget, cluster)
-    if flag("chunked_prefill", chunked_prefill) and mode not in ("vllm", "sarathi"):
-        raise ValueError(
-            f"chunked_prefill applies to vllm (sarathi always chunks); mode {mode} would ignore it"
-        )
+    from llmsched.engines.batching import check_chunked_prefill
+
+    check_chunked_prefill(mode, flag("chunked_prefill", chunked_prefill))
     if mode in BATCHING:
         from llmsched.engines.batching import batching_rule
 

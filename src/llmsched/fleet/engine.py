@@ -13,7 +13,7 @@ from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
 from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
-from llmsched.engines.batching import BATCHING, batching_rule
+from llmsched.engines.batching import BATCHING, batching_rule, check_chunked_prefill
 from llmsched.engines.competition.rule import CompetitionRule
 from llmsched.engines.fusion.iteration import check_fused_instance, check_token_budget
 from llmsched.engines.fusion.rule import FusionRule
@@ -102,11 +102,7 @@ class Engine:
         cap = positive_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=2, maximum=1 << 31)
         object.__setattr__(self, "max_num_batched_tokens", cap)
         object.__setattr__(self, "chunked_prefill", flag("chunked_prefill", self.chunked_prefill))
-        if self.chunked_prefill and self.mode not in ("vllm", "sarathi"):
-            raise ValueError(
-                f"chunked_prefill applies to vllm (sarathi always chunks); an engine of mode {self.mode} "
-                "would ignore it"
-            )
+        check_chunked_prefill(self.mode, self.chunked_prefill)
         if self.memory is not None and not isinstance(self.memory, KVMemory):
             raise TypeError(f"an engine's memory must be a llmsched.KVMemory or None, got {self.memory!r}")
         if self.mode == "fusion":

@@ -11,13 +11,14 @@ from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
 from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
+from llmsched.engines.answers import check_open_ended
 from llmsched.engines.batching import batching_rule
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.fusion.rule import DEFAULT_TOKEN_BUDGET, simulate_fusion_policies
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.loop import CostClock, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
-from llmsched.policies import EngineView, IterationPolicy, RequestPolicy, planned_ahead
+from llmsched.policies import EngineView, IterationPolicy, RequestPolicy
 
 # check_instance and EngineView live in the core (llmsched.core.instance, llmsched.policies);
 # they stay importable from here, where they used to be.
@@ -165,14 +166,6 @@ def _request_policy(name: str | RequestPolicy, memory: KVMemory | None) -> Reque
     workload is refused naming ``name`` as the caller gave it (``hybrid`` is a
     ``sorted-preemptive`` policy, which the engine's own refusal would name)."""
     requests = make_request_policy(name)
-    if (
-        memory is not None
-        and isinstance(name, str)
-        and (planned_ahead(requests) or not getattr(requests, "open_ended", False))
-    ):
-        raise TypeError(
-            f"request policy {name!r} plans over the whole workload up front; under KV-cache memory "
-            "a preempted request continues as a new request, which only a policy that learns "
-            "requests as they come can take (fcfs, batch-wise, shortest-first, longest-first)"
-        )
+    if memory is not None and isinstance(name, str):
+        check_open_ended(requests, repr(name))
     return requests
