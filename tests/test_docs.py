@@ -313,3 +313,26 @@ def test_every_notebook_is_in_the_documentation() -> None:
     link = ROOT / "docs" / "notebooks"
     assert link.is_symlink() and link.resolve() == (ROOT / "notebooks").resolve()
     assert "notebooks/*" in (ROOT / "docs" / "index.md").read_text()
+
+
+def test_files_the_pages_show_are_in_git() -> None:
+    """Every image a documentation page shows by a relative path exists and is tracked by git
+    (a pattern in .gitignore must not keep it out), so a clean clone builds the same pages."""
+    import subprocess
+
+    referenced: list[Path] = []
+    for page in docs_pages():
+        for _, target in LINK.findall(page.read_text(encoding="utf-8")):
+            path = target.split("#")[0]
+            if path and "://" not in path:
+                referenced.append((page.parent / path).resolve())
+    shown = [path for path in referenced if path.suffix in {".png", ".svg", ".jpg", ".gif"}]
+    assert shown, "no page shows an image; the check has nothing to check"
+    assert [path for path in shown if not path.is_file()] == []
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    names = [str(path.relative_to(ROOT)) for path in shown]
+    tracked = subprocess.run(
+        ["git", "ls-files", "--", *names], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert sorted(set(names) - set(tracked)) == [], "images the pages show that git does not track"
