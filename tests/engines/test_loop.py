@@ -585,7 +585,10 @@ def fingerprint(schedule) -> str:
     digest = hashlib.sha256()
     for field in dataclasses.fields(schedule):
         value = getattr(schedule, field.name)
-        if field.name in ("request_parent", "memory", "request_transfer_start") and value is None:
+        if (
+            field.name in ("request_parent", "memory", "request_transfer_start", "request_phase")
+            and value is None
+        ):
             continue  # fields a schedule gained later, at their defaults: the digests stay
         if field.name in ("skip_request", "skip_run") and not value.size:
             continue  # the same: no sit-outs

@@ -60,10 +60,13 @@ from llmsched.engines.clock import CostClock, DecodeRun, Executor, admits, itera
 from llmsched.engines.competition.rule import CompetitionRule
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.rule import (
+    DECODE_ONLY,
     HAND_OFF,
     JOIN,
+    PREFILL_ONLY,
     PREFILL_STAGE,
     TAKE,
+    WHOLE,
     BatchingRule,
     LoopView,
     RuleStart,
@@ -194,6 +197,14 @@ class EngineStream(RequestLists):
     ``done_at`` the time they finished: the end of the run the engine has just run, which,
     for a run cut short by an arrival, is later than that arrival (the time the engine
     yields next); the driver empties the list when it has read it.
+
+    For a driver that splits a request's phases between engines of a fused rule:
+    ``phase`` holds each request's :data:`~llmsched.engines.rule.WHOLE`,
+    :data:`~llmsched.engines.rule.PREFILL_ONLY` (it leaves when its prompt's last chunk has run,
+    counted among the finished and, with ``done``, listed there at that iteration's end) or
+    :data:`~llmsched.engines.rule.DECODE_ONLY` (taken, it joins the decoding requests at once,
+    its prompt prefilled elsewhere: it needs no prefill capacity); ``phased`` says whether any
+    request is not ``WHOLE``.
     """
 
     __slots__ = (
@@ -207,6 +218,8 @@ class EngineStream(RequestLists):
         "free",
         "knowns",
         "most_active",
+        "phase",
+        "phased",
         "prefilled_prompt",
         "stage",
         "started",
@@ -229,10 +242,22 @@ class EngineStream(RequestLists):
         self.stage: tuple[float, float, list[tuple[int, int]]] | None = None
         self.done: list[int] | None = None
         self.done_at = 0.0
+        self.phase = bytearray()
+        self.phased = False
 
-    def add(self, prompt: int, output: int, planned: int, arrival: float) -> int:
-        """Add a request that reached the engine at ``arrival``; return its index there."""
+    def grow(self, prompt: int, output: int, planned: int, arrival: float) -> int:
+        self.phase.append(WHOLE)
+        return super().grow(prompt, output, planned, arrival)
+
+    def add(self, prompt: int, output: int, planned: int, arrival: float, phase: int = WHOLE) -> int:
+        """Add a request that reached the engine at ``arrival``; return its index there.
+        ``phase``: what of its work it does here (see the class's docstring)."""
         index = self.grow(prompt, output, planned, arrival)
+        if phase != WHOLE:
+            if phase not in (PREFILL_ONLY, DECODE_ONLY):
+                raise ValueError(f"phase must be WHOLE, PREFILL_ONLY or DECODE_ONLY, got {phase!r}")
+            self.phase[index] = phase
+            self.phased = True
         self.due.append(arrival)
         self.order.append(index)
         for known in self.knowns:
@@ -323,6 +348,9 @@ def stream_schedule(
 def _place(record: RunRecord, lists: RequestLists, kept: Sequence[int] | None) -> None:
     """Copy the placement of the requests kept (all when ``kept`` is None) into ``record``,
     renumbering them 0, 1, ... in that order."""
+    if getattr(lists, "phased", False):
+        phase = lists.phase  # type: ignore[attr-defined]  # an EngineStream's
+        record.request_phase = list(phase) if kept is None else [phase[i] for i in kept]
     if kept is None:
         record.request_client = lists.client_of
         record.request_take = lists.taken_at
@@ -585,6 +613,8 @@ def _run(
     # and not decoding yet (``holding``); a decoding request holds the blocks of its prompt and
     # the tokens it has decoded (at least its first), computed when needed.
     memory = getattr(rule, "memory", None)
+    # What of its work each request does here (a cluster splitting the phases sets it).
+    phases = stream.phase if stream is not None else None
     holding: dict[int, int] = {}
     taken_rank: dict[int, int] = {}  # each request taken, numbered in the order taken
     held_apart = 0  # sum of holding
@@ -742,6 +772,7 @@ def _run(
             takeable = known_n + continuations  # requests that may be taken: arrived ones and pieces
             tokens = 0
             well_formed = True
+            joined = 0  # requests prefilled elsewhere that a TAKE joined to the decoding ones
             for pair in pairs:
                 try:
                     request, client = pair
@@ -757,13 +788,32 @@ def _run(
                         request, client, requests, take_cap, takeable, clients, state, taken_at, takes,
                         {**under_way, **running}, arrival, now,
                     )  # fmt: skip
-                tokens += prompt[request]
                 waiting_arrival_sum -= arrival[request]
                 state[request] = taken
                 client_of[request] = client
                 taken_at[request] = takes
                 if memory is not None:
                     taken_rank[request] = len(taken_rank)
+                if phases is not None and phases[request]:
+                    if step != TAKE or memory is not None:
+                        raise TypeError(
+                            f"request {request} does one phase here; only an engine of a fused "
+                            f"rule without KV-cache memory splits phases (this one asks "
+                            f"{type(rule).__name__})"
+                        )
+                    if phases[request] == PREFILL_ONLY:
+                        tokens += prompt[request]
+                        under_way[client] = request
+                        continue
+                    # Prefilled elsewhere: it decodes from the next iteration on, with no chunk.
+                    joined += 1
+                    decode_start[request] = g
+                    running[client] = request
+                    context_offset += prompt[request] - g
+                    heappush(heap, (g + output[request], client, request))
+                    stream.prefilled_prompt += prompt[request]  # type: ignore[union-attr]
+                    continue
+                tokens += prompt[request]
                 if joins:  # it decodes from the next decode iteration on
                     decode_start[request] = g
                     running[client] = request
@@ -801,6 +851,9 @@ def _run(
                     finished += len(pairs)  # they left
                 continue
             else:
+                if joined:  # the rule chunks the others' prompts beside every decoding request
+                    pairs = [pair for pair in pairs if phases[pair[0]] != DECODE_ONLY]  # type: ignore[index]
+                    active = len(heap)
                 step = taken_by(pairs, active)
 
         context = context_offset + active * g
@@ -920,6 +973,18 @@ def _run(
                 del under_way[client]
                 if stream is not None:
                     stream.prefilled_prompt += prompt[request]
+                    if phases is not None and phases[request] == PREFILL_ONLY:
+                        # Its keys and values leave: it decodes elsewhere, none here.
+                        decode_start[request] = g
+                        release(client)
+                        free += 1
+                        finished += 1
+                        stream.finished_planned += planned[request]
+                        stream.finished_prompt += prompt[request]
+                        if stream.done is not None:
+                            stream.done.append(request)
+                            stream.done_at = now
+                        continue
                 if memory is not None:
                     held_apart -= holding.pop(request)
                 decode_start[request] = g

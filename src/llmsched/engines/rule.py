@@ -61,10 +61,13 @@ from llmsched.core.workload import Workload
 from llmsched.policies import KnownRequests, oracle_lengths
 
 __all__ = [
+    "DECODE_ONLY",
     "HAND_OFF",
     "JOIN",
+    "PREFILL_ONLY",
     "PREFILL_STAGE",
     "TAKE",
+    "WHOLE",
     "BatchingRule",
     "LoopView",
     "MixedBatch",
@@ -85,6 +88,15 @@ JOIN = -3
 #: :meth:`BatchingRule.plan`'s answer "take requests and prefill them now as one stage; then
 #: they leave the engine".
 HAND_OFF = -4
+
+#: What of its work a request does on an engine of a fused rule (a cluster that splits the
+#: phases between machines says so when it puts the request on the engine's stream, see
+#: :class:`~llmsched.engines.loop.EngineStream`): both phases (``WHOLE``); its prefill only,
+#: after which its keys and values leave and it decodes elsewhere (``PREFILL_ONLY``: its first
+#: token is its prefill's, it decodes none here); or its decode only, its keys and values
+#: prefilled elsewhere (``DECODE_ONLY``: no chunk here, it joins the decoding requests when
+#: taken).
+WHOLE, PREFILL_ONLY, DECODE_ONLY = 0, 1, 2
 
 #: The schedule class a batching rule builds.
 Schedule_co = TypeVar("Schedule_co", covariant=True)
@@ -241,6 +253,9 @@ class RunRecord:
     decode range ends ``output`` iterations later; -1 when it never decoded).
     ``chunk_request`` and ``skip_request`` are renumbered too.
 
+    ``request_phase``: None, or, on an engine a cluster splits the phases on, each request's
+    :data:`WHOLE`, :data:`PREFILL_ONLY` or :data:`DECODE_ONLY`.
+
     ``request_parent``: None, or, when an engine with KV-cache memory preempted requests, the
     request of each *piece* (the requests above are then pieces: a preempted request's work
     up to its preemption, and each continuation, appended in the order made; see
@@ -262,6 +277,7 @@ class RunRecord:
         "request_client",
         "request_decode_start",
         "request_parent",
+        "request_phase",
         "request_take",
         "run_end",
         "run_iterations",
@@ -300,6 +316,7 @@ class RunRecord:
         self.request_take: Sequence[int] = ()
         self.request_decode_start: Sequence[int] = ()
         self.request_parent: list[int] | None = None
+        self.request_phase: list[int] | None = None
         self.info: dict[str, Any] = {}
 
 

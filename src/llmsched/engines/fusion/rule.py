@@ -31,7 +31,15 @@ from llmsched.engines.fusion.iteration import check_fused_instance, check_token_
 from llmsched.engines.fusion.schedule import FusedSchedule, sit_out_corrections
 from llmsched.engines.loop import CostClock, EngineStream, open_engine, run_loop, stream_schedule
 from llmsched.engines.memory import check_memory
-from llmsched.engines.rule import TAKE, LoopView, MixedBatch, MixedBatchSitting, RuleStart, RunRecord
+from llmsched.engines.rule import (
+    PREFILL_ONLY,
+    TAKE,
+    LoopView,
+    MixedBatch,
+    MixedBatchSitting,
+    RuleStart,
+    RunRecord,
+)
 from llmsched.policies import DECODE_UNTIL_EVENT, RequestPolicy
 
 __all__ = [
@@ -145,7 +153,11 @@ class FusionRule:
         iterations = np.asarray(record.run_iterations, dtype=np.int64)
         first = np.cumsum(iterations) - iterations  # each run's first iteration
         decode_start = np.asarray(record.request_decode_start, dtype=np.int64)
-        decode_end = np.where(decode_start >= 0, decode_start + workload.output_tokens, -1)
+        phase = None if record.request_phase is None else np.asarray(record.request_phase, dtype=np.int64)
+        decoded = (
+            workload.output_tokens if phase is None else workload.output_tokens * (phase != PREFILL_ONLY)
+        )
+        decode_end = np.where(decode_start >= 0, decode_start + decoded, -1)
         skip_request = np.asarray(record.skip_request, dtype=np.int64)
         skip_run = np.asarray(record.skip_run, dtype=np.int64)
         if skip_request.size:
@@ -184,6 +196,7 @@ class FusionRule:
             memory=self.memory,
             skip_request=skip_request,
             skip_run=skip_run,
+            request_phase=phase,
         )
 
 

@@ -18,6 +18,7 @@ from llmsched.core.cost import (
 from llmsched.core.memory import KVMemory
 from llmsched.core.schedule import EngineSchedule, NumberedRuns, SteppedRuns, read_only
 from llmsched.core.workload import Workload
+from llmsched.engines.rule import DECODE_ONLY
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,6 +110,15 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     range then holds its output tokens and the iterations it sat out; ``run_decoding`` and
     ``run_context`` count the requests that decoded.
 
+    ``request_phase`` (None, or per request one of :data:`~llmsched.engines.rule.WHOLE`,
+    :data:`~llmsched.engines.rule.PREFILL_ONLY` and :data:`~llmsched.engines.rule.DECODE_ONLY`)
+    comes from an engine of a cluster that splits a request's phases between machines: a
+    prefill-only request has chunks and an empty decode range (its prompt's first token is its
+    work here; it holds its client to the end of its last chunk's iteration), a decode-only
+    request no chunk (its prompt was prefilled elsewhere; its ``prefill_end`` is its arrival,
+    when its keys and values are here) and decodes its output tokens from the iteration it was
+    taken in on.
+
     ``request_parent`` (None, or the user request of each request, then called a *piece*)
     and ``memory`` (the engine's KV-cache memory, or None) come from an engine with memory,
     which preempts by recompute: each stretch of a request's work is then a piece of the
@@ -151,9 +161,15 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     memory: KVMemory | None = None
     skip_request: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     skip_run: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # None: every request does both phases here.
+    request_phase: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self._freeze_pieces()
+        if self.request_phase is not None:
+            object.__setattr__(
+                self, "request_phase", frozen_array("request_phase", self.request_phase, np.int64)
+            )
         object.__setattr__(self, "whole_prompts", bool(self.whole_prompts))
         for name, dtype in (
             ("run_start", np.float64),
@@ -203,6 +219,8 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         if self.chunk_run.size:
             np.maximum.at(last, self.chunk_request, self.chunk_run)
         ends = np.where(last >= 0, self.run_end[np.maximum(last, 0)] if self.num_runs else np.nan, np.nan)
+        if self.request_phase is not None:  # a decode-only request's keys and values arrived ready
+            ends = np.where(self.request_phase == DECODE_ONLY, self.workload.arrival, ends)
         return read_only(ends)
 
     @cached_property
@@ -328,6 +346,9 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         first = np.full(len(self.workload), self.num_runs, dtype=np.int64)
         np.minimum.at(first, self.chunk_request, self.chunk_run)
         start = self.run_start[np.minimum(first, self.num_runs - 1)]
+        if self.request_phase is not None:  # a decode-only request holds its client from its first token
+            joined = self.request_phase == DECODE_ONLY
+            start = np.where(joined, self.iteration_start_at(self.request_decode_start), start)
         return float(np.nansum(self.finish - start)) / (self.clients * self.makespan)
 
     def summary(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> dict[str, Any]:

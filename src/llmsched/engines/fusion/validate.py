@@ -15,6 +15,7 @@ from llmsched.core.violations import Report, Violation, size_mismatches, skipped
 from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time
 from llmsched.engines.fusion.schedule import FusedSchedule, sit_out_corrections
 from llmsched.engines.memory import report_memory
+from llmsched.engines.rule import DECODE_ONLY, PREFILL_ONLY, WHOLE
 
 if TYPE_CHECKING:
     pass
@@ -61,8 +62,10 @@ def validate_fused(
     * ``chunks``: a run with chunks has one iteration; its chunk tokens and squared tokens
       are those of its chunks (squares recomputed from each chunk's place in its prompt);
       a request has at most one chunk per run, each of at least one token;
-    * ``prompt``: each request's chunks add up to its prompt (one chunk with ``whole_prompts``);
-    * ``arrival``: no chunk of a request before it arrives;
+    * ``prompt``: each request's chunks add up to its prompt (one chunk with ``whole_prompts``),
+      but a decode-only request's (``request_phase``), which has none;
+    * ``arrival``: no chunk of a request before it arrives, and no token of a decode-only
+      request from an iteration that starts before its keys and values arrive;
     * ``decode_start``: a request decodes from the iteration right after its last chunk on;
     * ``decoding``: each run's decoding count is the number of requests whose decode range
       covers it less those sitting it out, and no decode range starts or ends inside a run;
@@ -73,7 +76,7 @@ def validate_fused(
     * ``one_per_client``: clients in range, and a client holds one request at a time, from
       its first chunk to its last token;
     * ``tokens``: each request decodes exactly its output tokens (its decode range less the
-      iterations it sat out);
+      iterations it sat out), a prefill-only request none;
     * ``makespan``: the end of the last run;
     * ``memory``: with KV-cache memory, no iteration holds more blocks than the engine has
       (a piece holds its prompt's blocks from its first chunk; :mod:`llmsched.engines.memory`);
@@ -138,6 +141,13 @@ def validate_fused(
         lo, hi = s.request_decode_start, s.request_decode_end
         if n and not ((lo >= 0) & (lo <= hi) & (hi <= s.num_iterations)).all():
             broken.append("a request's decode range is not a range of the schedule's iterations")
+        if s.request_phase is not None:
+            if s.request_phase.shape != (n,):
+                broken.append(f"request_phase has {s.request_phase.size} entries for {n} requests")
+            elif n and not np.isin(s.request_phase, (WHOLE, PREFILL_ONLY, DECODE_ONLY)).all():
+                broken.append("request_phase holds a value that is not WHOLE, PREFILL_ONLY or DECODE_ONLY")
+            if s.memory is not None:
+                broken.append("a schedule whose requests split their phases has no KV-cache memory")
     if broken:
         return [Violation("structure", b) for b in broken]
 
@@ -146,6 +156,8 @@ def validate_fused(
     scale = max(1.0, float(np.max(s.run_end, initial=0.0)))
     tol = atol + 64 * math.ulp(scale)
     first, ends = s.run_first_iteration, s.run_end
+    phase = s.request_phase if s.request_phase is not None else np.zeros(n, dtype=np.int64)
+    decode_only = phase == DECODE_ONLY
     # timeline
     if runs:
         overlap = np.flatnonzero(s.run_start[1:] < ends[:-1] - tol) + 1
@@ -156,11 +168,19 @@ def validate_fused(
             add("timeline", [0], lambda _: f"run 0 starts at {s.run_start[0]:.9g}s, before time 0")
         empty = np.flatnonzero((s.run_decoding == 0) & (s.run_chunk_tokens == 0))
         add("timeline", empty, lambda r: f"run {r} neither decodes nor prefills")
-        # A run that decodes, or one that requests decoding across its start sit out (their
-        # decode ranges hold it), follows the run before it at once.
+        # A run that requests decoding across its start decode in or sit out (their decode
+        # ranges hold it), or that holds the first token of a request prefilled here, follows
+        # the run before it at once (a request prefilled elsewhere may start a run after a
+        # pause: it decodes once its keys and values are here).
         lo, hi = np.sort(s.request_decode_start), np.sort(s.request_decode_end)
         across = np.searchsorted(lo, first[1:], side="left") - np.searchsorted(hi, first[1:], side="right")
-        decoding = (s.run_decoding[1:] > 0) | (across > 0)
+        begins = np.sort(
+            s.request_decode_start[~decode_only & (s.request_decode_start < s.request_decode_end)]
+        )
+        starting = np.searchsorted(begins, first[1:], side="right") - np.searchsorted(
+            begins, first[1:], side="left"
+        )
+        decoding = (across > 0) | ((s.run_decoding[1:] > 0) & (starting > 0))
         paused = np.flatnonzero(decoding & (s.run_start[1:] > ends[:-1] + tol)) + 1
         add(
             "timeline",
@@ -220,11 +240,16 @@ def validate_fused(
             f"run {r} says {s.run_chunk_squares[r]} squared chunk tokens; its chunks give {run_squares[r]}"
         ),
     )
-    # prompt
+    # prompt (none of a decode-only request's, prefilled elsewhere)
     total = np.zeros(n, dtype=np.int64)
     np.add.at(total, c_req, c_tok)
-    short = np.flatnonzero(total != prompt)
+    short = np.flatnonzero((total != prompt) & ~decode_only)
     add("prompt", short, lambda i: f"request {i}'s chunks hold {total[i]} of its {prompt[i]} prompt tokens")
+    add(
+        "prompt",
+        np.flatnonzero(decode_only & (total > 0)),
+        lambda i: f"request {i} arrives prefilled (decode only), yet its chunks hold {total[i]} tokens here",
+    )
     if s.whole_prompts:
         pieces = np.bincount(c_req, minlength=n)
         split = np.flatnonzero(pieces > 1)
@@ -247,6 +272,18 @@ def validate_fused(
         )
     # decode_start: the iteration after the last chunk's (runs with chunks hold one iteration)
     lo, hi = s.request_decode_start, s.request_decode_end
+    if decode_only.any() and runs:
+        # A decode-only request's first iteration starts once its keys and values are here.
+        joined_at = s.iteration_start_at(np.minimum(lo, s.num_iterations - 1))
+        early_join = np.flatnonzero(decode_only & (joined_at < wl.arrival - tol))
+        add(
+            "arrival",
+            early_join,
+            lambda i: (
+                f"request {i}'s keys and values arrive at {wl.arrival[i]:.9g}s; it decodes from "
+                f"{joined_at[i]:.9g}s"
+            ),
+        )
     expected = np.where(has_chunks, first[np.maximum(last_run, 0)] + 1 if runs else 0, -1)
     late = np.flatnonzero(has_chunks & (lo != expected))
     add(
@@ -351,9 +388,9 @@ def validate_fused(
         bad,
         lambda i: f"request {i} is on client {client[i]}, not one of 0..{s.clients - 1}",
     )
-    held = has_chunks & (client >= 0) & (client < s.clients)
+    held = (has_chunks | decode_only) & (client >= 0) & (client < s.clients)
     if held.any() and runs:
-        begin = first[np.minimum(first_run, runs - 1)]
+        begin = np.where(decode_only, lo, first[np.minimum(first_run, runs - 1)])
         idx = np.flatnonzero(held)
         by = idx[np.lexsort((begin[idx], client[idx]))]
         same = client[by[1:]] == client[by[:-1]]
@@ -365,8 +402,9 @@ def validate_fused(
         )
     # tokens
     made = hi - lo - sat_out
-    wrong_tok = np.flatnonzero(made != output)
-    add("tokens", wrong_tok, lambda i: f"request {i} decodes {made[i]} tokens, not {output[i]}")
+    owed = np.where(phase == PREFILL_ONLY, 0, output)  # a prefill-only request decodes elsewhere
+    wrong_tok = np.flatnonzero(made != owed)
+    add("tokens", wrong_tok, lambda i: f"request {i} decodes {made[i]} tokens, not {owed[i]}")
     # makespan
     end = float(ends[-1]) if runs else 0.0
     if abs(s.makespan - end) > tol:
