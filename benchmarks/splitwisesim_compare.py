@@ -317,6 +317,10 @@ COSTS = {
     "preset": lambda: __import__("llmsched").preset("llama2-70b/h100/tp8").cost(prompt_count=False),
 }
 COST_READING = "splitwisesim"
+#: llmsched's Splitwise-HH: SplitwiseSim's mixed pool as it runs it (``mixed-pool``, the default:
+#: :mod:`llmsched.fleet.mixed_pool`), or llmsched's own disaggregated cluster (``disaggregated``,
+#: ``--hh-cluster disaggregated``).
+HH_CLUSTER = "mixed-pool"
 
 
 def llmsched_workload(trace_frame: pd.DataFrame) -> Any:
@@ -347,9 +351,16 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
       ``mode="orca"``), requests routed
       as SplitwiseSim's ``token_jsq`` does (``token-jsq``: the fewest prompt tokens not yet
       prefilled plus a token a request);
-    * ``splitwise-hh``: a disaggregated cluster of two prompt and two token machines, prompt
+    * ``splitwise-hh``: SplitwiseSim's mixed pool as it runs it
+      (:func:`llmsched.fleet.mixed_pool.simulate_mixed_pool`): four machines batching as Orca
+      does, two in the prompt pool and two in the token pool, each request's prompt and token
+      machines picked at its arrival by SplitwiseSim's rules (a token machine joins the mixed
+      pool once the prompt machines' queues pass 8,192 pending tokens, and returns when it
+      holds no request), keys and values moved at 200 GiB/s after the prompt;
+    * ``splitwise-hh`` with ``--hh-cluster disaggregated``: llmsched's own disaggregated
+      cluster of two prompt and two token machines, prompt
       stages of several prompts capped at 2,048 tokens (a longer prompt alone), KV caches moved
-      at 200 GiB/s after the prompt, with the mixed pool as SplitwiseSim runs it: a token
+      at 200 GiB/s after the prompt, with a mixed pool close to SplitwiseSim's: a token
       machine, busy or not, takes prompt stages once every prompt machine holds more than
       8,192 prompt tokens (``lend_busy_above``), pausing its decoding for them, where
       SplitwiseSim mixes them into its decode iterations; llmsched decodes a lent stage's
@@ -374,6 +385,23 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
     if setup == "baseline":
         engine = llmsched.Engine(cost, CLIENTS, mode="orca", max_num_batched_tokens=BATCH_TOKENS)
         schedule: Any = llmsched.simulate_fleet(workload, [engine] * 4, router="token-jsq")
+    elif setup == "splitwise-hh" and HH_CLUSTER == "mixed-pool":
+        from llmsched.fleet.mixed_pool import MixedPoolCluster, simulate_mixed_pool
+
+        found = llmsched.preset("llama2-70b/h100/tp8")
+        mixed_pool = MixedPoolCluster(
+            2,
+            2,
+            cost,
+            clients=CLIENTS,
+            max_batch_tokens=BATCH_TOKENS,
+            prompt_backlog=LEND_ABOVE,
+            kv_bytes_per_token=found.kv_bytes_per_token,
+            kv_bandwidth=KV_GBPS,
+            machine_memory=found.gpu_memory_bytes * found.gpus,
+            weights=found.weights_bytes,
+        )
+        schedule = simulate_mixed_pool(workload, mixed_pool)
     elif setup == "splitwise-hh":
         cluster = llmsched.DisaggregatedCluster(
             prompt_machines=2,
@@ -410,6 +438,9 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
     # Where each phase ran, machines numbered as SplitwiseSim's instances (prompt machines first).
     if setup == "baseline":
         frame["prompt_instance"] = frame["token_instance"] = schedule.request_engine
+    elif HH_CLUSTER == "mixed-pool":
+        frame["prompt_instance"] = schedule.prompt_machine
+        frame["token_instance"] = schedule.token_machine
     else:
         frame["prompt_instance"] = schedule.stage_machine[schedule.request_stage]
         frame["token_instance"] = schedule.request_machine
@@ -656,7 +687,7 @@ def print_verdict(results: list, same_run: bool, startup: dict[str, float] | Non
 
 def main() -> int:
     # The reading run_llmsched uses, chosen once here.
-    global COST_READING
+    global COST_READING, HH_CLUSTER
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--splitwisesim", default=os.environ.get("SPLITWISESIM_DIR"), help="checkout")
     parser.add_argument(
@@ -684,8 +715,16 @@ def main() -> int:
         help="llmsched's cost model: the measurements as SplitwiseSim reads them (decode keyed by the "
         "batch's tokens; default), or the preset's table (decode by batch size and context)",
     )
+    parser.add_argument(
+        "--hh-cluster",
+        choices=("mixed-pool", "disaggregated"),
+        default=HH_CLUSTER,
+        help="llmsched's Splitwise-HH: SplitwiseSim's mixed pool as it runs it (default), or "
+        "llmsched's own disaggregated cluster",
+    )
     args = parser.parse_args()
     COST_READING = args.cost
+    HH_CLUSTER = args.hh_cluster
     setups = args.setup or list(SETUPS)
     if args.llmsched and not Path(args.trace).is_file():
         print(f"the Azure code trace is not at {args.trace}; give it with --trace")

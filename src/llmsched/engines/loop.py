@@ -811,7 +811,6 @@ def _run(
                     running[client] = request
                     context_offset += prompt[request] - g
                     heappush(heap, (g + output[request], client, request))
-                    stream.prefilled_prompt += prompt[request]  # type: ignore[union-attr]
                     continue
                 tokens += prompt[request]
                 if joins:  # it decodes from the next decode iteration on

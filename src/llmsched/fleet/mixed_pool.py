@@ -1,0 +1,579 @@
+"""Splitwise's mixed pool as SplitwiseSim runs it: every machine batches as Orca does, and each
+request's two phases are routed as it arrives.
+
+This is the cluster of SplitwiseSim's ``mixed_pool`` scheduler (Patel et al., ISCA 2024; the
+simulator's ``MixedPoolScheduler``), beside llmsched's own disaggregated cluster
+(:mod:`llmsched.fleet.disaggregated`, whose machines pause decoding for whole prefill stages and
+whose mixed pool lends a machine stage by stage). Here:
+
+* Every machine runs the one decision loop (:mod:`llmsched.engines.loop`) under Orca's rule
+  (:class:`~llmsched.engines.orca.rule.OrcaRule`: prompts first, whole, then decoding requests
+  up to ``max_batch_tokens`` an iteration), whatever its pool: a machine of the prompt pool
+  decodes the requests whose phases both run on it, and one of the token pool prefills.
+* As a request arrives, the cluster picks its prompt machine (the prompt pool's machine with
+  the fewest pending tokens, unless its queue is long: requests wait there and its pending
+  tokens plus the prompt pass ``prompt_backlog``; then the mixed pool's) and its token machine
+  (the token pool's machine with the least memory reserved, unless the request would not fit;
+  then the mixed pool's). When no prompt machine is found, the token pool's machine with the
+  fewest pending tokens joins the mixed pool and takes it; when no token machine is found, the
+  prompt pool's with the least memory reserved joins it. When still none is found, both phases
+  run on the machine with the fewest pending tokens of all. A mixed machine goes back to its
+  pool once it holds no request.
+* A request whose phases run on two machines is a prefill-only request on the first
+  (:data:`~llmsched.engines.rule.PREFILL_ONLY`), which leaves when its prompt's iteration ends;
+  its keys and values then move at ``kv_bandwidth`` (``kv_bytes_per_token`` a prompt token, no
+  contention), and it reaches the second as a decode-only request
+  (:data:`~llmsched.engines.rule.DECODE_ONLY`), which joins the decoding requests there.
+
+A machine's pending tokens are the prompt tokens routed to it and not yet prefilled plus one a
+request whose token phase it runs and that has not finished. Its reserved memory is the
+model's weights plus, for each request routed to it, the keys and values of its prompt and first
+token (``prompt + 1`` tokens) and, where it decodes, of its output tokens; a prompt machine frees
+a request's when its transfer ends, a token machine when the request finishes. (SplitwiseSim
+counts them so; its machines also admit requests by memory, which the machines here do not: at
+the loads this cluster is compared at, SplitwiseSim's memory in use stays below its capacity.)
+
+The run is non-anticipative: the routing reads the requests that have arrived, and each
+machine's queue the requests that have reached it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from llmsched.core.checks import positive_int, real
+from llmsched.core.cost import CostModel
+from llmsched.core.schedule import latency_figures, read_only
+from llmsched.core.workload import Workload
+from llmsched.engines.fusion.schedule import FusedSchedule
+from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
+from llmsched.engines.orca.rule import OrcaRule
+from llmsched.engines.rule import DECODE_ONLY, PREFILL_ONLY, WHOLE
+from llmsched.online.baselines import FCFS
+from llmsched.policies import KnownRequests
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from llmsched.core.violations import Violation
+
+__all__ = ["MixedPoolCluster", "MixedPoolSchedule", "simulate_mixed_pool"]
+
+
+@dataclass(frozen=True)
+class MixedPoolCluster:
+    """A cluster under SplitwiseSim's mixed-pool rules (see the module's docstring).
+
+    Parameters
+    ----------
+    prompt_machines, token_machines
+        The machines of each pool (prompt machines numbered first).
+    cost
+        Every machine's cost model (an iteration is priced by
+        :func:`~llmsched.engines.fusion.iteration.fused_iteration_time`).
+    clients
+        The most requests a machine holds at once (SplitwiseSim's ``max_batch_size``).
+    max_batch_tokens
+        Orca's cap on an iteration's tokens (a longer prompt runs alone).
+    prompt_backlog
+        A prompt machine whose queue holds a request and whose pending tokens plus a new
+        prompt's pass this is long (SplitwiseSim's ``prompt_max_pending_batch_tokens``).
+    kv_bytes_per_token
+        Bytes of keys and values a token holds (all layers).
+    kv_bandwidth
+        GB/s (1e9 bytes) a transfer moves.
+    machine_memory, weights
+        Bytes of a machine's device memory and of the model's weights: a token machine takes a
+        request only while its reserved memory plus the request's stays below the first.
+    """
+
+    prompt_machines: int
+    token_machines: int
+    cost: CostModel
+    clients: int = 512
+    max_batch_tokens: int = 2048
+    prompt_backlog: int = 8192
+    kv_bytes_per_token: float = 2_621_440.0
+    kv_bandwidth: float = 200 * 2**30 / 1e9
+    machine_memory: float = 8 * 80 * 2**30
+    weights: float = 135e9
+
+    def __post_init__(self) -> None:
+        positive_int("prompt_machines", self.prompt_machines)
+        positive_int("token_machines", self.token_machines)
+        positive_int("clients", self.clients)
+        if type(self.max_batch_tokens) is not int or self.max_batch_tokens < 2:
+            raise ValueError(
+                f"max_batch_tokens must be an integer of at least 2, got {self.max_batch_tokens!r}"
+            )
+        positive_int("prompt_backlog", self.prompt_backlog)
+        for name in ("kv_bytes_per_token", "kv_bandwidth", "machine_memory", "weights"):
+            real(name, getattr(self, name), low=0, low_open=True)
+        if self.weights >= self.machine_memory:
+            raise ValueError(
+                f"the weights ({self.weights:.4g} B) leave no room in a machine's memory "
+                f"({self.machine_memory:.4g} B)"
+            )
+
+    @property
+    def machines(self) -> int:
+        return self.prompt_machines + self.token_machines
+
+    def transfer_seconds(self, prompt: Any) -> Any:
+        """Seconds to move the keys and values of ``prompt`` tokens."""
+        return np.asarray(prompt, dtype=np.float64) * self.kv_bytes_per_token / (self.kv_bandwidth * 1e9)
+
+
+class _PhaseQueue(FCFS):
+    """A machine's queue: prompts first come first served within the capacity, then the
+    requests that arrive prefilled (they need none), first come first served."""
+
+    name = "fcfs"
+
+    def __init__(self, phase: bytearray):
+        super().__init__()
+        self._phase = phase
+
+    def start(self, known: KnownRequests, clients: int) -> None:
+        super().start(known, clients)
+        self._joins: deque[int] = deque()
+
+    def arrive(self, request: int) -> None:
+        (self._joins if self._phase[request] == DECODE_ONLY else self._queue).append(request)
+
+    def withdraw(self) -> int | None:  # pragma: no cover - the cluster has no backoff
+        return None
+
+    def ready(self) -> int:
+        return min(len(self._queue) + len(self._joins), self._free_count)
+
+    def take(self, capacity: int) -> list[tuple[int, int]]:
+        queue, joins, prompt, pop = self._queue, self._joins, self._prompt, self._free.pop_lowest
+        pairs: list[tuple[int, int]] = []
+        room, free = capacity, self._free_count
+        while queue and free and prompt[queue[0]] <= room:
+            room -= prompt[queue[0]]
+            pairs.append((queue.popleft(), pop()))
+            free -= 1
+        while joins and free:
+            pairs.append((joins.popleft(), pop()))
+            free -= 1
+        self._free_count = free
+        return pairs
+
+
+# Events, in the heap as (time, sequence, kind, who, version).
+_WAKE, _TRANSFER = 0, 1
+
+
+def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedPoolSchedule:
+    """Run ``workload`` on ``cluster`` (see the module's docstring); return its schedule.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On a workload or cluster that is not one, before any work; on a prompt the cost model
+        cannot prefill or an iteration it cannot price.
+    """
+    if not isinstance(workload, Workload):
+        raise TypeError(f"workload must be a Workload, got {type(workload).__name__}")
+    if not isinstance(cluster, MixedPoolCluster):
+        raise TypeError(f"cluster must be a MixedPoolCluster, got {type(cluster).__name__}")
+    n, P, M = len(workload), cluster.prompt_machines, cluster.machines
+    cost, clients = cluster.cost, cluster.clients
+    rule_check = OrcaRule(cluster.max_batch_tokens)
+    rule_check.check(workload, cost, min(clients, max(n, 1)))
+    prompt: list[int] = workload.prompt_tokens.tolist()
+    output: list[int] = workload.output_tokens.tolist()
+    arrival: list[float] = workload.arrival.tolist()
+    kv = cluster.kv_bytes_per_token
+    bandwidth = cluster.kv_bandwidth * 1e9
+    limit, backlog = cluster.machine_memory, cluster.prompt_backlog
+
+    streams: list[EngineStream] = []
+    loops: list[Generator[float, None, Any]] = []
+    for _ in range(M):
+        stream = EngineStream()
+        stream.done = []
+        queue = _PhaseQueue(stream.phase)
+        loops.append(
+            open_engine(
+                cost,
+                clients,
+                queue,
+                None,
+                stream,
+                False,
+                most_requests=n,
+                rule=OrcaRule(cluster.max_batch_tokens),
+            )
+        )
+        streams.append(stream)
+    members: list[list[int]] = [[] for _ in range(M)]  # each machine's pieces: their requests
+    prompt_machine = np.full(n, -1, dtype=np.int64)
+    prompt_index = np.full(n, -1, dtype=np.int64)
+    token_machine = np.full(n, -1, dtype=np.int64)
+    token_index = np.full(n, -1, dtype=np.int64)
+    transfer_start = np.full(n, np.nan)
+    transfer_end = np.full(n, np.nan)
+    # The routing's counts (see the module's docstring).
+    routed_pending = [0] * M  # prompt tokens plus token phases routed, ever
+    left_early = [0] * M  # prefill-only pieces that have left
+    reserved = [cluster.weights] * M  # memory reserved
+    prompt_pool = list(range(P))
+    token_pool = list(range(P, M))
+    mixed_pool: list[int] = []
+    home = ["prompt"] * P + ["token"] * (M - P)
+    mixed = [False] * M
+    mixed_count = 0  # machines that joined the mixed pool, ever
+
+    def pending(m: int) -> int:
+        s = streams[m]
+        return routed_pending[m] - s.prefilled_prompt - (s.finished - left_early[m])
+
+    def queued(m: int) -> int:
+        s = streams[m]
+        return len(s.prompt) - s.started
+
+    results: list[Any] = [None] * M
+    version = [0] * M
+    woken = [False] * M
+    events: list[tuple[float, int, int, int, int]] = []
+    tie = 0
+
+    def put(m: int, request: int, phase: int, t: float) -> None:
+        nonlocal tie
+        s = streams[m]
+        local = s.add(prompt[request], output[request], 0, t, phase)
+        members[m].append(request)
+        if phase == DECODE_ONLY:
+            token_index[request] = local
+        else:
+            prompt_index[request] = local
+            if phase == WHOLE:
+                token_index[request] = local
+        if s.cuttable and not woken[m]:
+            woken[m] = True
+            version[m] += 1
+            tie += 1
+            heapq.heappush(events, (t, tie, _WAKE, m, version[m]))
+
+    def unmix(m: int) -> None:
+        if mixed[m] and len(streams[m].prompt) == streams[m].finished:  # it holds no request
+            mixed[m] = False
+            mixed_pool.remove(m)
+            (prompt_pool if home[m] == "prompt" else token_pool).append(m)
+
+    def resume(m: int) -> None:
+        nonlocal tie
+        try:
+            t = next(loops[m])
+        except StopIteration as done:
+            results[m] = done.value
+            t = math.inf
+        else:
+            version[m] += 1
+            woken[m] = False
+            if t < math.inf:
+                tie += 1
+                heapq.heappush(events, (t, tie, _WAKE, m, version[m]))
+        s = streams[m]
+        assert s.done is not None
+        for local in s.done:
+            request = members[m][local]
+            if s.phase[local] == PREFILL_ONLY:
+                left_early[m] += 1
+                transfer_start[request] = s.done_at
+                end = s.done_at + prompt[request] * kv / bandwidth
+                transfer_end[request] = end
+                tie += 1
+                heapq.heappush(events, (end, tie, _TRANSFER, request, 0))
+            else:  # its token phase finished here: its memory is free
+                reserved[m] -= (prompt[request] + 1 + output[request]) * kv
+        s.done.clear()
+        unmix(m)
+
+    def route(request: int, t: float) -> None:
+        nonlocal mixed_count
+        p, o = prompt[request], output[request]
+        first, whole = (p + 1) * kv, (p + 1 + o) * kv
+        to_prompt = to_token = -1
+        for pool in (prompt_pool, mixed_pool):
+            if pool:
+                best = min(pool, key=pending)
+                if not (queued(best) > 0 and pending(best) + p > backlog):
+                    to_prompt = best
+                    break
+        for pool in (token_pool, mixed_pool):
+            if pool:
+                best = min(pool, key=reserved.__getitem__)
+                if reserved[best] + whole < limit:
+                    to_token = best
+                    break
+        if to_prompt < 0 and token_pool:
+            to_prompt = min(token_pool, key=pending)
+            token_pool.remove(to_prompt)
+            mixed_pool.append(to_prompt)
+            mixed[to_prompt] = True
+            mixed_count += 1
+        if to_token < 0 and prompt_pool:
+            to_token = min(prompt_pool, key=reserved.__getitem__)
+            prompt_pool.remove(to_token)
+            mixed_pool.append(to_token)
+            mixed[to_token] = True
+            mixed_count += 1
+        if to_prompt < 0 or to_token < 0:  # both phases on the least pending machine of all
+            to_prompt = to_token = min(prompt_pool + mixed_pool + token_pool, key=pending)
+        prompt_machine[request], token_machine[request] = to_prompt, to_token
+        if to_prompt == to_token:
+            reserved[to_prompt] += whole
+            routed_pending[to_prompt] += p + 1
+            put(to_prompt, request, WHOLE, t)
+        else:
+            reserved[to_prompt] += first
+            reserved[to_token] += whole
+            routed_pending[to_prompt] += p
+            routed_pending[to_token] += 1
+            put(to_prompt, request, PREFILL_ONLY, t)
+
+    for m in range(M):
+        resume(m)  # primed: each waits for its first request
+    order = np.argsort(workload.arrival, kind="stable").tolist()
+    next_arrival = 0
+    while True:
+        ta = arrival[order[next_arrival]] if next_arrival < n else math.inf
+        while events and events[0][2] == _WAKE and events[0][4] != version[events[0][3]]:
+            heapq.heappop(events)  # stale: the machine moved on
+        te = events[0][0] if events else math.inf
+        if ta == te == math.inf:
+            break
+        if (
+            ta < math.inf
+            and (te == math.inf or admits(te, ta))
+            and not (events and events[0][2] == _TRANSFER and events[0][0] <= ta)
+        ):
+            request = order[next_arrival]
+            next_arrival += 1
+            route(request, ta)
+            continue
+        _, _, kind, who, _ = heapq.heappop(events)
+        if kind == _TRANSFER:
+            m = int(token_machine[who])
+            reserved[int(prompt_machine[who])] -= (prompt[who] + 1) * kv  # its prompt machine frees it
+            put(m, who, DECODE_ONLY, te)
+            continue
+        resume(who)
+    for m in range(M):
+        streams[m].closed = True
+        while results[m] is None:
+            resume(m)
+
+    schedules = []
+    for m in range(M):
+        s = streams[m]
+        local = Workload(
+            s.prompt or [1],
+            s.output or [1],
+            arrival=s.arrival or [0.0],
+            name=f"{workload.name} on machine {m}",
+        )
+        if not s.prompt:
+            local = local.subset([])  # an idle machine: no request
+        schedules.append(stream_schedule(local, cost, clients, s, range(len(s.prompt)), results[m]))
+    info = {
+        "cluster": "mixed-pool",
+        "prompt_machines": P,
+        "token_machines": M - P,
+        "max_batch_tokens": cluster.max_batch_tokens,
+        "prompt_backlog": backlog,
+        "machines_mixed": mixed_count,
+    }
+    return MixedPoolSchedule(
+        workload,
+        cluster,
+        tuple(schedules),
+        prompt_machine,
+        prompt_index,
+        token_machine,
+        token_index,
+        transfer_start,
+        transfer_end,
+        info,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class MixedPoolSchedule:
+    """What a :class:`MixedPoolCluster` ran: each machine's schedule (a
+    :class:`~llmsched.engines.fusion.schedule.FusedSchedule` of Orca's rule, its requests
+    numbered in the order they reached it) and where each request's phases ran.
+
+    Request ``i``'s prompt ran on machine ``prompt_machine[i]`` as its request
+    ``prompt_index[i]``, its decode on ``token_machine[i]`` as ``token_index[i]`` (the same
+    piece when both ran on one machine); its keys and values moved from ``transfer_start[i]``
+    (its prompt's end) to ``transfer_end[i]`` (NaN when nothing moved).
+    """
+
+    mode: ClassVar[str] = "mixed-pool"
+
+    workload: Workload
+    cluster: MixedPoolCluster
+    schedules: tuple[FusedSchedule, ...]
+    prompt_machine: np.ndarray
+    prompt_index: np.ndarray
+    token_machine: np.ndarray
+    token_index: np.ndarray
+    transfer_start: np.ndarray
+    transfer_end: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_machine", "prompt_index", "token_machine", "token_index"):
+            object.__setattr__(self, name, read_only(np.array(getattr(self, name), dtype=np.int64)))
+        for name in ("transfer_start", "transfer_end"):
+            object.__setattr__(self, name, read_only(np.array(getattr(self, name), dtype=np.float64)))
+
+    def _gather(self, machine: np.ndarray, index: np.ndarray, name: str) -> np.ndarray:
+        out = np.full(len(self.workload), np.nan)
+        for m, schedule in enumerate(self.schedules):
+            mine = np.flatnonzero(machine == m)
+            if mine.size:
+                out[mine] = np.asarray(getattr(schedule, name))[index[mine]]
+        return out
+
+    @cached_property
+    def prefill_end(self) -> np.ndarray:
+        """When each request's prompt ended (its first token)."""
+        return read_only(self._gather(self.prompt_machine, self.prompt_index, "prefill_end"))
+
+    @cached_property
+    def finish(self) -> np.ndarray:
+        """When each request's last token ended."""
+        return read_only(self._gather(self.token_machine, self.token_index, "finish"))
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return self.prefill_end - self.workload.arrival
+
+    @property
+    def e2e(self) -> np.ndarray:
+        return self.finish - self.workload.arrival
+
+    @property
+    def makespan(self) -> float:
+        return float(max((s.makespan for s in self.schedules), default=0.0))
+
+    @property
+    def split(self) -> np.ndarray:
+        """Whether each request's phases ran on two machines."""
+        return self.prompt_machine != self.token_machine
+
+    def request_frame(self) -> pd.DataFrame:
+        """One row per request: the workload's columns, ``prompt_machine``,
+        ``token_machine``, ``prefill_end``, ``transfer_end``, ``finish``, ``ttft``, ``e2e``
+        and ``tbt_mean`` (the time after the first token over the tokens decoded)."""
+        frame = self.workload.to_frame()
+        frame["prompt_machine"] = self.prompt_machine
+        frame["token_machine"] = self.token_machine
+        frame["prefill_end"] = self.prefill_end
+        frame["transfer_end"] = self.transfer_end
+        frame["finish"] = self.finish
+        frame["ttft"] = self.ttft
+        frame["e2e"] = self.e2e
+        frame["tbt_mean"] = (self.finish - self.prefill_end) / self.workload.output_tokens
+        return frame
+
+    def summary(self) -> dict[str, Any]:
+        """Headline figures: requests, machines, makespan, the share of requests split
+        between two machines, the machines that joined the mixed pool, and the latency
+        percentiles of :func:`~llmsched.core.schedule.latency_figures` (TTFT and
+        end-to-end; the gaps between tokens are each request's mean)."""
+        tbt = (self.finish - self.prefill_end) / self.workload.output_tokens
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "requests": len(self.workload),
+            "machines": self.cluster.machines,
+            "makespan_s": self.makespan,
+            "split_share": float(np.mean(self.split)) if len(self.workload) else 0.0,
+            "machines_mixed": self.info.get("machines_mixed", 0),
+        }
+        out.update(latency_figures(self.ttft, self.e2e, tbt, np.ones(tbt.size, dtype=np.int64)))
+        return out
+
+    def validate(self) -> list[Violation]:
+        """Every rule the schedule breaks; empty when it is valid. Each machine's schedule
+        keeps the fused rules (its violations named by machine); every request has its pieces
+        (one whole piece, or a prefill-only piece and a decode-only piece on another machine),
+        each piece is one request's, with its prompt and output; a request reaches its prompt
+        machine when it arrives, and its token machine when its transfer ends, which starts at
+        its prompt's end and lasts its keys and values over the bandwidth."""
+        from llmsched.core.violations import Violation
+        from llmsched.engines.fusion.validate import validate_fused
+
+        out: list[Violation] = []
+        for m, schedule in enumerate(self.schedules):
+            out += [Violation(v.rule, f"machine {m}: {v.message}") for v in validate_fused(schedule)]
+        wl, M = self.workload, len(self.schedules)
+        seen = [np.zeros(len(s.workload), dtype=np.int64) for s in self.schedules]
+        tol = 1e-9 * max(1.0, self.makespan)
+        for i in range(len(wl)):
+            pm, pi, tm, ti = (
+                int(x[i])
+                for x in (self.prompt_machine, self.prompt_index, self.token_machine, self.token_index)
+            )
+            if not (0 <= pm < M and 0 <= tm < M and 0 <= pi < seen[pm].size and 0 <= ti < seen[tm].size):
+                out.append(Violation("pieces", f"request {i} names a machine or piece that does not exist"))
+                continue
+            split = (pm, pi) != (tm, ti)
+            if split and pm == tm:
+                out.append(Violation("pieces", f"request {i}'s two phases are two pieces of machine {pm}"))
+            pieces = [(pm, pi, PREFILL_ONLY if split else WHOLE)] + ([(tm, ti, DECODE_ONLY)] if split else [])
+            for m, k, phase in pieces:
+                seen[m][k] += 1
+                s = self.schedules[m]
+                have = WHOLE if s.request_phase is None else int(s.request_phase[k])
+                if have != phase:
+                    out.append(
+                        Violation(
+                            "pieces", f"request {i}'s piece {k} on machine {m} has phase {have}, not {phase}"
+                        )
+                    )
+                if (int(s.workload.prompt_tokens[k]), int(s.workload.output_tokens[k])) != (
+                    int(wl.prompt_tokens[i]),
+                    int(wl.output_tokens[i]),
+                ):
+                    out.append(Violation("pieces", f"request {i}'s piece {k} on machine {m} has other sizes"))
+            if abs(float(self.schedules[pm].workload.arrival[pi]) - float(wl.arrival[i])) > tol:
+                out.append(
+                    Violation("arrival", f"request {i} reaches machine {pm} at another time than it arrives")
+                )
+            if split:
+                start = float(self.schedules[pm].prefill_end[pi])
+                end = start + float(self.cluster.transfer_seconds(wl.prompt_tokens[i]))
+                if abs(self.transfer_start[i] - start) > tol or abs(self.transfer_end[i] - end) > tol:
+                    out.append(
+                        Violation("transfer", f"request {i}'s transfer is not [{start:.9g}, {end:.9g}]s")
+                    )
+                if abs(float(self.schedules[tm].workload.arrival[ti]) - end) > tol:
+                    out.append(
+                        Violation(
+                            "transfer", f"request {i} reaches machine {tm} before or after its transfer ends"
+                        )
+                    )
+            elif not (np.isnan(self.transfer_start[i]) and np.isnan(self.transfer_end[i])):
+                out.append(Violation("transfer", f"request {i} ran on one machine, yet a transfer is given"))
+        for m, counts in enumerate(seen):
+            stray = np.flatnonzero(counts != 1)
+            out += [
+                Violation("pieces", f"piece {k} of machine {m} is {counts[k]} requests' pieces")
+                for k in stray
+            ]
+        return out

@@ -1,0 +1,102 @@
+"""Splitwise's mixed pool as SplitwiseSim runs it: Orca machines, each request's phases routed
+at its arrival, keys and values moved between machines."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llmsched import LinearCostModel, Workload
+from llmsched.engines.rule import DECODE_ONLY, PREFILL_ONLY, WHOLE
+from llmsched.fleet.mixed_pool import MixedPoolCluster, simulate_mixed_pool
+
+COST = LinearCostModel(0.02, 1e-4, 0.03, 2e-4, prefill_capacity=5000)
+KV = 1e6  # bytes a token
+
+
+def cluster(prompt: int = 1, token: int = 1, **options: object) -> MixedPoolCluster:
+    fields = {"kv_bytes_per_token": KV, "kv_bandwidth": 1.0, "machine_memory": 1e12, "weights": 1e9}
+    return MixedPoolCluster(prompt, token, COST, **(fields | options))  # type: ignore[arg-type]
+
+
+def test_a_request_prefills_on_the_prompt_machine_and_decodes_on_the_token_machine() -> None:
+    """One request alone: its prompt runs on machine 0 (0.02 + 1e-4 x 100 = 0.03 s), its keys
+    and values (100 tokens of 1 MB at 1 GB/s: 0.1 s) move to machine 1, where it decodes its 5
+    tokens; its TTFT is the prompt's 0.03 s, and its end is after the transfer."""
+    schedule = simulate_mixed_pool(Workload([100], [5]), cluster())
+    assert schedule.validate() == []
+    assert schedule.prompt_machine.tolist() == [0] and schedule.token_machine.tolist() == [1]
+    assert schedule.ttft.tolist() == pytest.approx([0.03])
+    assert schedule.transfer_start.tolist() == pytest.approx([0.03])
+    assert schedule.transfer_end.tolist() == pytest.approx([0.13])
+    first, second = schedule.schedules
+    assert first.request_phase is not None and first.request_phase.tolist() == [PREFILL_ONLY]
+    assert second.request_phase is not None and second.request_phase.tolist() == [DECODE_ONLY]
+    assert second.workload.arrival.tolist() == pytest.approx([0.13])
+    assert second.run_iterations.sum() == 5 and second.chunk_run.size == 0
+    assert schedule.finish[0] == pytest.approx(second.makespan) and schedule.split.tolist() == [True]
+
+
+def test_a_long_prompt_queue_sends_prompts_to_a_token_machine_which_mixes() -> None:
+    """With a backlog of 200 tokens, a burst of prompts of 150 finds the prompt machine's queue
+    long from the third on: the token machine joins the mixed pool and takes prompts, and one
+    machine then runs both phases of some requests (no transfer)."""
+    workload = Workload([150] * 6, [3] * 6)
+    schedule = simulate_mixed_pool(workload, cluster(prompt_backlog=200))
+    assert schedule.validate() == []
+    assert schedule.info["machines_mixed"] >= 1
+    assert 1 in schedule.prompt_machine.tolist()  # the token machine prefilled some
+    assert not schedule.split.all()
+    whole = ~schedule.split
+    assert np.isnan(schedule.transfer_end[whole]).all()
+    phases = {int(p) for s in schedule.schedules if s.request_phase is not None for p in s.request_phase}
+    assert WHOLE in phases
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, 20), st.integers(1, 400), st.integers(1, 12)), min_size=1, max_size=30),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(50, 2000),
+    st.integers(1, 6),
+)
+def test_every_run_validates_and_every_request_finishes_in_full(
+    drawn: list[tuple[int, int, int]], prompt: int, token: int, backlog: int, clients: int
+) -> None:
+    """Any requests on any small cluster: the schedule validates, every request has a TTFT no
+    earlier than its prompt alone and ends after it, and a split request's decode starts no
+    earlier than its transfer's end."""
+    arrival = [t / 10 for t, _, _ in drawn]
+    workload = Workload([p for _, p, _ in drawn], [o for _, _, o in drawn], arrival=arrival)
+    schedule = simulate_mixed_pool(workload, cluster(prompt, token, prompt_backlog=backlog, clients=clients))
+    assert schedule.validate() == []
+    alone = np.asarray(COST.prefill_time(workload.prompt_tokens))
+    assert (schedule.ttft >= alone * (1 - 1e-9)).all()
+    assert (schedule.finish > schedule.prefill_end).all()
+    split = schedule.split
+    assert (schedule.finish[split] >= schedule.transfer_end[split]).all()
+
+
+def test_the_validator_catches_a_transfer_or_a_piece_out_of_place() -> None:
+    schedule = simulate_mixed_pool(Workload([100, 80], [5, 4], arrival=[0.0, 0.01]), cluster())
+    assert schedule.validate() == []
+    short = schedule.transfer_end.copy()
+    short[0] -= 0.05
+    assert {v.rule for v in dataclasses.replace(schedule, transfer_end=short).validate()} == {"transfer"}
+    moved = schedule.token_machine.copy()
+    moved[0] = schedule.prompt_machine[0]
+    assert "pieces" in {v.rule for v in dataclasses.replace(schedule, token_machine=moved).validate()}
+
+
+def test_bad_clusters_are_refused() -> None:
+    with pytest.raises(ValueError, match="prompt_machines"):
+        MixedPoolCluster(0, 1, COST)
+    with pytest.raises(ValueError, match="no room"):
+        cluster(weights=2e12)
+    with pytest.raises(TypeError, match="MixedPoolCluster"):
+        simulate_mixed_pool(Workload([1], [1]), "cluster")  # type: ignore[arg-type]
