@@ -169,6 +169,13 @@ def _disaggregated() -> Any:
     return simulate_disaggregated(Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]), _cluster())
 
 
+def _mixed_pool() -> Any:
+    from llmsched.fleet.mixed_pool import MixedPoolCluster, simulate_mixed_pool
+
+    cluster = MixedPoolCluster(1, 1, LinearCostModel.paper(), clients=2, machine_memory=1e12, weights=1e9)
+    return simulate_mixed_pool(Workload([10, 20, 30], [3, 1, 4], arrival=[0.0, 0.0, 0.1]), cluster)
+
+
 def _fleet() -> Any:
     from llmsched.fleet.engine import Engine
     from llmsched.fleet.simulate import simulate_fleet
@@ -208,6 +215,8 @@ FACTORIES: dict[str, Callable[[], Any]] = {
         _fused().workload, LinearCostModel.paper(), 2, 16
     ),
     "llmsched.engines.disaggregation.cluster.DisaggregatedCluster": _cluster,
+    "llmsched.fleet.mixed_pool.MixedPoolCluster": lambda: _mixed_pool().cluster,
+    "llmsched.fleet.mixed_pool.MixedPoolSchedule": _mixed_pool,
     "llmsched.engines.disaggregation.schedule.DisaggregatedSchedule": _disaggregated,
     "llmsched.engines.disaggregation.bounds.DisaggregatedBounds": lambda: importlib.import_module(
         "llmsched.engines.disaggregation.bounds"
