@@ -133,14 +133,18 @@ class MixedPoolCluster:
 
 
 class _PhaseQueue(FCFS):
-    """A machine's queue: prompts first come first served within the capacity, then the
-    requests that arrive prefilled (they need none), first come first served."""
+    """A machine's queue, as SplitwiseSim's machines fill a batch: the prompts first come first
+    served, as many as the next iteration's token cap holds (the first whatever its size);
+    then the requests that arrive prefilled (they need no prefill), in the order their requests
+    arrived at the cluster, but none whose request arrived after a prompt left waiting."""
 
     name = "fcfs"
 
-    def __init__(self, phase: bytearray):
+    def __init__(self, phase: bytearray, cap: int):
         super().__init__()
         self._phase = phase
+        self._cap = cap
+        self.rank: list[float] = []  # each request's arrival at the cluster, set by the driver
 
     def start(self, known: KnownRequests, clients: int) -> None:
         super().start(known, clients)
@@ -158,14 +162,19 @@ class _PhaseQueue(FCFS):
     def take(self, capacity: int) -> list[tuple[int, int]]:
         queue, joins, prompt, pop = self._queue, self._joins, self._prompt, self._free.pop_lowest
         pairs: list[tuple[int, int]] = []
-        room, free = capacity, self._free_count
-        while queue and free and prompt[queue[0]] <= room:
+        room, free = min(capacity, self._cap), self._free_count
+        while queue and free and (prompt[queue[0]] <= room or not pairs):
             room -= prompt[queue[0]]
             pairs.append((queue.popleft(), pop()))
             free -= 1
-        while joins and free:
-            pairs.append((joins.popleft(), pop()))
-            free -= 1
+        if joins and free:
+            rank = self.rank
+            before = rank[queue[0]] if queue else math.inf
+            eligible = sorted((rank[j], j) for j in joins if rank[j] < before)
+            for _, request in eligible[:free]:
+                joins.remove(request)
+                pairs.append((request, pop()))
+                free -= 1
         self._free_count = free
         return pairs
 
@@ -199,11 +208,13 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
     limit, backlog = cluster.machine_memory, cluster.prompt_backlog
 
     streams: list[EngineStream] = []
+    queues: list[_PhaseQueue] = []
     loops: list[Generator[float, None, Any]] = []
     for _ in range(M):
         stream = EngineStream()
         stream.done = []
-        queue = _PhaseQueue(stream.phase)
+        queue = _PhaseQueue(stream.phase, cluster.max_batch_tokens)
+        queues.append(queue)
         loops.append(
             open_engine(
                 cost,
@@ -253,6 +264,7 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         nonlocal tie
         s = streams[m]
         local = s.add(prompt[request], output[request], 0, t, phase)
+        queues[m].rank.append(arrival[request])
         members[m].append(request)
         if phase == DECODE_ONLY:
             token_index[request] = local
