@@ -179,6 +179,26 @@ class _PhaseQueue(FCFS):
         return pairs
 
 
+class _MachineRule(OrcaRule):
+    """Orca's rule as SplitwiseSim's machines run it, where an arrival cuts a run of decode
+    iterations short only if it can join the next iteration: a request arriving prefilled, or a
+    prompt within the token cap; a longer prompt waits for the run to end (or for another
+    arrival to cut it)."""
+
+    def __init__(self, max_batch_tokens: int, stream: EngineStream):
+        super().__init__(max_batch_tokens)
+        due, phase, prompt, cap = stream.due, stream.phase, stream.prompt, max_batch_tokens
+
+        def first_cut(position: int, known: int) -> float:
+            # A machine's requests come onto its stream in order of arrival: the i-th is i.
+            for i in range(position, known):
+                if phase[i] == DECODE_ONLY or prompt[i] <= cap:
+                    return due[i]
+            return math.inf
+
+        self.first_cut = first_cut
+
+
 # Events, in the heap as (time, sequence, kind, who, version).
 _WAKE, _TRANSFER = 0, 1
 
@@ -224,7 +244,7 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
                 stream,
                 False,
                 most_requests=n,
-                rule=OrcaRule(cluster.max_batch_tokens),
+                rule=_MachineRule(cluster.max_batch_tokens, stream),
             )
         )
         streams.append(stream)
@@ -251,10 +271,20 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         return routed_pending[m] - s.prefilled_prompt - (s.finished - left_early[m])
 
     def queued(m: int) -> int:
+        # SplitwiseSim's pending queue: the requests not yet in an iteration, and the token
+        # phase of each request whose both phases run here until its decoding starts.
         s = streams[m]
-        return len(s.prompt) - s.started
+        prefilling = whole_waiting[m]
+        if prefilling:
+            starts = s.decode_start
+            for local in [local for local in prefilling if starts[local] >= 0]:
+                prefilling.remove(local)
+        return len(s.prompt) - s.started + len(prefilling)
 
     results: list[Any] = [None] * M
+    whole_waiting: list[set[int]] = [set() for _ in range(M)]  # both phases here, not decoding yet
+    idle = [True] * M  # waiting for a request (its last yield: inf)
+    cap = cluster.max_batch_tokens
     version = [0] * M
     woken = [False] * M
     events: list[tuple[float, int, int, int, int]] = []
@@ -272,7 +302,10 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
             prompt_index[request] = local
             if phase == WHOLE:
                 token_index[request] = local
-        if s.cuttable and not woken[m]:
+                whole_waiting[m].add(local)
+        # An idle machine wakes at any arrival; one decoding with a client free, at one that can
+        # join its next iteration (see _MachineRule).
+        if s.cuttable and not woken[m] and (idle[m] or phase == DECODE_ONLY or prompt[request] <= cap):
             woken[m] = True
             version[m] += 1
             tie += 1
@@ -294,6 +327,7 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         else:
             version[m] += 1
             woken[m] = False
+            idle[m] = t == math.inf
             if t < math.inf:
                 tie += 1
                 heapq.heappush(events, (t, tie, _WAKE, m, version[m]))
