@@ -100,3 +100,19 @@ def test_bad_clusters_are_refused() -> None:
         cluster(weights=2e12)
     with pytest.raises(TypeError, match="MixedPoolCluster"):
         simulate_mixed_pool(Workload([1], [1]), "cluster")  # type: ignore[arg-type]
+
+
+def test_a_prompt_past_the_cap_waits_for_the_decode_run_as_splitwisesim_runs_it() -> None:
+    """Request 0 decodes 50 tokens on machine 1 from about 0.13 s. Two 4,000-token prompts fill
+    machine 0, so the 3,000-token prompt arriving at 0.52 s finds its queue long and goes to
+    machine 1, which joins the mixed pool and runs both its phases. Longer than the 2,048-token
+    cap, it does not cut request 0's run of decode iterations: it starts when request 0
+    finishes (no other arrival cuts the run: the long prompts' keys and values take 4 s to
+    move), and ends a prompt's time (0.02 + 3,000 x 1e-4 s) later."""
+    workload = Workload([100, 4000, 4000, 3000], [50, 2, 2, 2], arrival=[0.0, 0.50, 0.51, 0.52])
+    schedule = simulate_mixed_pool(workload, cluster(prompt_backlog=1000))
+    assert schedule.validate() == []
+    assert schedule.prompt_machine.tolist() == [0, 0, 0, 1] and schedule.token_machine[3] == 1
+    assert schedule.info["machines_mixed"] == 1
+    assert schedule.finish[0] < schedule.transfer_end[1]  # nothing else reached machine 1 before
+    assert schedule.prefill_end[3] == pytest.approx(schedule.finish[0] + 0.02 + 3000 * 1e-4)
