@@ -570,10 +570,18 @@ STARTUP_REQUESTS = 20
 
 
 def _show(
-    setup: str, rate: float, figures: dict, seconds: float, trace_frame: pd.DataFrame | None, results: list
+    setup: str,
+    rate: float,
+    figures: dict,
+    seconds: float,
+    trace_frame: pd.DataFrame | None,
+    results: list,
+    seed: int = 0,
 ) -> None:
-    """Print one setup and rate; beside llmsched's figures when ``trace_frame`` is given (kept
-    in ``results`` for :func:`print_verdict`)."""
+    """Print one setup, rate and seed; beside llmsched's figures when ``trace_frame`` is given
+    (kept in ``results`` for :func:`print_verdict`)."""
+    if seed:
+        print(f"\n(seed {seed})", end="")
     if trace_frame is None:
         print_side_by_side(setup, rate, figures, seconds)
     else:
@@ -582,7 +590,7 @@ def _show(
         llm_seconds = statistics.median(times)
         mine = summarize(llm_frame, PROMPT_MACHINES[setup])
         print_side_by_side(setup, rate, figures, seconds, mine, llm_seconds)
-        results.append((setup, rate, figures, seconds, mine, llm_seconds))
+        results.append((setup, rate, figures, seconds, mine, llm_seconds, seed))
     sys.stdout.flush()
 
 
@@ -600,6 +608,7 @@ def plot_comparison(results: list, path: Path | str) -> None:
     from :func:`_show`'s ``results``; it returns nothing and leaves pyplot's state alone."""
     from matplotlib.figure import Figure
 
+    results = _seed_means(results)
     setups = list(dict.fromkeys(row[0] for row in results))
     figure = Figure(figsize=(12, 3.2 * len(setups)), layout="constrained")
     axes = figure.subplots(len(setups), len(PANELS), squeeze=False)
@@ -631,13 +640,47 @@ def _plot(results: list, path: str | None) -> None:
     print(f"figure written to {path}")
 
 
+def _seed_means(results: list) -> list:
+    """``results`` of several seeds as one seed's: per setup and rate, each side's figures the
+    mean over the seeds run (every figure), its seconds the mean; seed -1. Results of one seed
+    are returned as they are."""
+    if len({r[6] for r in results}) <= 1:
+        return results
+    merged = []
+    for setup, rate in dict.fromkeys((r[0], r[1]) for r in results):
+        group = [r for r in results if r[0] == setup and r[1] == rate]
+        theirs = {
+            name: float(np.mean([r[2][name] for r in group])) for name in group[0][2] if name in METRICS
+        }
+        mine = {name: float(np.mean([r[4][name] for r in group])) for name in group[0][4]}
+        seconds = float(np.mean([r[3] for r in group]))
+        merged.append((setup, rate, theirs, seconds, mine, float(np.mean([r[5] for r in group])), -1))
+    return merged
+
+
 def print_verdict(results: list, same_run: bool, startup: dict[str, float] | None = None) -> None:
     """Per setup: where each side saturates (the first rate whose TTFT p99 passes
     :data:`SATURATED` times its value at the lowest rate run, the uncontended one), and, over
     the rates where neither has, every metric of :data:`WITHIN` outside its tolerance, and the
     least ratio of simulation times (``same_run``: SplitwiseSim ran in this run); with
     ``startup`` (SplitwiseSim's seconds for a run of :data:`STARTUP_REQUESTS` requests, per
-    setup: its start-up, imports and configuration), the ratio without it too."""
+    setup: its start-up, imports and configuration), the ratio without it too.
+
+    With several seeds, the verdict of each seed, then that of the means over the seeds: each
+    figure of each side averaged over the seeds at each setup and rate, so that the tails of
+    one seed's 4,000 requests (a p99 swings by 20% from seed to seed) weigh less."""
+    seeds = sorted({r[6] for r in results})
+    if len(seeds) > 1:
+        for seed in seeds:
+            print(f"\n(seed {seed})", end="")
+            _verdict([r for r in results if r[6] == seed], same_run, startup)
+        print(f"\n(the means over seeds {', '.join(str(seed) for seed in seeds)})", end="")
+        _verdict(_seed_means(results), same_run, None)
+        return
+    _verdict(results, same_run, startup)
+
+
+def _verdict(results: list, same_run: bool, startup: dict[str, float] | None) -> None:
     for setup in dict.fromkeys(r[0] for r in results):
         rows = sorted((r for r in results if r[0] == setup), key=lambda r: r[1])
         if not rows:
@@ -651,7 +694,7 @@ def print_verdict(results: list, same_run: bool, startup: dict[str, float] | Non
             if r[2]["ttft_p99"] <= SATURATED * base_s and r[4]["ttft_p99"] <= SATURATED * base_l
         ]
         misses = []
-        for _, rate, theirs, _, mine, _ in below:
+        for _, rate, theirs, _, mine, _, _ in below:
             for name, tolerance in WITHIN.items():
                 rel = float(mine[name]) / float(theirs[name]) - 1
                 if abs(rel) > tolerance:
@@ -700,7 +743,14 @@ def main() -> int:
         "--rates", help=f"start:stop:step or a,b,c (default {RATES[0]:g}:{RATES[-1]:g}:1, or all recorded)"
     )
     parser.add_argument("--requests", type=int, default=REQUESTS)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        "--seeds",
+        dest="seeds",
+        default="0",
+        help="the seed of the requests' arrivals and sizes, or several (a,b,c or first:last): the "
+        "verdict is then each seed's and that of the means over them (default 0)",
+    )
     parser.add_argument("--trace", default=str(AZURE_CODE), help="the Azure code trace")
     parser.add_argument("--llmsched", action="store_true", help="also run run_llmsched side by side")
     parser.add_argument("--record", action="store_true", help=f"write the summaries to {RECORDED}")
@@ -723,6 +773,7 @@ def main() -> int:
         "llmsched's own disaggregated cluster",
     )
     args = parser.parse_args()
+    seeds = [int(seed) for seed in _rates(args.seeds if ":" not in args.seeds else f"{args.seeds}:1")]
     COST_READING = args.cost
     HH_CLUSTER = args.hh_cluster
     setups = args.setup or list(SETUPS)
@@ -731,18 +782,27 @@ def main() -> int:
         return 1
 
     if not args.splitwisesim or not (Path(args.splitwisesim) / "run.py").is_file():
-        # The recorded runs: REQUESTS requests a rate, seed 0; llmsched gets the same requests.
+        # The recorded runs: REQUESTS requests a rate and seed; llmsched gets the same requests.
         recorded = RECORDED / "summary.csv"
         print("no SplitwiseSim checkout given (--splitwisesim or SPLITWISESIM_DIR); recorded figures")
         print(f"({recorded}; {RECORDED / 'README.md'} tells how they were made)")
-        table = pd.read_csv(recorded)
+        table = read_recorded(recorded)
         results: list = []
         wanted = None if args.rates is None else set(_rates(args.rates))
-        for (setup, rate), row in table.groupby(["setup", "rate"], sort=False):
-            if setup in setups and (wanted is None or rate in wanted):
+        missing = sorted(set(seeds) - set(table["seed"]))
+        if missing:
+            print(
+                f"no recorded run of seed {', '.join(map(str, missing))}; recorded seeds: "
+                f"{', '.join(map(str, sorted(set(table['seed']))))}"
+            )
+            return 1
+        for (setup, rate, seed), row in table.groupby(["setup", "rate", "seed"], sort=False):
+            if setup in setups and (wanted is None or rate in wanted) and seed in seeds:
                 figures = row.iloc[0].to_dict()
-                trace_frame = make_trace(rate, REQUESTS, 0, trace=args.trace) if args.llmsched else None
-                _show(setup, rate, figures, float(figures["sim_seconds"]), trace_frame, results)
+                trace_frame = (
+                    make_trace(rate, REQUESTS, int(seed), trace=args.trace) if args.llmsched else None
+                )
+                _show(setup, rate, figures, float(figures["sim_seconds"]), trace_frame, results, int(seed))
         print_verdict(results, same_run=False)
         _plot(results, args.plot)
         return 0
@@ -756,24 +816,56 @@ def main() -> int:
     rates = _rates(args.rates or f"{RATES[0]:g}:{RATES[-1]:g}:1")
     for setup in setups:
         if args.llmsched:
-            tiny = make_trace(rates[0], STARTUP_REQUESTS, args.seed, trace=args.trace)
+            tiny = make_trace(rates[0], STARTUP_REQUESTS, seeds[0], trace=args.trace)
             startup[setup] = run_splitwisesim(args.splitwisesim, args.splitwisesim_python, tiny, setup)[1]
-        for rate in rates:
-            trace_frame = make_trace(rate, args.requests, args.seed, trace=args.trace)
-            frame, seconds = run_splitwisesim(args.splitwisesim, args.splitwisesim_python, trace_frame, setup)
-            figures = summarize(frame, PROMPT_MACHINES[setup])
-            if args.frames:
-                Path(args.frames).mkdir(parents=True, exist_ok=True)
-                name = f"{setup}_{rate:g}_{args.requests}_{args.seed}.csv.gz"
-                frame.to_csv(Path(args.frames) / name, index=False, float_format="%.9g")
-            rows.append({"setup": setup, "rate": rate, **figures, "sim_seconds": seconds})
-            _show(setup, rate, figures, seconds, trace_frame if args.llmsched else None, results)
+        for seed in seeds:
+            for rate in rates:
+                trace_frame = make_trace(rate, args.requests, seed, trace=args.trace)
+                frame, seconds = run_splitwisesim(
+                    args.splitwisesim, args.splitwisesim_python, trace_frame, setup
+                )
+                figures = summarize(frame, PROMPT_MACHINES[setup])
+                if args.frames:
+                    Path(args.frames).mkdir(parents=True, exist_ok=True)
+                    name = f"{setup}_{rate:g}_{args.requests}_{seed}.csv.gz"
+                    frame.to_csv(Path(args.frames) / name, index=False, float_format="%.9g")
+                rows.append({"setup": setup, "rate": rate, "seed": seed, **figures, "sim_seconds": seconds})
+                _show(setup, rate, figures, seconds, trace_frame if args.llmsched else None, results, seed)
     print_verdict(results, same_run=True, startup=startup)
     _plot(results, args.plot)
     if args.record:
-        RECORDED.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows).to_csv(RECORDED / "summary.csv", index=False, float_format="%.6g")
+        if args.requests != REQUESTS:
+            print(f"not recorded: the recording holds runs of {REQUESTS} requests")
+            return 1
+        record(RECORDED / "summary.csv", pd.DataFrame(rows))
     return 0
+
+
+def read_recorded(path: Path) -> pd.DataFrame:
+    """The recorded summaries, with a ``seed`` column (0 where a recording predates it)."""
+    table = pd.read_csv(path)
+    if "seed" not in table.columns:
+        table.insert(2, "seed", 0)
+    table["seed"] = table["seed"].fillna(0).astype(int)
+    return table
+
+
+def record(path: Path, rows: pd.DataFrame) -> None:
+    """Merge ``rows`` into the recording at ``path``: a run of the same setup, rate and seed is
+    replaced, the others kept; rows in setup, seed and rate order."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = read_recorded(path) if path.is_file() else rows.iloc[:0]
+    key = ["setup", "rate", "seed"]
+    kept = table.merge(rows[key], on=key, how="left", indicator=True)
+    kept = table[(kept["_merge"] == "left_only").to_numpy()]
+    merged = pd.concat([kept, rows], ignore_index=True)
+    order = {setup: i for i, setup in enumerate(SETUPS)}
+    merged = merged.sort_values(
+        ["setup", "seed", "rate"], key=lambda col: col.map(order) if col.name == "setup" else col
+    )
+    merged[[*key, *(c for c in merged.columns if c not in key)]].to_csv(
+        path, index=False, float_format="%.6g"
+    )
 
 
 if __name__ == "__main__":

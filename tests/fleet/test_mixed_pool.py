@@ -4,6 +4,7 @@ at its arrival, keys and values moved between machines."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,3 +117,58 @@ def test_a_prompt_past_the_cap_waits_for_the_decode_run_as_splitwisesim_runs_it(
     assert schedule.info["machines_mixed"] == 1
     assert schedule.finish[0] < schedule.transfer_end[1]  # nothing else reached machine 1 before
     assert schedule.prefill_end[3] == pytest.approx(schedule.finish[0] + 0.02 + 3000 * 1e-4)
+
+
+def _runs_before(schedule: Any, t: float) -> list[list[tuple]]:
+    """Each machine's runs that end before ``t``: times, iterations, decoding requests, and
+    the requests (of the cluster's workload) whose prompts they carry."""
+    out = []
+    for m, machine in enumerate(schedule.schedules):
+        whose = np.full(len(machine.workload), -1)
+        for request in range(len(schedule.workload)):
+            for on, index in (
+                (schedule.prompt_machine, schedule.prompt_index),
+                (schedule.token_machine, schedule.token_index),
+            ):
+                if on[request] == m:
+                    whose[index[request]] = request
+        runs = []
+        for r in np.flatnonzero(machine.run_end < t).tolist():
+            chunks = sorted(whose[machine.chunk_request[machine.chunk_run == r]].tolist())
+            runs.append(
+                (float(machine.run_start[r]), float(machine.run_end[r]), int(machine.run_iterations[r]),
+                 int(machine.run_decoding[r]), chunks)
+            )  # fmt: skip
+        out.append(runs)
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.integers(0, 20), st.integers(1, 400), st.integers(1, 12)), min_size=2, max_size=24),
+    st.integers(50, 2000),
+    st.data(),
+)
+def test_the_future_does_not_change_the_past(
+    drawn: list[tuple[int, int, int]], backlog: int, data: st.DataObject
+) -> None:
+    """Removing the requests that arrive after a time T, or changing their sizes, leaves every
+    routing decision before T and every machine's runs that end before T as they were."""
+    drawn = sorted(drawn)
+    arrival = np.array([t / 10 for t, _, _ in drawn])
+    t = float(data.draw(st.sampled_from(sorted(set(arrival.tolist())))))
+    keep = np.flatnonzero(arrival <= t)
+    workload = Workload([p for _, p, _ in drawn], [o for _, _, o in drawn], arrival=arrival)
+    changed = workload.replace(
+        prompt_tokens=np.where(arrival > t, 401 - workload.prompt_tokens, workload.prompt_tokens),
+        output_tokens=np.where(arrival > t, 13 - workload.output_tokens, workload.output_tokens),
+    )
+    setup = cluster(2, 1, prompt_backlog=backlog, clients=3)
+    full = simulate_mixed_pool(workload, setup)
+    past = _runs_before(full, t)
+    for variant in (workload.subset(keep), changed):
+        other = simulate_mixed_pool(variant, setup)
+        assert other.validate() == []
+        assert other.prompt_machine[keep].tolist() == full.prompt_machine[keep].tolist()
+        assert other.token_machine[keep].tolist() == full.token_machine[keep].tolist()
+        assert _runs_before(other, t) == past
