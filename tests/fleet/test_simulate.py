@@ -478,3 +478,36 @@ def test_memory_with_backoff_is_refused_before_work() -> None:
         simulate_fleet(workload, [Engine(PAPER, 2, memory=KVMemory(6, 4, watermark=0.0))], "jsq")
     with pytest.raises(TypeError, match=r"an engine's memory must be a llmsched\.KVMemory or None"):
         Engine(PAPER, 2, memory=40)
+
+
+def test_a_continuation_is_ordered_alike_in_a_fleet_and_alone() -> None:
+    """Found by the test above: request 5 (104 tokens) is preempted at once, and its
+    continuation waits with request 14, which arrives at 0.3 s; both are predicted to make one
+    token. Alone, the engine numbers the continuation 15 (after every request); fed by the
+    fleet, 14 (request 14 comes later). Shortest-first breaks the tie by arrival first, so the
+    continuation, which arrives with its request, goes first either way, and the fleet's engine
+    runs what the closed run of its requests gives."""
+    prompt = [1, 94, 1, 54, 106, 104, 1, 1, 1, 1, 1, 1, 1, 1, 12]
+    output = [1, 7, 1, 7, 8, 5, 1, 1, 1, 1, 1, 1, 73, 80, 80]
+    arrival = [0.0] * 11 + [0.05] * 3 + [0.3]
+    workload = Workload(prompt, output, [2] + [1] * 14, arrival)
+    memory = KVMemory(98, block_size=4, watermark=0.0)
+    engine = Engine(
+        PAPER, 4, request_policy="shortest-first", mode="vllm", max_num_batched_tokens=256,
+        chunked_prefill=True, memory=memory,
+    )  # fmt: skip
+    fleet = simulate_fleet(workload, [engine], "round-robin", sizes="oracle")
+    (schedule,) = fleet.schedules
+    alone = run_loop(
+        schedule.requests,
+        PAPER,
+        4,
+        make_request_policy("shortest-first"),
+        None,
+        CostClock(),
+        False,
+        engine.rule(),
+    )
+    assert int(schedule.preemptions.sum()) == int(alone.preemptions.sum()) == 1
+    assert schedule.request_parent is not None and schedule.request_parent.tolist()[14] == 5
+    np.testing.assert_array_equal(alone.finish[alone.last_piece], schedule.finish[schedule.last_piece])

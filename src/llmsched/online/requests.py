@@ -74,7 +74,11 @@ class SortedPreemptive(RollingQueues):
 
 
 class _SortedShared:
-    """One shared queue of the arrived requests, ordered by predicted output length."""
+    """One shared queue of the arrived requests, ordered by predicted output length; ties go
+    to the request that arrived first, then to the lower index. (A preempted request's
+    continuation arrives with its request: the order does not hang on how a run numbers the
+    continuations, which a closed run makes after all its requests and an engine fed by a
+    fleet as they come.)"""
 
     name = "sorted"
     _sign = 1
@@ -87,11 +91,12 @@ class _SortedShared:
     def start(self, known: KnownRequests, clients: int) -> None:
         self._planned = known.planned_output(self.sizes)  # ValueError when not revealed
         self._prompt = known.prompt_tokens
-        self._heap: list[tuple[int, int]] = []
+        self._arrival = known.arrival
+        self._heap: list[tuple[int, float, int]] = []
         self._free = FreeClients(clients)
 
     def arrive(self, request: int) -> None:
-        heapq.heappush(self._heap, (self._sign * self._planned[request], request))
+        heapq.heappush(self._heap, (self._sign * self._planned[request], self._arrival[request], request))
 
     def release(self, client: int) -> None:
         self._free.release(client)
@@ -102,7 +107,7 @@ class _SortedShared:
         if not self._heap:
             return None
         last = max(range(len(self._heap)), key=self._heap.__getitem__)
-        _, request = self._heap[last]
+        request = self._heap[last][2]
         self._heap[last] = self._heap[-1]
         self._heap.pop()
         heapq.heapify(self._heap)
@@ -114,8 +119,8 @@ class _SortedShared:
     def take(self, capacity: int) -> list[tuple[int, int]]:
         pairs: list[tuple[int, int]] = []
         room = capacity
-        while self._heap and self._free and self._prompt[self._heap[0][1]] <= room:
-            _, request = heapq.heappop(self._heap)
+        while self._heap and self._free and self._prompt[self._heap[0][2]] <= room:
+            request = heapq.heappop(self._heap)[2]
             room -= self._prompt[request]
             pairs.append((request, self._free.pop_lowest()))
         return pairs
