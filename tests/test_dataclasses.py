@@ -216,7 +216,7 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     ),
     "llmsched.engines.disaggregation.cluster.DisaggregatedCluster": _cluster,
     "llmsched.fleet.mixed_pool.MixedPoolCluster": lambda: _mixed_pool().cluster,
-    "llmsched.fleet.mixed_pool.MixedPoolSchedule": _mixed_pool,
+    "llmsched.fleet.mixed_pool_schedule.MixedPoolSchedule": _mixed_pool,
     "llmsched.engines.disaggregation.schedule.DisaggregatedSchedule": _disaggregated,
     "llmsched.engines.disaggregation.bounds.DisaggregatedBounds": lambda: importlib.import_module(
         "llmsched.engines.disaggregation.bounds"

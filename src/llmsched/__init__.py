@@ -24,6 +24,7 @@ from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.fusion.validate import validate_fused
 from llmsched.fleet.disaggregated import simulate_disaggregated
 from llmsched.fleet.engine import Backoff, Engine
+from llmsched.fleet.mixed_pool import MixedPoolCluster, MixedPoolSchedule, simulate_mixed_pool
 from llmsched.fleet.schedule import FleetSchedule
 from llmsched.fleet.simulate import simulate_fleet
 from llmsched.fleet.validate import validate_fleet
@@ -44,6 +45,8 @@ __all__ = [
     "LevelCostModel",
     "LinearCostModel",
     "LowerBounds",
+    "MixedPoolCluster",
+    "MixedPoolSchedule",
     "PrefillLevel",
     "Preset",
     "Schedule",
@@ -61,6 +64,7 @@ __all__ = [
     "simulate_disaggregated",
     "simulate_fleet",
     "simulate_fusion",
+    "simulate_mixed_pool",
     "validate",
     "validate_disaggregated",
     "validate_fleet",

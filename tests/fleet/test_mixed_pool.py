@@ -172,3 +172,35 @@ def test_the_future_does_not_change_the_past(
         assert other.prompt_machine[keep].tolist() == full.prompt_machine[keep].tolist()
         assert other.token_machine[keep].tolist() == full.token_machine[keep].tolist()
         assert _runs_before(other, t) == past
+
+
+def test_the_schedule_is_schedule_like(tmp_path: Any) -> None:
+    """The contract every mode's schedule meets: the summary's keys, the frames' columns, the
+    writers; the gaps between tokens add up, request by request, to the time from each
+    prompt's end to the last token (a split request's first gap spans its transfer)."""
+    from llmsched.core.schedule import REQUEST_COLUMNS, STAGE_COLUMNS, SUMMARY_KEYS, ScheduleLike
+
+    workload = Workload(
+        [150] * 6 + [40, 300], [3, 5, 2, 7, 1, 4, 9, 6], arrival=[0, 0, 0, 0.01, 0.02, 0.03, 0.2, 0.25]
+    )
+    schedule = simulate_mixed_pool(workload, cluster(prompt_backlog=200, clients=3))
+    assert isinstance(schedule, ScheduleLike) and schedule.validate() == []
+    assert schedule.split.any() and not schedule.split.all()
+    summary = schedule.summary(slo_ttft=1.0, slo_tbt=0.5)
+    assert set(SUMMARY_KEYS) <= set(summary) and summary["mode"] == "mixed-pool"
+    assert summary["requests"] == 8 and summary["clients"] == 2 * 3
+    frame = schedule.request_frame()
+    assert set(REQUEST_COLUMNS) <= set(frame.columns) and len(frame) == 8
+    stages = schedule.stage_frame()
+    assert list(stages.columns[: len(STAGE_COLUMNS)]) == list(STAGE_COLUMNS)
+    assert (stages["kind"] == "transfer").sum() == schedule.split.sum()
+    gaps, counts = schedule.tbt_distribution()
+    assert counts.sum() == workload.total_output_tokens
+    assert float(gaps @ counts) == pytest.approx(float((schedule.finish - schedule.prefill_end).sum()))
+    assert (gaps > 0).all()
+    trace = schedule.write_chrome_trace(tmp_path / "trace.json")
+    flows = [e for e in trace["traceEvents"] if e.get("cat") == "transfer" and e.get("ph") == "s"]
+    assert len(flows) == schedule.split.sum()
+    assert all(e.get("dur", 0) >= 0 for e in trace["traceEvents"])
+    assert schedule.write_requests_csv() is not None
+    assert schedule.validate(skip="transfer") == []

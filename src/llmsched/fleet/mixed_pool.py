@@ -42,28 +42,24 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Generator
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from llmsched.core.checks import positive_int, real
 from llmsched.core.cost import CostModel
-from llmsched.core.schedule import latency_figures, read_only
 from llmsched.core.workload import Workload
-from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
 from llmsched.engines.orca.rule import OrcaRule
 from llmsched.engines.rule import DECODE_ONLY, PREFILL_ONLY, WHOLE
+from llmsched.fleet.mixed_pool_schedule import MixedPoolSchedule
 from llmsched.online.baselines import FCFS
 from llmsched.policies import KnownRequests
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from llmsched.core.violations import Violation
+    pass
 
 __all__ = ["MixedPoolCluster", "MixedPoolSchedule", "simulate_mixed_pool"]
 
@@ -184,6 +180,8 @@ class _MachineRule(OrcaRule):
     iterations short only if it can join the next iteration: a request arriving prefilled, or a
     prompt within the token cap; a longer prompt waits for the run to end (or for another
     arrival to cut it)."""
+
+    first_cut: Callable[[int, int], float] | None  # type: ignore[assignment]
 
     def __init__(self, max_batch_tokens: int, stream: EngineStream):
         super().__init__(max_batch_tokens)
@@ -454,172 +452,3 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         transfer_end,
         info,
     )
-
-
-@dataclass(frozen=True, eq=False)
-class MixedPoolSchedule:
-    """What a :class:`MixedPoolCluster` ran: each machine's schedule (a
-    :class:`~llmsched.engines.fusion.schedule.FusedSchedule` of Orca's rule, its requests
-    numbered in the order they reached it) and where each request's phases ran.
-
-    Request ``i``'s prompt ran on machine ``prompt_machine[i]`` as its request
-    ``prompt_index[i]``, its decode on ``token_machine[i]`` as ``token_index[i]`` (the same
-    piece when both ran on one machine); its keys and values moved from ``transfer_start[i]``
-    (its prompt's end) to ``transfer_end[i]`` (NaN when nothing moved).
-    """
-
-    mode: ClassVar[str] = "mixed-pool"
-
-    workload: Workload
-    cluster: MixedPoolCluster
-    schedules: tuple[FusedSchedule, ...]
-    prompt_machine: np.ndarray
-    prompt_index: np.ndarray
-    token_machine: np.ndarray
-    token_index: np.ndarray
-    transfer_start: np.ndarray
-    transfer_end: np.ndarray
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for name in ("prompt_machine", "prompt_index", "token_machine", "token_index"):
-            object.__setattr__(self, name, read_only(np.array(getattr(self, name), dtype=np.int64)))
-        for name in ("transfer_start", "transfer_end"):
-            object.__setattr__(self, name, read_only(np.array(getattr(self, name), dtype=np.float64)))
-
-    def _gather(self, machine: np.ndarray, index: np.ndarray, name: str) -> np.ndarray:
-        out = np.full(len(self.workload), np.nan)
-        for m, schedule in enumerate(self.schedules):
-            mine = np.flatnonzero(machine == m)
-            if mine.size:
-                out[mine] = np.asarray(getattr(schedule, name))[index[mine]]
-        return out
-
-    @cached_property
-    def prefill_end(self) -> np.ndarray:
-        """When each request's prompt ended (its first token)."""
-        return read_only(self._gather(self.prompt_machine, self.prompt_index, "prefill_end"))
-
-    @cached_property
-    def finish(self) -> np.ndarray:
-        """When each request's last token ended."""
-        return read_only(self._gather(self.token_machine, self.token_index, "finish"))
-
-    @property
-    def ttft(self) -> np.ndarray:
-        return self.prefill_end - self.workload.arrival
-
-    @property
-    def e2e(self) -> np.ndarray:
-        return self.finish - self.workload.arrival
-
-    @property
-    def makespan(self) -> float:
-        return float(max((s.makespan for s in self.schedules), default=0.0))
-
-    @property
-    def split(self) -> np.ndarray:
-        """Whether each request's phases ran on two machines."""
-        return self.prompt_machine != self.token_machine
-
-    def request_frame(self) -> pd.DataFrame:
-        """One row per request: the workload's columns, ``prompt_machine``,
-        ``token_machine``, ``prefill_end``, ``transfer_end``, ``finish``, ``ttft``, ``e2e``
-        and ``tbt_mean`` (the time after the first token over the tokens decoded)."""
-        frame = self.workload.to_frame()
-        frame["prompt_machine"] = self.prompt_machine
-        frame["token_machine"] = self.token_machine
-        frame["prefill_end"] = self.prefill_end
-        frame["transfer_end"] = self.transfer_end
-        frame["finish"] = self.finish
-        frame["ttft"] = self.ttft
-        frame["e2e"] = self.e2e
-        frame["tbt_mean"] = (self.finish - self.prefill_end) / self.workload.output_tokens
-        return frame
-
-    def summary(self) -> dict[str, Any]:
-        """Headline figures: requests, machines, makespan, the share of requests split
-        between two machines, the machines that joined the mixed pool, and the latency
-        percentiles of :func:`~llmsched.core.schedule.latency_figures` (TTFT and
-        end-to-end; the gaps between tokens are each request's mean)."""
-        tbt = (self.finish - self.prefill_end) / self.workload.output_tokens
-        out: dict[str, Any] = {
-            "mode": self.mode,
-            "requests": len(self.workload),
-            "machines": self.cluster.machines,
-            "makespan_s": self.makespan,
-            "split_share": float(np.mean(self.split)) if len(self.workload) else 0.0,
-            "machines_mixed": self.info.get("machines_mixed", 0),
-        }
-        out.update(latency_figures(self.ttft, self.e2e, tbt, np.ones(tbt.size, dtype=np.int64)))
-        return out
-
-    def validate(self) -> list[Violation]:
-        """Every rule the schedule breaks; empty when it is valid. Each machine's schedule
-        keeps the fused rules (its violations named by machine); every request has its pieces
-        (one whole piece, or a prefill-only piece and a decode-only piece on another machine),
-        each piece is one request's, with its prompt and output; a request reaches its prompt
-        machine when it arrives, and its token machine when its transfer ends, which starts at
-        its prompt's end and lasts its keys and values over the bandwidth."""
-        from llmsched.core.violations import Violation
-        from llmsched.engines.fusion.validate import validate_fused
-
-        out: list[Violation] = []
-        for m, schedule in enumerate(self.schedules):
-            out += [Violation(v.rule, f"machine {m}: {v.message}") for v in validate_fused(schedule)]
-        wl, M = self.workload, len(self.schedules)
-        seen = [np.zeros(len(s.workload), dtype=np.int64) for s in self.schedules]
-        tol = 1e-9 * max(1.0, self.makespan)
-        for i in range(len(wl)):
-            pm, pi, tm, ti = (
-                int(x[i])
-                for x in (self.prompt_machine, self.prompt_index, self.token_machine, self.token_index)
-            )
-            if not (0 <= pm < M and 0 <= tm < M and 0 <= pi < seen[pm].size and 0 <= ti < seen[tm].size):
-                out.append(Violation("pieces", f"request {i} names a machine or piece that does not exist"))
-                continue
-            split = (pm, pi) != (tm, ti)
-            if split and pm == tm:
-                out.append(Violation("pieces", f"request {i}'s two phases are two pieces of machine {pm}"))
-            pieces = [(pm, pi, PREFILL_ONLY if split else WHOLE)] + ([(tm, ti, DECODE_ONLY)] if split else [])
-            for m, k, phase in pieces:
-                seen[m][k] += 1
-                s = self.schedules[m]
-                have = WHOLE if s.request_phase is None else int(s.request_phase[k])
-                if have != phase:
-                    out.append(
-                        Violation(
-                            "pieces", f"request {i}'s piece {k} on machine {m} has phase {have}, not {phase}"
-                        )
-                    )
-                if (int(s.workload.prompt_tokens[k]), int(s.workload.output_tokens[k])) != (
-                    int(wl.prompt_tokens[i]),
-                    int(wl.output_tokens[i]),
-                ):
-                    out.append(Violation("pieces", f"request {i}'s piece {k} on machine {m} has other sizes"))
-            if abs(float(self.schedules[pm].workload.arrival[pi]) - float(wl.arrival[i])) > tol:
-                out.append(
-                    Violation("arrival", f"request {i} reaches machine {pm} at another time than it arrives")
-                )
-            if split:
-                start = float(self.schedules[pm].prefill_end[pi])
-                end = start + float(self.cluster.transfer_seconds(wl.prompt_tokens[i]))
-                if abs(self.transfer_start[i] - start) > tol or abs(self.transfer_end[i] - end) > tol:
-                    out.append(
-                        Violation("transfer", f"request {i}'s transfer is not [{start:.9g}, {end:.9g}]s")
-                    )
-                if abs(float(self.schedules[tm].workload.arrival[ti]) - end) > tol:
-                    out.append(
-                        Violation(
-                            "transfer", f"request {i} reaches machine {tm} before or after its transfer ends"
-                        )
-                    )
-            elif not (np.isnan(self.transfer_start[i]) and np.isnan(self.transfer_end[i])):
-                out.append(Violation("transfer", f"request {i} ran on one machine, yet a transfer is given"))
-        for m, counts in enumerate(seen):
-            stray = np.flatnonzero(counts != 1)
-            out += [
-                Violation("pieces", f"piece {k} of machine {m} is {counts[k]} requests' pieces")
-                for k in stray
-            ]
-        return out

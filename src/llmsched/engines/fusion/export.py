@@ -67,7 +67,9 @@ def engine_events(
     run_ts = microseconds(s.run_start, "run")
     run_dur = microseconds(s.run_end, "run") - run_ts
     decode_lo, decode_hi = s.request_decode_start, s.request_decode_end
-    decode_ts = microseconds(s.iteration_start_at(decode_lo), "decode")
+    # A request that decodes nothing here reads as decoding in its last chunk's iteration.
+    decoded = decode_hi > decode_lo
+    decode_ts = microseconds(s.iteration_start_at(np.where(decoded, decode_lo, decode_lo - 1)), "decode")
     decode_dur = microseconds(s.finish, "decode") - decode_ts
 
     events = engine_tracks(pid, s.request_client)
@@ -96,14 +98,16 @@ def engine_events(
         }
         events.append(complete_event(kind, "stage", ts, dur, pid, ENGINE_TID, args))
 
-    # Every chunk, then every decode, as one table sorted by client and start.
-    n, k = len(s.workload), s.chunk_run.size
-    request = np.concatenate([s.chunk_request, np.arange(n)])
+    # Every chunk, then every decode, as one table sorted by client and start (a request that
+    # decodes nothing here, its prompt's keys and values leaving for another machine, has none).
+    k = s.chunk_run.size
+    decoding = np.flatnonzero(decode_hi > decode_lo)
+    request = np.concatenate([s.chunk_request, decoding])
     client = s.request_client[request]
-    ts = np.concatenate([run_ts[s.chunk_run], decode_ts])
-    dur = np.concatenate([run_dur[s.chunk_run], decode_dur])
-    at = np.concatenate([s.chunk_run, decode_lo])  # a chunk's run, a decode's first iteration
-    tokens = np.concatenate([s.chunk_tokens, decode_hi - decode_lo - s.request_sat_out])
+    ts = np.concatenate([run_ts[s.chunk_run], decode_ts[decoding]])
+    dur = np.concatenate([run_dur[s.chunk_run], decode_dur[decoding]])
+    at = np.concatenate([s.chunk_run, decode_lo[decoding]])  # a chunk's run, a decode's first iteration
+    tokens = np.concatenate([s.chunk_tokens, (decode_hi - decode_lo - s.request_sat_out)[decoding]])
     order = np.lexsort((ts, client))
     for is_chunk, who, on, start, length, where, count in zip(
         (order < k).tolist(),
@@ -124,11 +128,15 @@ def engine_events(
 
 
 def request_slices(schedule: FusedSchedule) -> tuple[np.ndarray, np.ndarray]:
-    """Where each request's first slice is: the track (tid) and start (µs) of its first chunk."""
+    """Where each request's first slice is: the track (tid) and start (µs) of its first chunk,
+    or of its decode for a request prefilled elsewhere (it has no chunk here)."""
     s = schedule
     first = np.full(len(s.workload), s.num_runs, dtype=np.int64)
     np.minimum.at(first, s.chunk_request, s.chunk_run)
     start = np.where(first < s.num_runs, s.run_start[np.minimum(first, max(s.num_runs - 1, 0))], np.nan)
+    unchunked = (first >= s.num_runs) & (s.request_decode_end > s.request_decode_start)
+    if unchunked.any():
+        start[unchunked] = s.iteration_start_at(s.request_decode_start[unchunked])
     return s.request_client + client_tid(0), microseconds(start, "chunk")
 
 

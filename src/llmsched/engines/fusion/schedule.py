@@ -271,6 +271,22 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
             before[head] = self.prefill_end[piece[head]]
         return read_only(ends - before)
 
+    def token_gaps(self, since: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every token's gap, as ``(piece, seconds)`` arrays in piece and time order: from the
+        piece's token before it, or, for its first token, from ``since[piece]`` (by default
+        its ``prefill_end``), to the end of the iteration that makes it; iterations a piece
+        sat out add to its next gap. A cluster that moved a piece's keys and values gives the
+        end of its prompt on the machine that prefilled it."""
+        piece, iteration = self._token_iterations
+        ends = self.iteration_end_at(iteration)
+        before = np.empty_like(ends)
+        if ends.size:
+            before[1:] = ends[:-1]
+            head = self._token_heads
+            first = self.prefill_end if since is None else np.asarray(since, dtype=np.float64)
+            before[head] = first[piece[head]]
+        return piece, ends - before
+
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
         """Every gap between tokens of every user request, as values with counts: a piece
         decodes in every iteration from its first token on, so each iteration's time is a gap
