@@ -83,15 +83,27 @@ def test_every_run_validates_and_every_request_finishes_in_full(
     assert (schedule.finish[split] >= schedule.transfer_end[split]).all()
 
 
-def test_the_validator_catches_a_transfer_or_a_piece_out_of_place() -> None:
+def test_the_validator_catches_a_transfer_a_piece_or_an_arrival_out_of_place() -> None:
+    """Each cluster rule broken alone: a transfer shorter than its bytes take (``transfer``), a
+    request's two phases said to run on one machine as two pieces (``pieces``), a request that
+    arrives later than it reached its prompt machine (``reach``); and the rules can be skipped."""
     schedule = simulate_mixed_pool(Workload([100, 80], [5, 4], arrival=[0.0, 0.01]), cluster())
-    assert schedule.validate() == []
+    assert schedule.validate() == [] and schedule.split.all()
+
+    def broken(**changes: Any) -> set[str]:
+        return {v.rule for v in dataclasses.replace(schedule, **changes).validate()}
+
     short = schedule.transfer_end.copy()
     short[0] -= 0.05
-    assert {v.rule for v in dataclasses.replace(schedule, transfer_end=short).validate()} == {"transfer"}
+    assert broken(transfer_end=short) == {"transfer"}
     moved = schedule.token_machine.copy()
     moved[0] = schedule.prompt_machine[0]
-    assert "pieces" in {v.rule for v in dataclasses.replace(schedule, token_machine=moved).validate()}
+    assert "pieces" in broken(token_machine=moved)
+    late = schedule.workload.replace(arrival=np.array([0.0, 0.02]))
+    assert broken(workload=late) == {"reach"}
+    assert dataclasses.replace(schedule, workload=late).validate(skip="reach") == []
+    with pytest.raises(ValueError, match="unknown rule"):
+        schedule.validate(skip="nonsense")
 
 
 def test_bad_clusters_are_refused() -> None:
