@@ -25,13 +25,24 @@ whose mixed pool lends a machine stage by stage). Here:
   contention), and it reaches the second as a decode-only request
   (:data:`~llmsched.engines.rule.DECODE_ONLY`), which joins the decoding requests there.
 
+A machine fills its batches as SplitwiseSim's machines do. It takes the waiting prompts first,
+first come first served, as many as the next iteration's cap holds (the first whatever its
+size); then the requests that arrived prefilled, in the order their requests reached the
+cluster, but none whose request came after a prompt left waiting. While it runs decode
+iterations with a client free, an arrival cuts the run short at the next iteration's end if it
+can join that iteration: a request arriving prefilled, or a prompt within the cap; a longer
+prompt waits for the run to end.
+
 A machine's pending tokens are the prompt tokens routed to it and not yet prefilled plus one a
-request whose token phase it runs and that has not finished. Its reserved memory is the
-model's weights plus, for each request routed to it, the keys and values of its prompt and first
-token (``prompt + 1`` tokens) and, where it decodes, of its output tokens; a prompt machine frees
-a request's when its transfer ends, a token machine when the request finishes. (SplitwiseSim
-counts them so; its machines also admit requests by memory, which the machines here do not: at
-the loads this cluster is compared at, SplitwiseSim's memory in use stays below its capacity.)
+request whose token phase it runs and that has not finished; its queue, which tells whether a
+prompt machine's is long, holds the requests that have reached it and are in no iteration yet,
+and the token phase of each request whose both phases run on it until that phase decodes.
+
+A machine's reserved memory is the model's weights plus, for each request routed to it, the
+keys and values of its prompt and first token (``prompt + 1`` tokens) and, where it decodes, of
+its output tokens; a prompt machine frees a request's when its transfer ends, a token machine
+when the request finishes. SplitwiseSim counts them so; its machines also admit requests by
+memory and preempt decoding requests when it runs out, which the machines here do not.
 
 The run is non-anticipative: the routing reads the requests that have arrived, and each
 machine's queue the requests that have reached it.
@@ -44,7 +55,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -57,9 +68,6 @@ from llmsched.engines.rule import DECODE_ONLY, PREFILL_ONLY, WHOLE
 from llmsched.fleet.mixed_pool_schedule import MixedPoolSchedule
 from llmsched.online.baselines import FCFS
 from llmsched.policies import KnownRequests
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["MixedPoolCluster", "MixedPoolSchedule", "simulate_mixed_pool"]
 
