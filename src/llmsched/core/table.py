@@ -472,11 +472,15 @@ class TableCostModel:
                     else (float(self.prefill_time(chunk_tokens, squares)))
                 )
             if self.mixed_factor is not None:
-                prompt = (
-                    self._read_prefill(chunk_tokens + decoding)
-                    if squares <= chunk_tokens * chunk_tokens
-                    else self._chunk(chunk_tokens, squares, decoding)
-                )
+                if squares > chunk_tokens * chunk_tokens:
+                    prompt = self._chunk(chunk_tokens, squares, decoding)
+                elif self.batched_prompt is None:  # the prefill table read directly (_single's first step)
+                    at = chunk_tokens + decoding
+                    prompt = _read(
+                        at, self._prefill_x, self._prefill_y, self._prefill_tail, self.prefill_capacity
+                    )
+                else:
+                    prompt = self._read_prefill(chunk_tokens + decoding)
                 return self.mixed_factor * prompt + self.decode_per_context * context
         if np.ndim(decoding) == 0 and np.ndim(chunk_tokens) == 0:
             if chunk_tokens == 0:

@@ -143,7 +143,16 @@ class CostClock:
     :func:`~llmsched.engines.fusion.iteration.fused_iteration_time`.
     """
 
-    __slots__ = ("_cost", "_mixed_terms", "_per_context", "_prefill_time", "_prompt", "_tau", "_time")
+    __slots__ = (
+        "_cost",
+        "_mixed_terms",
+        "_mixed_time",
+        "_per_context",
+        "_prefill_time",
+        "_prompt",
+        "_tau",
+        "_time",
+    )
     measured = False
 
     def __init__(self) -> None:
@@ -156,6 +165,8 @@ class CostClock:
         # (prefill base, per token, per square, shared fixed cost) of a model whose mixed
         # iterations the clock prices itself (see ``mixed``), else None.
         self._mixed_terms: tuple[float, float, float, float] | None = None
+        # A model that prices a mixed iteration itself (a measured table), else None.
+        self._mixed_time: Any = None
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
         # At most min(J, n) clients are ever active.
@@ -174,6 +185,7 @@ class CostClock:
         if aware and not (0.0 <= self._per_context < _INF):
             check_stage_time(cost, "decode_per_context", self._per_context)
         self._mixed_terms = mixed_terms(cost)
+        self._mixed_time = getattr(cost, "mixed_iteration_time", None)
 
     def run_end(self, active: int, iterations: int, context: int) -> float:
         """When ``iterations`` decode iterations of ``active`` requests holding ``context``
@@ -276,6 +288,8 @@ class CostClock:
                 else:
                     shared = self._tau[active]
                     seconds = decode + prefill - (fixed if fixed < shared else shared)
+        elif self._mixed_time is not None:  # what fused_iteration_time asks of such a model
+            seconds = float(self._mixed_time(active, context, tokens, squares))
         else:
             seconds = float(fused_iteration_time(self._cost, active, context, tokens, squares))
         if not 0.0 <= seconds < _INF:
