@@ -3,6 +3,7 @@ at its arrival, keys and values moved between machines."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -160,3 +161,31 @@ def test_the_future_does_not_change_the_past(
         assert other.prompt_machine[keep].tolist() == full.prompt_machine[keep].tolist()
         assert other.token_machine[keep].tolist() == full.token_machine[keep].tolist()
         assert _runs_before(other, t) == past
+
+
+def test_the_routing_reads_a_finish_only_once_it_has_happened() -> None:
+    """Found by review: request 3 arrives at 0.268 s while token machine 1 holds requests 0, 1
+    and 2 (24 + 44 + 122 of its 200 tokens of room; request 1 finishes at 0.277 s). A
+    transfer landing at 0.259 s cut machine 1's decode run, which then ended at 0.277 s,
+    after the arrival: the cluster must not count request 1 as finished before then, so
+    request 3 (39 + 1 + 4 tokens) cannot go to machine 1."""
+    workload = Workload(
+        [13, 39, 94, 14, 51, 10, 64, 97, 2],
+        [10, 4, 27, 24, 27, 2, 28, 2, 23],
+        arrival=[0.032, 0.087, 0.124, 0.268, 0.333, 0.375, 0.381, 0.395, 0.464],
+    )
+    setup = dataclasses.replace(cluster(clients=4, machine_memory=1.2e9), cost=LinearCostModel.paper())
+    schedule = simulate_mixed_pool(workload, setup)
+    assert schedule.validate() == []
+    assert schedule.token_machine[:3].tolist() == [1, 1, 1] and schedule.finish[1] > workload.arrival[3]
+    assert schedule.token_machine[3] != 1
+
+
+def test_requests_arriving_prefilled_join_within_the_token_cap() -> None:
+    """Found by review: with a cap of 2 tokens an iteration and 4 clients, three requests
+    arriving prefilled on one machine decode at most 2 at a time (each iteration within the
+    cap, as the validator's budget rule checks)."""
+    schedule = simulate_mixed_pool(Workload([1, 1, 1], [5, 5, 5]), cluster(clients=4, max_batch_tokens=2))
+    assert schedule.validate() == []
+    token = schedule.schedules[1]
+    assert token.run_decoding.max() <= 2

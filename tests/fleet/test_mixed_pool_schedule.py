@@ -27,6 +27,8 @@ def test_the_validator_catches_a_transfer_a_piece_or_an_arrival_out_of_place() -
     short = schedule.transfer_end.copy()
     short[0] -= 0.05
     assert broken(transfer_end=short) == {"transfer"}
+    unknown = np.full(2, np.nan)  # a split request's transfer without its times
+    assert broken(transfer_start=unknown, transfer_end=unknown) == {"transfer"}
     moved = schedule.token_machine.copy()
     moved[0] = schedule.prompt_machine[0]
     assert "pieces" in broken(token_machine=moved)

@@ -975,6 +975,8 @@ def _run(
                     if phases is not None and phases[request] == PREFILL_ONLY:
                         # Its keys and values leave: it decodes elsewhere, none here.
                         decode_start[request] = g
+                        for each in knowns:
+                            each.finish(0)
                         release(client)
                         free += 1
                         finished += 1

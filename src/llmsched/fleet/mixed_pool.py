@@ -149,6 +149,7 @@ class _PhaseQueue(FCFS):
         self._phase = phase
         self._cap = cap
         self.rank: list[float] = []  # each request's arrival at the cluster, set by the driver
+        self.decoding: Callable[[], int] = lambda: 0  # the machine's decoding requests, set by the driver
 
     def start(self, known: KnownRequests, clients: int) -> None:
         super().start(known, clients)
@@ -161,7 +162,10 @@ class _PhaseQueue(FCFS):
         return None
 
     def ready(self) -> int:
-        return min(len(self._queue) + len(self._joins), self._free_count)
+        if self._queue:  # a prompt can always be taken
+            return min(len(self._queue) + len(self._joins), self._free_count)
+        # Requests arriving prefilled join while the decoding requests fill less than the cap.
+        return min(len(self._joins), self._free_count, max(0, self._cap - self.decoding()))
 
     def take(self, capacity: int) -> list[tuple[int, int]]:
         queue, joins, prompt, pop = self._queue, self._joins, self._prompt, self._free.pop_lowest
@@ -171,11 +175,14 @@ class _PhaseQueue(FCFS):
             room -= prompt[queue[0]]
             pairs.append((queue.popleft(), pop()))
             free -= 1
-        if joins and free:
+        # Each request arriving prefilled decodes one token an iteration: they join while the
+        # decoding requests and the prompts taken stay within the cap.
+        room = min(free, self._cap - self.decoding() - (min(capacity, self._cap) - room))
+        if joins and room > 0:
             rank = self.rank
             before = rank[queue[0]] if queue else math.inf
             eligible = sorted((rank[j], j) for j in joins if rank[j] < before)
-            for _, request in eligible[:free]:
+            for _, request in eligible[:room]:
                 joins.remove(request)
                 pairs.append((request, pop()))
                 free -= 1
@@ -204,9 +211,15 @@ class _MachineRule(OrcaRule):
 
         self.first_cut = first_cut
 
+    def decoding(self) -> int:
+        """The requests decoding on the machine now."""
+        return len(self._running)
 
-# Events, in the heap as (time, sequence, kind, who, version).
-_WAKE, _TRANSFER = 0, 1
+
+# What the cluster's own heap holds, as (time, sequence, kind, who, what): the end of a transfer
+# (who: the request), and finishes a machine reported ahead of the cluster's clock (who: the
+# machine, what: its pieces).
+_TRANSFER, _FINISHED = 0, 1
 
 
 def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedPoolSchedule:
@@ -240,19 +253,10 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         stream = EngineStream()
         stream.done = []
         queue = _PhaseQueue(stream.phase, cluster.max_batch_tokens)
+        rule = _MachineRule(cluster.max_batch_tokens, stream)
+        queue.decoding = rule.decoding
         queues.append(queue)
-        loops.append(
-            open_engine(
-                cost,
-                clients,
-                queue,
-                None,
-                stream,
-                False,
-                most_requests=n,
-                rule=_MachineRule(cluster.max_batch_tokens, stream),
-            )
-        )
+        loops.append(open_engine(cost, clients, queue, None, stream, False, most_requests=n, rule=rule))
         streams.append(stream)
     members: list[list[int]] = [[] for _ in range(M)]  # each machine's pieces: their requests
     prompt_machine = np.full(n, -1, dtype=np.int64)
@@ -264,6 +268,7 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
     # The routing's counts (see the module's docstring).
     routed_pending = [0] * M  # prompt tokens plus token phases routed, ever
     left_early = [0] * M  # prefill-only pieces that have left
+    token_done = [0] * M  # token phases finished, as the cluster's clock has reached them
     reserved = [cluster.weights] * M  # memory reserved
     prompt_pool = list(range(P))
     token_pool = list(range(P, M))
@@ -273,8 +278,7 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
     mixed_count = 0  # machines that joined the mixed pool, ever
 
     def pending(m: int) -> int:
-        s = streams[m]
-        return routed_pending[m] - s.prefilled_prompt - (s.finished - left_early[m])
+        return routed_pending[m] - streams[m].prefilled_prompt - token_done[m]
 
     def queued(m: int) -> int:
         # SplitwiseSim's pending queue: the requests not yet in an iteration, and the token
@@ -293,7 +297,8 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
     cap = cluster.max_batch_tokens
     version = [0] * M
     woken = [False] * M
-    events: list[tuple[float, int, int, int, int]] = []
+    events: list[tuple[float, int, int, int]] = []  # the machines' wakes: (time, tie, machine, version)
+    transit: list[tuple[float, int, int, int, list[int]]] = []
     tie = 0
 
     def put(m: int, request: int, phase: int, t: float) -> None:
@@ -315,15 +320,33 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
             woken[m] = True
             version[m] += 1
             tie += 1
-            heapq.heappush(events, (t, tie, _WAKE, m, version[m]))
+            heapq.heappush(events, (t, tie, m, version[m]))
 
     def unmix(m: int) -> None:
-        if mixed[m] and len(streams[m].prompt) == streams[m].finished:  # it holds no request
+        if mixed[m] and len(streams[m].prompt) == left_early[m] + token_done[m]:  # it holds no request
             mixed[m] = False
             mixed_pool.remove(m)
             (prompt_pool if home[m] == "prompt" else token_pool).append(m)
 
-    def resume(m: int) -> None:
+    def finished(m: int, pieces: list[int], at: float) -> None:
+        """Pieces of machine ``m`` done at ``at`` (the cluster's clock there)."""
+        nonlocal tie
+        s = streams[m]
+        for local in pieces:
+            request = members[m][local]
+            if s.phase[local] == PREFILL_ONLY:  # its keys and values leave
+                left_early[m] += 1
+                transfer_start[request] = at
+                end = at + prompt[request] * kv / bandwidth
+                transfer_end[request] = end
+                tie += 1
+                heapq.heappush(transit, (end, tie, _TRANSFER, request, []))
+            else:  # its token phase finished here: its memory is free
+                token_done[m] += 1
+                reserved[m] -= (prompt[request] + 1 + output[request]) * kv
+        unmix(m)
+
+    def resume(m: int, now: float) -> None:
         nonlocal tie
         try:
             t = next(loops[m])
@@ -336,22 +359,16 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
             idle[m] = t == math.inf
             if t < math.inf:
                 tie += 1
-                heapq.heappush(events, (t, tie, _WAKE, m, version[m]))
+                heapq.heappush(events, (t, tie, m, version[m]))
         s = streams[m]
         assert s.done is not None
-        for local in s.done:
-            request = members[m][local]
-            if s.phase[local] == PREFILL_ONLY:
-                left_early[m] += 1
-                transfer_start[request] = s.done_at
-                end = s.done_at + prompt[request] * kv / bandwidth
-                transfer_end[request] = end
+        if s.done:
+            if admits(now, s.done_at):
+                finished(m, s.done, s.done_at)
+            else:  # a run cut short by an arrival ends later: the cluster learns of it then
                 tie += 1
-                heapq.heappush(events, (end, tie, _TRANSFER, request, 0))
-            else:  # its token phase finished here: its memory is free
-                reserved[m] -= (prompt[request] + 1 + output[request]) * kv
-        s.done.clear()
-        unmix(m)
+                heapq.heappush(transit, (s.done_at, tie, _FINISHED, m, list(s.done)))
+            s.done.clear()
 
     def route(request: int, t: float) -> None:
         nonlocal mixed_count
@@ -397,36 +414,39 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
             put(to_prompt, request, PREFILL_ONLY, t)
 
     for m in range(M):
-        resume(m)  # primed: each waits for its first request
+        resume(m, 0.0)  # primed: each waits for its first request
     order = np.argsort(workload.arrival, kind="stable").tolist()
     next_arrival = 0
     while True:
         ta = arrival[order[next_arrival]] if next_arrival < n else math.inf
-        while events and events[0][2] == _WAKE and events[0][4] != version[events[0][3]]:
+        td = transit[0][0] if transit else math.inf
+        while events and events[0][3] != version[events[0][2]]:
             heapq.heappop(events)  # stale: the machine moved on
         te = events[0][0] if events else math.inf
-        if ta == te == math.inf:
+        if ta == td == te == math.inf:
             break
-        if (
-            ta < math.inf
-            and (te == math.inf or admits(te, ta))
-            and not (events and events[0][2] == _TRANSFER and events[0][0] <= ta)
-        ):
+        # At one instant: transfers ending and finishes first, then arrivals, then the machines.
+        if min(ta, td) < math.inf and (te == math.inf or admits(te, min(ta, td))):
+            if td <= ta:
+                _, _, kind, who, pieces = heapq.heappop(transit)
+                if kind == _TRANSFER:
+                    reserved[int(prompt_machine[who])] -= (
+                        prompt[who] + 1
+                    ) * kv  # the prompt machine frees it
+                    put(int(token_machine[who]), who, DECODE_ONLY, td)
+                else:
+                    finished(who, pieces, td)
+                continue
             request = order[next_arrival]
             next_arrival += 1
             route(request, ta)
             continue
-        _, _, kind, who, _ = heapq.heappop(events)
-        if kind == _TRANSFER:
-            m = int(token_machine[who])
-            reserved[int(prompt_machine[who])] -= (prompt[who] + 1) * kv  # its prompt machine frees it
-            put(m, who, DECODE_ONLY, te)
-            continue
-        resume(who)
+        _, _, m, _ = heapq.heappop(events)
+        resume(m, te)
     for m in range(M):
         streams[m].closed = True
         while results[m] is None:
-            resume(m)
+            resume(m, math.inf)
 
     schedules = []
     for m in range(M):

@@ -447,8 +447,9 @@ def validate_mixed_pool(
     ended = schedule.prefill_end
     lasts = np.where(split, schedule.cluster.transfer_seconds(wl.prompt_tokens), np.nan)
     start, end = schedule.transfer_start, schedule.transfer_end
-    off = split & (
-        (np.abs(start - ended) > tol) | (np.abs(end - (ended + lasts)) > tol + rtol * np.abs(lasts))
+    # Written so that a NaN time fails: a split request's transfer has its times.
+    off = split & ~(
+        (np.abs(start - ended) <= tol) & (np.abs(end - (ended + lasts)) <= tol + rtol * np.abs(lasts))
     )
     report.add(
         "transfer",
@@ -463,7 +464,7 @@ def validate_mixed_pool(
     )
     report.add(
         "transfer",
-        np.flatnonzero(split & (np.abs(landed - end) > tol)),
+        np.flatnonzero(split & ~(np.abs(landed - end) <= tol)),
         lambda i: (
             f"request {i} reaches machine {tm[i]} at {landed[i]:.9g}s; its transfer ends at {end[i]:.9g}s"
         ),
