@@ -28,13 +28,14 @@ from llmsched.core.export import (
     process_events,
     trace_object,
 )
-from llmsched.core.schedule import STAGE_COLUMNS, ScheduleBase, read_only
+from llmsched.core.schedule import ScheduleBase, read_only
 from llmsched.core.violations import Report, Violation, skipped_rules
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion import export as fusion_export
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.fusion.validate import FUSED_RULES, validate_fused
 from llmsched.engines.rule import DECODE_ONLY, PREFILL_ONLY, WHOLE
+from llmsched.fleet.schedule import stack_stage_frames
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -242,17 +243,6 @@ class MixedPoolSchedule(ScheduleBase):
         ``transfer``), ``start``, ``end``, ``duration``, ``tokens`` and ``requests`` (a
         transfer's prompt tokens and 1), then ``id`` (the run on its machine; the request)
         and ``to_machine`` (the machine; a transfer's token machine)."""
-        import pandas as pd
-
-        columns: dict[str, list[np.ndarray]] = {name: [] for name in STAGE_COLUMNS}
-        ids, to_machine = [], []
-        for m, schedule in enumerate(self.schedules):
-            frame = schedule.stage_frame()
-            for name in STAGE_COLUMNS:
-                columns[name].append(frame[name].to_numpy())
-            columns["machine"][-1] = np.full(len(frame), m, dtype=np.int64)
-            ids.append(np.arange(len(frame), dtype=np.int64))
-            to_machine.append(np.full(len(frame), m, dtype=np.int64))
         moved = np.flatnonzero(self.split)
         start, end = self.transfer_start[moved], self.transfer_end[moved]
         transfers = {
@@ -264,17 +254,7 @@ class MixedPoolSchedule(ScheduleBase):
             "tokens": self.workload.prompt_tokens[moved].astype(np.int64),
             "requests": np.ones(moved.size, dtype=np.int64),
         }
-        for name in STAGE_COLUMNS:
-            columns[name].append(transfers[name])
-        ids.append(moved.astype(np.int64))
-        to_machine.append(self.token_machine[moved])
-        data: dict[str, np.ndarray] = {}
-        for name in STAGE_COLUMNS:
-            values = np.concatenate(columns[name])
-            data[name] = values.astype(str) if name == "kind" else values
-        data["id"] = np.concatenate(ids)
-        data["to_machine"] = np.concatenate(to_machine)
-        return pd.DataFrame(data).rename_axis("stage")
+        return stack_stage_frames(self.schedules, transfers, moved, self.token_machine[moved])
 
     def validate(self, **options: Any) -> list[Violation]:
         """Every rule the run breaks (:func:`validate_mixed_pool`, given ``options``: ``skip``,

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from llmsched.core.violations import Violation
 
-__all__ = ["FleetSchedule"]
+__all__ = ["FleetSchedule", "stack_stage_frames"]
 
 
 def gather(parts: list[np.ndarray], offsets: np.ndarray, engine: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -36,6 +36,37 @@ def gather(parts: list[np.ndarray], offsets: np.ndarray, engine: np.ndarray, ind
     if not parts:
         return np.zeros(0)
     return np.concatenate(parts)[offsets[engine] + index]
+
+
+def stack_stage_frames(
+    schedules: Any, extra: dict[str, np.ndarray], extra_ids: np.ndarray, extra_to: np.ndarray
+) -> pd.DataFrame:
+    """Every machine's ``stage_frame`` (machine 0's, in its own order, then machine 1's, ...),
+    each machine numbered by its place, then the ``extra`` rows (a value per stage column);
+    ``id`` (the row in its machine's own frame; ``extra_ids``) and ``to_machine`` (the machine;
+    ``extra_to``) last."""
+    import pandas as pd
+
+    columns: dict[str, list[np.ndarray]] = {name: [] for name in STAGE_COLUMNS}
+    ids, to_machine = [], []
+    for k, schedule in enumerate(schedules):
+        frame = schedule.stage_frame()
+        for name in STAGE_COLUMNS:
+            columns[name].append(frame[name].to_numpy())
+        columns["machine"][-1] = np.full(len(frame), k, dtype=np.int64)
+        ids.append(np.arange(len(frame), dtype=np.int64))
+        to_machine.append(np.full(len(frame), k, dtype=np.int64))
+    for name in STAGE_COLUMNS:
+        columns[name].append(extra[name])
+    ids.append(np.asarray(extra_ids, dtype=np.int64))
+    to_machine.append(np.asarray(extra_to, dtype=np.int64))
+    data: dict[str, np.ndarray] = {}
+    for name in STAGE_COLUMNS:
+        values = np.concatenate(columns[name])
+        data[name] = values.astype(str) if name == "kind" else values
+    data["id"] = np.concatenate(ids)
+    data["to_machine"] = np.concatenate(to_machine)
+    return pd.DataFrame(data).rename_axis("stage")
 
 
 @dataclass(frozen=True, eq=False)
@@ -311,17 +342,6 @@ class FleetSchedule(ScheduleBase):
         engine; the engine that pulled). A pull leaves its donor the backoff delay before
         the request reaches the engine that pulled it.
         """
-        import pandas as pd
-
-        parts = [s.stage_frame() for s in self.schedules]
-        columns: dict[str, list[np.ndarray]] = {name: [] for name in STAGE_COLUMNS}
-        ids, to_machine = [], []
-        for k, frame in enumerate(parts):
-            for name in STAGE_COLUMNS:
-                columns[name].append(frame[name].to_numpy())
-            columns["machine"][-1] = np.full(len(frame), k, dtype=np.int64)
-            ids.append(np.arange(len(frame), dtype=np.int64))
-            to_machine.append(np.full(len(frame), k, dtype=np.int64))
         pulled = np.flatnonzero(self.request_pulled_from >= 0)
         delay = float(self.info.get("backoff_delay", 0.0))
         reached = self.request_reached[pulled]
@@ -335,17 +355,7 @@ class FleetSchedule(ScheduleBase):
             "tokens": self.workload.prompt_tokens[pulled].astype(np.int64),
             "requests": np.ones(pulled.size, dtype=np.int64),
         }
-        for name in STAGE_COLUMNS:
-            columns[name].append(pulls[name])
-        ids.append(pulled.astype(np.int64))
-        to_machine.append(self.request_engine[pulled])
-        data: dict[str, np.ndarray] = {}
-        for name in STAGE_COLUMNS:
-            values = np.concatenate(columns[name])
-            data[name] = values.astype(str) if name == "kind" else values
-        data["id"] = np.concatenate(ids)
-        data["to_machine"] = np.concatenate(to_machine)
-        return pd.DataFrame(data).rename_axis("stage")
+        return stack_stage_frames(self.schedules, pulls, pulled, self.request_engine[pulled])
 
     def validate(self, **options: Any) -> list[Violation]:
         """Every rule of a fleet the run breaks, each engine's mode's rules included

@@ -262,14 +262,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     def _token_gaps(self) -> np.ndarray:
         """Each token's gap (in :attr:`_token_iterations`' order) with sit-outs: from the
         piece's previous token, or its first chunk's end, to its iteration's end."""
-        piece, iteration = self._token_iterations
-        ends = self.iteration_end_at(iteration)
-        before = np.empty_like(ends)
-        if ends.size:
-            before[1:] = ends[:-1]
-            head = self._token_heads
-            before[head] = self.prefill_end[piece[head]]
-        return read_only(ends - before)
+        return read_only(self.token_gaps()[1])
 
     def token_gaps(self, since: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Every token's gap, as ``(piece, seconds)`` arrays in piece and time order: from the
