@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,7 +24,7 @@ from llmsched.core.memory import KVMemory
 from llmsched.engines.competition.bounds import lower_bounds
 from llmsched.engines.fusion.bounds import fused_lower_bounds
 from llmsched.engines.fusion.schedule import FusedSchedule
-from llmsched.engines.loop import CostClock, run_loop
+from llmsched.engines.loop import CostClock, EngineStream, run_loop
 from llmsched.engines.orca.rule import most_iteration_tokens
 from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.routers import REGISTRY, BaseRouter, Loads, RouterSetup
@@ -511,3 +514,53 @@ def test_a_continuation_is_ordered_alike_in_a_fleet_and_alone() -> None:
     assert int(schedule.preemptions.sum()) == int(alone.preemptions.sum()) == 1
     assert schedule.request_parent is not None and schedule.request_parent.tolist()[14] == 5
     np.testing.assert_array_equal(alone.finish[alone.last_piece], schedule.finish[schedule.last_piece])
+
+
+class _YieldingStream(EngineStream):
+    """An engine stream that ignores the horizon the fleet sets: its engine yields every time."""
+
+    __slots__ = ()
+
+    @property
+    def horizon(self) -> float:
+        return -math.inf
+
+    @horizon.setter
+    def horizon(self, value: float) -> None:
+        pass
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=st.data(),
+    router=st.sampled_from(["jsq", "token-jsq", "least-work", "power-of-two", "jsq-prompt-tokens"]),
+    mode=st.sampled_from(["competition", "vllm", "sarathi", "orca"]),
+    memory=st.booleans(),
+)
+def test_engines_running_ahead_to_the_next_arrival_change_nothing(data, router, mode, memory) -> None:
+    """Without backoff an engine runs on, without yielding, up to the fleet's next arrival
+    (engines meet only when a request is routed): the fleet is the one it is when every engine
+    yields at every step, for routers that read the engines' loads."""
+    n = data.draw(st.integers(1, 24))
+    prompt = data.draw(st.lists(st.integers(1, 300), min_size=n, max_size=n))
+    output = data.draw(st.lists(st.integers(1, 60), min_size=n, max_size=n))
+    arrival = sorted(data.draw(st.lists(st.floats(0.0, 3.0), min_size=n, max_size=n)))
+    workload = Workload(prompt, output, output, arrival, name="ahead")
+    engines = [
+        Engine(
+            MEMORY_TABLE,
+            data.draw(st.integers(1, 8)),
+            mode=mode,
+            max_num_batched_tokens=512,
+            chunked_prefill=mode == "vllm" and data.draw(st.booleans()),
+            memory=KVMemory(data.draw(st.integers(90, 400)), 4) if memory else None,
+        )
+        for _ in range(data.draw(st.integers(1, 3)))
+    ]
+    ahead = simulate_fleet(workload, engines, router)
+    with mock.patch("llmsched.fleet.simulate.EngineStream", _YieldingStream):
+        step = simulate_fleet(workload, engines, router)
+    assert validate_fleet(ahead) == []
+    np.testing.assert_array_equal(ahead.request_engine, step.request_engine)
+    np.testing.assert_array_equal(ahead.ttft, step.ttft)
+    np.testing.assert_array_equal(ahead.finish, step.finish)

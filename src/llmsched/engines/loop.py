@@ -205,6 +205,12 @@ class EngineStream(RequestLists):
     :data:`~llmsched.engines.rule.DECODE_ONLY` (taken, it joins the decoding requests at once,
     its prompt prefilled elsewhere: it needs no prefill capacity); ``phased`` says whether any
     request is not ``WHOLE``.
+
+    ``horizon``, set by the driver each time it resumes the engine, is the earliest time at
+    which anything else may happen (its next arrival, another engine's next time): before
+    it, nothing can reach the engine nor read its counts, so the engine runs on past a time
+    it would yield while that time is before the horizon (by more than :func:`admits`'
+    tolerance). The default, ``-inf``, has it yield every time.
     """
 
     __slots__ = (
@@ -216,6 +222,7 @@ class EngineStream(RequestLists):
         "finished_planned",
         "finished_prompt",
         "free",
+        "horizon",
         "knowns",
         "most_active",
         "phase",
@@ -238,6 +245,7 @@ class EngineStream(RequestLists):
         self.finished_prompt = 0  # and their prompt tokens
         self.prefilled_prompt = 0  # prompt tokens of the requests whose prefill has ended
         self.free = 0
+        self.horizon = -_INF
         self.most_active = 0  # the most requests that can decode at once (set when opened)
         self.stage: tuple[float, float, list[tuple[int, int]]] | None = None
         self.done: list[int] | None = None
@@ -889,10 +897,12 @@ def _run(
                 # Wait for the run's end on the fleet's clock before running it, so that nothing
                 # the run changes (its finishes) is seen before it happens. With a client free an
                 # arrival may cut it short: the fleet then wakes the engine at that arrival.
-                stream.cuttable = bool(free)
-                yield clock.run_end(active, run, context)
-                stream.cuttable = False
-                known_n = len(due_in_order)
+                end = clock.run_end(active, run, context)
+                if end + 8 * math.ulp(end) >= stream.horizon:  # else nothing comes before its end
+                    stream.cuttable = bool(free)
+                    yield end
+                    stream.cuttable = False
+                    known_n = len(due_in_order)
             if free and next_arrival < known_n:
                 due = due_in_order[next_arrival] if first_cut is None else first_cut(next_arrival, known_n)
             else:
@@ -965,7 +975,8 @@ def _run(
                 sat = set(sitting)
                 heap = [(end + 1, c, r) if r in sat else (end, c, r) for end, c, r in heap]
                 heapq.heapify(heap)
-            if stream is not None:  # the iteration's end on the fleet's clock, before its effects
+            if stream is not None and now + 8 * math.ulp(now) >= stream.horizon:
+                # The iteration's end on the fleet's clock, before its effects.
                 stream.started, stream.finished, stream.free = started, finished, free
                 yield now
             for request, client in done:  # they decode from the next iteration on
@@ -1012,8 +1023,9 @@ def _run(
         if cut and stream is not None:
             # A cut run ends after the arrival that woke the engine: arrivals up to its end first.
             cut = False
-            stream.started, stream.finished, stream.free = started, finished, free
-            yield now
+            if now + 8 * math.ulp(now) >= stream.horizon:
+                stream.started, stream.finished, stream.free = started, finished, free
+                yield now
 
     if stream is not None:
         stream.started, stream.finished, stream.free = started, finished, free

@@ -311,8 +311,12 @@ def simulate_fleet(
     transit: list[tuple[float, int, int, int, int]] = []  # (time, tie, request, engine, donor)
     tie = 0
     heappush, heappop = heapq.heappush, heapq.heappop
+    # Engines whose loads changed since the router last read them: brought up to date only
+    # when a router reads them (an engine moves on several times between two arrivals).
+    stale = [False] * m
 
     def refresh(k: int) -> None:
+        stale[k] = False
         s = streams[k]
         held[k] = len(s.prompt) - gone[k] - s.finished
         prompt_tokens = routed_prompt[k] - gone_prompt[k] - s.finished_prompt
@@ -338,7 +342,10 @@ def simulate_fleet(
         routed_prompt[k] += prompt[request]
         if weighs:
             routed_work[k] += weight[request]
-        refresh(k)
+        if backoff is None:
+            stale[k] = True
+        else:  # a pull reads every engine's queue: kept up to date
+            refresh(k)
         if s.cuttable and not woken[k]:
             woken[k] = True
             version[k] += 1
@@ -373,6 +380,11 @@ def simulate_fleet(
 
     def resume(k: int, now: float) -> None:
         nonlocal tie
+        if backoff is None:
+            # Without backoff, engines meet only when a request is routed: nothing reaches
+            # this one, nor reads its counts, before the next arrival, up to which it runs on
+            # (whatever the others do meanwhile, each on its own clock).
+            streams[k].horizon = arrival[order[next_arrival]] if next_arrival < n else math.inf
         try:
             t = next(loops[k])
         except StopIteration as done:
@@ -383,9 +395,12 @@ def simulate_fleet(
         if t < math.inf:
             tie += 1
             heappush(events, (t, tie, k, version[k]))
+        if backoff is None:
+            stale[k] = True
+            return
         refresh(k)
         s = streams[k]
-        if backoff is not None and s.cuttable and s.free and not queued[k] and not incoming[k]:
+        if s.cuttable and s.free and not queued[k] and not incoming[k]:
             pull(k, now)
 
     next_arrival = 0
@@ -407,6 +422,10 @@ def simulate_fleet(
                 continue
             request = order[next_arrival]
             next_arrival += 1
+            if True in stale:
+                for j in range(m):
+                    if stale[j]:
+                        refresh(j)
             k = ask(request, loads)
             if k.__class__ is not int or not 0 <= k < m:
                 k = engine_index(routing, request, k, m)

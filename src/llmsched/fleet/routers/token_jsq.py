@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from llmsched.fleet.routers.base import BaseRouter, Loads
 
 __all__ = ["TokenJsqRouter"]
@@ -24,4 +22,4 @@ class TokenJsqRouter(BaseRouter):
 
     def route(self, request: int, loads: Loads) -> int:
         pending = loads.prompt_tokens if loads.pending_prompt_tokens is None else loads.pending_prompt_tokens
-        return int(np.argmin(pending + loads.requests))
+        return int((pending + loads.requests).argmin())
