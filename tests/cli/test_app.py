@@ -252,13 +252,13 @@ def test_json_outputs_hold_timings_only_when_asked(capsys) -> None:
 
 def test_reproduce_text(capsys, monkeypatch) -> None:
     """The text report shows our figures beside the paper's; on a terminal a progress bar on
-    stderr counts the steps (the bound, 14 runs)."""
+    stderr counts the steps (the bound, and each of the 11 methods with both kinds of lengths)."""
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert main(["reproduce", "gsm8k", "--seed", "1"]) == 0
     captured = capsys.readouterr()
     text = captured.out
     assert "201.00" in text and "80.20%" in text and "paper bound" in text
-    assert "gsm8k: 100%" in captured.err and "15/15" in captured.err
+    assert "gsm8k: 100%" in captured.err and "23/23" in captured.err
 
 
 SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4", "--json"]

@@ -25,7 +25,7 @@ from llmsched.online import (
     registry,
     request_policy_names,
 )
-from llmsched.online.iteration import Lagrangian, SLOAware, Threshold
+from llmsched.online.iteration import Lagrangian, LagrangianAsWritten, SLOAware, Threshold
 
 # Every name registered before the registry took parameters, with the class and the
 # attributes it built then: each must still mean the same.
@@ -58,6 +58,7 @@ REQUEST_NAMES = {
 ITERATION_NAMES = {
     "prefill-first": PrefillFirst,
     "lagrangian": Lagrangian,
+    "lagrangian-as-written": LagrangianAsWritten,
     "threshold": Threshold,
     "slo": SLOAware,
 }

@@ -13,7 +13,7 @@ the iteration rules, the registry of policy names, and output-length predictors.
 """
 
 from llmsched.online.baselines import FCFS, BatchWise, FreeClients, PrefillFirst, StaticQueues
-from llmsched.online.iteration import Lagrangian, SLOAware, Threshold, threshold_k
+from llmsched.online.iteration import Lagrangian, LagrangianAsWritten, SLOAware, Threshold, threshold_k
 from llmsched.online.offline import OfflineQueues, RollingQueues, check_sizes, decode_sizes, offline_queues
 from llmsched.online.predictors import (
     BucketClassifier,
@@ -46,6 +46,7 @@ __all__ = [
     "ConstantMean",
     "FreeClients",
     "Lagrangian",
+    "LagrangianAsWritten",
     "LongestFirst",
     "MicoClassifier",
     "NoisyOracle",

@@ -28,6 +28,8 @@ Request policies:
 
 Iteration policies: ``prefill-first`` (:class:`~llmsched.online.baselines.PrefillFirst`),
 ``lagrangian`` (:class:`~llmsched.online.iteration.Lagrangian`, ``ttft_weight``, ``slo_ttft``),
+``lagrangian-as-written`` (:class:`~llmsched.online.iteration.LagrangianAsWritten`: Eqs. 41-43 read
+literally),
 ``threshold`` (:class:`~llmsched.online.iteration.Threshold`, ``k``, ``slo_ttft``), ``slo``
 (:class:`~llmsched.online.iteration.SLOAware`, ``slo_ttft``).
 """
@@ -40,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmsched.online.baselines import FCFS, BatchWise, PrefillFirst, StaticQueues
-from llmsched.online.iteration import Lagrangian, SLOAware, Threshold
+from llmsched.online.iteration import Lagrangian, LagrangianAsWritten, SLOAware, Threshold
 from llmsched.online.offline import OfflineQueues
 from llmsched.online.requests import HYBRID_OVERHEAD, LongestFirst, ShortestFirst, SortedPreemptive
 from llmsched.policies import IterationPolicy, RequestPolicy
@@ -157,6 +159,7 @@ _REQUEST.alias("longest-first-oracle", "longest-first", sizes="oracle")
 
 _ITERATION.register("prefill-first", PrefillFirst)
 _ITERATION.register("lagrangian", Lagrangian)
+_ITERATION.register("lagrangian-as-written", LagrangianAsWritten)
 _ITERATION.register("threshold", Threshold)
 _ITERATION.register("slo", SLOAware)
 
