@@ -260,12 +260,12 @@ class EngineStream(RequestLists):
     def add(self, prompt: int, output: int, planned: int, arrival: float, phase: int = WHOLE) -> int:
         """Add a request that reached the engine at ``arrival``; return its index there.
         ``phase``: what of its work it does here (see the class's docstring)."""
-        index = self.grow(prompt, output, planned, arrival)
         if phase != WHOLE:
             if phase not in (PREFILL_ONLY, DECODE_ONLY):
                 raise ValueError(f"phase must be WHOLE, PREFILL_ONLY or DECODE_ONLY, got {phase!r}")
-            self.phase[index] = phase
             self.phased = True
+        self.phase.append(phase)
+        index = RequestLists.grow(self, prompt, output, planned, arrival)
         self.due.append(arrival)
         self.order.append(index)
         for known in self.knowns:

@@ -162,30 +162,46 @@ class _PhaseQueue(FCFS):
         return None
 
     def ready(self) -> int:
+        free = self._free_count
         if self._queue:  # a prompt can always be taken
-            return min(len(self._queue) + len(self._joins), self._free_count)
+            count = len(self._queue) + len(self._joins)
+            return count if count < free else free
         # Requests arriving prefilled join while the decoding requests fill less than the cap.
-        return min(len(self._joins), self._free_count, max(0, self._cap - self.decoding()))
+        if not self._joins or not free:
+            return 0
+        return max(0, min(len(self._joins), free, self._cap - self.decoding()))
 
     def take(self, capacity: int) -> list[tuple[int, int]]:
-        queue, joins, prompt, pop = self._queue, self._joins, self._prompt, self._free.pop_lowest
+        queue, joins, pop = self._queue, self._joins, self._free.pop_lowest
         pairs: list[tuple[int, int]] = []
-        room, free = min(capacity, self._cap), self._free_count
-        while queue and free and (prompt[queue[0]] <= room or not pairs):
-            room -= prompt[queue[0]]
-            pairs.append((queue.popleft(), pop()))
-            free -= 1
-        # Each request arriving prefilled decodes one token an iteration: they join while the
-        # decoding requests and the prompts taken stay within the cap.
-        room = min(free, self._cap - self.decoding() - (min(capacity, self._cap) - room))
-        if joins and room > 0:
-            rank = self.rank
-            before = rank[queue[0]] if queue else math.inf
-            eligible = sorted((rank[j], j) for j in joins if rank[j] < before)
-            for _, request in eligible[:room]:
-                joins.remove(request)
-                pairs.append((request, pop()))
+        free = self._free_count
+        limit = capacity if capacity < self._cap else self._cap
+        room = limit
+        if queue:
+            prompt = self._prompt
+            while queue and free and (prompt[queue[0]] <= room or not pairs):
+                room -= prompt[queue[0]]
+                pairs.append((queue.popleft(), pop()))
                 free -= 1
+        if joins and free:
+            # Each request arriving prefilled decodes one token an iteration: they join while the
+            # decoding requests and the prompts taken stay within the cap.
+            room = min(free, self._cap - self.decoding() - (limit - room))
+            if room > 0:
+                rank = self.rank
+                before = rank[queue[0]] if queue else math.inf
+                if len(joins) == 1:  # the common case, without sorting
+                    request = joins[0]
+                    if rank[request] < before:
+                        joins.clear()
+                        pairs.append((request, pop()))
+                        free -= 1
+                else:
+                    eligible = sorted((rank[j], j) for j in joins if rank[j] < before)
+                    for _, request in eligible[:room]:
+                        joins.remove(request)
+                        pairs.append((request, pop()))
+                        free -= 1
         self._free_count = free
         return pairs
 
@@ -259,12 +275,9 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         loops.append(open_engine(cost, clients, queue, None, stream, False, most_requests=n, rule=rule))
         streams.append(stream)
     members: list[list[int]] = [[] for _ in range(M)]  # each machine's pieces: their requests
-    prompt_machine = np.full(n, -1, dtype=np.int64)
-    prompt_index = np.full(n, -1, dtype=np.int64)
-    token_machine = np.full(n, -1, dtype=np.int64)
-    token_index = np.full(n, -1, dtype=np.int64)
-    transfer_start = np.full(n, np.nan)
-    transfer_end = np.full(n, np.nan)
+    # Each request's machines and places there, and its transfer (lists while it runs).
+    prompt_machine, prompt_index, token_machine, token_index = [-1] * n, [-1] * n, [-1] * n, [-1] * n
+    transfer_start, transfer_end = [math.nan] * n, [math.nan] * n
     # The routing's counts (see the module's docstring).
     routed_pending = [0] * M  # prompt tokens plus token phases routed, ever
     left_early = [0] * M  # prefill-only pieces that have left
@@ -426,14 +439,13 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         if ta == td == te == math.inf:
             break
         # At one instant: transfers ending and finishes first, then arrivals, then the machines.
-        if min(ta, td) < math.inf and (te == math.inf or admits(te, min(ta, td))):
+        first = ta if ta < td else td
+        if first < math.inf and (te == math.inf or admits(te, first)):
             if td <= ta:
                 _, _, kind, who, pieces = heapq.heappop(transit)
                 if kind == _TRANSFER:
-                    reserved[int(prompt_machine[who])] -= (
-                        prompt[who] + 1
-                    ) * kv  # the prompt machine frees it
-                    put(int(token_machine[who]), who, DECODE_ONLY, td)
+                    reserved[prompt_machine[who]] -= (prompt[who] + 1) * kv  # the prompt machine frees it
+                    put(token_machine[who], who, DECODE_ONLY, td)
                 else:
                     finished(who, pieces, td)
                 continue
@@ -472,11 +484,11 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         workload,
         cluster,
         tuple(schedules),
-        prompt_machine,
-        prompt_index,
-        token_machine,
-        token_index,
-        transfer_start,
-        transfer_end,
+        np.array(prompt_machine, dtype=np.int64),
+        np.array(prompt_index, dtype=np.int64),
+        np.array(token_machine, dtype=np.int64),
+        np.array(token_index, dtype=np.int64),
+        np.array(transfer_start, dtype=np.float64),
+        np.array(transfer_end, dtype=np.float64),
         info,
     )
