@@ -318,6 +318,8 @@ SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4
         (["reproduce", "mico", "--engines", "2,x"], "argument --engines: must be comma-separated integers"),
         (["reproduce", "mico", "--batches", "0-3"], r"argument --batches: each value must lie in \[1, 1000"),
         (["reproduce", "mico", "--plot", "out"], "reproduce mico has none"),
+        (["reproduce", "all", "--engines", "2"], "reproduce all runs each experiment as published; --engin"),
+        (["reproduce", "all", "--plot", "out", "--seed", "2"], "--seed, --plot applies to reproduce gsm8k"),
         (["fleet", "--backoff-delay", "1"], "--backoff-delay and --backoff-threshold need --backoff"),
         (["fleet", "--engine", "a:2", "--engines", "2"], "not both"),
         (["fleet", "--engine", "a:x"], "argument --engine: must be NAME:CLIENTS"),

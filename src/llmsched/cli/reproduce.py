@@ -1,7 +1,8 @@
 """``llmsched reproduce``: a published experiment, our figures beside the paper's.
 
 ``gsm8k`` is Pang et al.'s GSM8K experiment (Table III, Figs. 6-9); ``mico`` Mico's throughput
-ratios over clouds and batch sizes (Table 1).
+ratios over clouds and batch sizes (Table 1); ``all`` every published figure llmsched can
+reproduce, each with a verdict (:mod:`llmsched.experiments.published`).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ __all__ = ["COMMAND", "OPTIONS", "check_plot_dir", "run"]
 OPTIONS = (
     Option(
         "experiment",
-        choice("gsm8k", "mico"),
+        choice("gsm8k", "mico", "all"),
         None,
         "gsm8k: Pang et al.'s GSM8K experiment (Table III, Figs. 6-9); mico: Mico's throughput "
-        "ratios over clouds and batch sizes (Table 1)",
+        "ratios over clouds and batch sizes (Table 1); all: every published figure llmsched can "
+        "reproduce, the paper's beside ours with a verdict",
         positional=True,
     ),
     Option("seed", integer(0), 0, "seed of the GSM8K output lengths, or of Mico's first query set"),
@@ -101,6 +103,26 @@ def run(args: Any) -> int:
     from llmsched.experiments.reproduce import format_mico, format_report, reproduce_gsm8k, reproduce_mico
 
     config = resolve(args, COMMAND).config
+    if config.experiment == "all":
+        from llmsched.experiments.published import format_all, reproduce_all
+
+        changed = [
+            option.flag
+            for option in OPTIONS
+            if option.name not in ("experiment", "json", "progress")
+            and getattr(config, option.name) != option.default
+        ]
+        if changed:
+            raise ValueError(
+                f"reproduce all runs each experiment as published; {', '.join(changed)} "
+                "applies to reproduce gsm8k or mico"
+            )
+        everything = reproduce_all(progress=progress(config))
+        if config.json:
+            print_json(everything)
+        else:
+            print(format_all(everything))
+        return 0 if not everything["invalid"] else 1
     if config.experiment == "mico":
         if config.plot is not None:
             raise ValueError("--plot draws the GSM8K experiment's Gantt charts; reproduce mico has none")
