@@ -678,3 +678,37 @@ def test_a_csv_of_ones_own_column_names(tmp_path: Path) -> None:
         workloads.from_csv(path, columns="prompt=in")
     with pytest.raises(ValueError, match="column 'in' is given for two fields"):
         workloads.from_csv(path, columns="prompt_tokens=in,output_tokens=in")
+
+
+@pytest.mark.parametrize("outputs", ["normal", "lognormal", "constant", "empirical"])
+def test_mico_like_shapes_hold_the_mean_and_the_context(outputs) -> None:
+    """Every shape has the clipped geometric's expected mean (to a token), keeps each output
+    within the context its prompt leaves, and reuses the geometric draw's prompts."""
+    from llmsched.workloads import mico_like
+
+    shape = [10, 20, 40, 2000] if outputs == "empirical" else None
+    w = mico_like(3000, seed=5, outputs=outputs, shape=shape)
+    base = mico_like(3000, seed=5)
+    np.testing.assert_array_equal(w.prompt_tokens, base.prompt_tokens)
+    room = 1024 - w.prompt_tokens
+    q = 1 / 300
+    expected = np.mean((1 - (1 - q) ** room) / q)
+    assert abs(w.output_tokens.mean() - expected) < 1.0
+    assert w.output_tokens.min() >= 1 and np.all(w.output_tokens <= room)
+    spread = {"normal": (0.4, 0.6), "lognormal": (0.8, 1.2), "constant": (0.0, 0.01), "empirical": (1.0, 3.0)}
+    low, high = spread[outputs]
+    assert low <= w.output_tokens.std() / w.output_tokens.mean() <= high
+    assert w.name == f"mico-like-3000-{outputs}"
+
+
+def test_mico_like_refuses_bad_shapes() -> None:
+    from llmsched.workloads import mico_like
+
+    with pytest.raises(ValueError, match="outputs must be one of"):
+        mico_like(10, outputs="uniform")
+    with pytest.raises(ValueError, match="shape gives the lengths"):
+        mico_like(10, outputs="empirical")
+    with pytest.raises(ValueError, match="shape gives the lengths"):
+        mico_like(10, outputs="normal", shape=[1, 2])
+    with pytest.raises(ValueError, match="positive, finite"):
+        mico_like(10, outputs="empirical", shape=[0, 3])

@@ -45,6 +45,7 @@ __all__ = [
     "GSM8K_OUTPUT_MAX",
     "GSM8K_OUTPUT_MEAN",
     "GSM8K_OUTPUT_SD",
+    "MICO_OUTPUTS",
     "PREPARE_OPTIONS",
     "ArrivalProcess",
     "LengthSpec",
@@ -170,8 +171,17 @@ def gsm8k_like(n: int, seed: int | np.random.Generator | None = 0) -> Workload:
     return Workload(prompt[pick], _llama65b_outputs(answer[pick], generator), name=f"gsm8k-like-{n}")
 
 
+#: The output-length shapes :func:`mico_like` draws, all with the same mean.
+MICO_OUTPUTS = ("geometric", "normal", "lognormal", "constant", "empirical")
+
+
 def mico_like(
-    n: int = 800, seed: int | np.random.Generator | None = 0, eos_mean: float = 300.0, context: int = 1024
+    n: int = 800,
+    seed: int | np.random.Generator | None = 0,
+    eos_mean: float = 300.0,
+    context: int = 1024,
+    outputs: str = "geometric",
+    shape: Any = None,
 ) -> Workload:
     """``n`` queries shaped like Mico's experiment: Alpaca instructions answered by GPT-2.
 
@@ -182,18 +192,71 @@ def mico_like(
     (geometric lengths of mean ``eos_mean``) or at its ``context`` of 1,024 tokens, prompt
     included, where Mico's engines cut it.
 
+    ``outputs`` draws the output lengths from another shape with the same mean (the expected
+    mean of the clipped geometric lengths, 289 tokens with the defaults), each clipped to the
+    context left after its prompt, so that what Mico's ratios rest on can be varied alone:
+    ``normal`` (a normal of sd half its mean, at least one token), ``lognormal`` (sd 1 in log
+    space), ``constant`` (every output the mean), ``empirical`` (drawn from the lengths in
+    ``shape``, e.g. a trace's outputs, scaled). The mean is held to within one token over the
+    ``n`` draws; the prompts are those of the geometric draw.
+
     Raises
     ------
     TypeError, ValueError
-        A bad ``n``, ``seed``, ``eos_mean`` (> 1) or ``context`` (more than 256 tokens).
+        A bad ``n``, ``seed``, ``eos_mean`` (> 1), ``context`` (more than 256 tokens),
+        ``outputs`` (one of :data:`MICO_OUTPUTS`) or ``shape`` (positive lengths, given with
+        ``empirical`` only).
     """
     n = positive_int("n", n, maximum=MAX_REQUESTS)
     eos_mean = real("eos_mean", eos_mean, low=1.0, low_open=True)
     context = positive_int("context", context, minimum=257, maximum=MAX_TOKENS)
+    if outputs not in MICO_OUTPUTS:
+        raise ValueError(f"outputs must be one of {', '.join(MICO_OUTPUTS)}, got {outputs!r}")
+    if (shape is not None) != (outputs == "empirical"):
+        raise ValueError("shape gives the lengths of outputs='empirical', and only of it")
+    if shape is not None:
+        shape = np.asarray(shape, dtype=np.float64).ravel()
+        if not shape.size or not np.all(np.isfinite(shape)) or shape.min() <= 0:
+            raise ValueError("shape must hold at least one positive, finite length")
     generator = _rng(seed)
     prompt = np.clip(np.rint(generator.lognormal(np.log(27.0), 0.6, n)), 4, 256).astype(np.int64)
     output = np.minimum(generator.geometric(1.0 / eos_mean, n), context - prompt)
-    return Workload(prompt, output, name=f"mico-like-{n}")
+    name = f"mico-like-{n}"
+    if outputs != "geometric":
+        room = context - prompt
+        # The clipped geometric's expected mean: E[min(G, c)] = (1 - (1 - q)^c) / q.
+        q = 1.0 / eos_mean
+        target = float(np.mean((1.0 - (1.0 - q) ** room) / q))
+        if outputs == "normal":
+            unit = np.maximum(1.0 + 0.5 * generator.standard_normal(n), 0.0)
+        elif outputs == "lognormal":
+            unit = np.exp(generator.standard_normal(n) - 0.5)
+        elif outputs == "constant":
+            unit = np.ones(n)
+        else:
+            unit = generator.choice(shape, n) / shape.mean()
+        output = _scaled_to_mean(unit, room, target)
+        name += f"-{outputs}"
+    return Workload(prompt, output, name=name)
+
+
+def _scaled_to_mean(unit: np.ndarray, room: np.ndarray, target: float) -> np.ndarray:
+    """``rint(scale * unit)`` clipped to ``[1, room]``, the scale found by bisection so that the
+    mean is ``target`` (the clipped mean grows with the scale)."""
+
+    def lengths(scale: float) -> np.ndarray:
+        return np.clip(np.rint(scale * unit), 1, room).astype(np.int64)
+
+    low, high = 0.0, 2.0 * target
+    while lengths(high).mean() < target and high < 1e9:
+        high *= 2.0
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        if lengths(middle).mean() < target:
+            low = middle
+        else:
+            high = middle
+    return lengths(high)
 
 
 @dataclass(frozen=True)

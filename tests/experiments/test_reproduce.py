@@ -156,3 +156,22 @@ def test_mico_outside_table1_and_bad_input() -> None:
         reproduce_mico(engines=[])
     with pytest.raises(ValueError, match="batches"):
         reproduce_mico(batches=[0])
+
+
+def test_mico_gains_nothing_when_every_output_is_the_same_length() -> None:
+    """With equal outputs a batch's requests end together and counting queries balances tokens:
+    Mico's scheme and both ablations equal the baseline; spread outputs gain."""
+    from llmsched.experiments.reproduce import format_mico_sensitivity, mico_sensitivity
+
+    study = mico_sensitivity(("constant", "lognormal"), engines=(2,), batches=(4,), seeds=1)
+    assert study["invalid"] == 0
+    constant, spread = study["rows"]
+    assert constant["outputs"] == "constant" and constant["output_sd"] == 0
+    for key in ("ratio_mean", "q_ratio_mean", "i_ratio_mean"):
+        assert constant[key] == pytest.approx(1.0, abs=1e-9)
+    assert spread["ratio_mean"] > 1.3 and spread["paper_mean"] == pytest.approx(1.98)
+    assert "constant" in format_mico_sensitivity(study)
+    with pytest.raises(ValueError, match="outputs must be among"):
+        mico_sensitivity(("uniform",))
+    with pytest.raises(ValueError, match="empirical"):
+        mico_sensitivity(("empirical",))

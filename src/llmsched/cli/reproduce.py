@@ -7,6 +7,7 @@ reproduce, each with a verdict (:mod:`llmsched.experiments.published`).
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,32 @@ from llmsched.cli.options import (
 )
 
 __all__ = ["COMMAND", "OPTIONS", "check_plot_dir", "run"]
+
+#: The output-length shapes ``reproduce mico --outputs`` offers (all of one mean).
+SHAPES = ("geometric", "normal", "lognormal", "constant")
+
+
+#: The options only ``reproduce mico`` reads.
+MICO_ONLY = ("engines", "batches", "queries", "seeds", "outputs")
+
+
+def _shapes() -> Kind:
+    """Comma-separated names of :data:`SHAPES`; an array of them in a config file."""
+
+    def check(name: str, value: Any) -> tuple[str, ...]:
+        items = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) else []
+        if not items or any(item not in SHAPES for item in items):
+            raise ValueError(f"{name} must name shapes among {', '.join(SHAPES)}, got {value!r}")
+        return tuple(items)
+
+    def parse(text: str) -> tuple[str, ...]:
+        try:
+            return check("outputs", [part.strip() for part in text.split(",")])
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return Kind(parse, check, metavar="SHAPES", as_toml=list)
+
 
 #: The command's options, each declared once: its flag and its TOML key.
 #:
@@ -64,6 +91,14 @@ OPTIONS = (
         shown="800, Table 1's",
     ),
     Option("seeds", integer(1, 1000), 3, "mico: query sets each setting is averaged over"),
+    Option(
+        "outputs",
+        _shapes(),
+        ("geometric",),
+        "mico: the output lengths' shape, of one mean: geometric (GPT-2 stopping at a constant "
+        "hazard), normal, lognormal or constant; several (as geometric,normal) run Table 1 under "
+        "each, a sensitivity study",
+    ),
     JSON,
     Option(
         "predictor",
@@ -123,6 +158,19 @@ def run(args: Any) -> int:
         else:
             print(format_all(everything))
         return 0 if not everything["invalid"] else 1
+    if config.experiment == "mico" and len(config.outputs) > 1:
+        from llmsched.experiments.reproduce import format_mico_sensitivity, mico_sensitivity
+
+        if config.queries != (800,) or config.seed != 0:
+            raise ValueError("--outputs with several shapes runs Table 1's 800 queries from seed 0")
+        study = mico_sensitivity(
+            config.outputs, None, config.engines, config.batches, config.seeds, progress(config)
+        )
+        if config.json:
+            print_json(study)
+        else:
+            print(format_mico_sensitivity(study))
+        return 0 if not study["invalid"] else 1
     if config.experiment == "mico":
         if config.plot is not None:
             raise ValueError("--plot draws the GSM8K experiment's Gantt charts; reproduce mico has none")
@@ -135,12 +183,20 @@ def run(args: Any) -> int:
             seeds=config.seeds,
             seed=config.seed,
             progress=progress(config),
+            outputs=config.outputs[0],
         )
         if config.json:
             print_json(report)
         else:
             print(format_mico(report))
         return 0 if not report["invalid"] else 1
+    changed = [
+        option.flag
+        for option in OPTIONS
+        if option.name in MICO_ONLY and getattr(config, option.name) != option.default
+    ]
+    if changed:
+        raise ValueError(f"{', '.join(changed)} applies to reproduce mico, not gsm8k")
     plot = None if config.plot is None else Path(config.plot)
     check_plot_dir(plot)
     report = reproduce_gsm8k(

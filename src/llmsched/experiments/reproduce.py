@@ -35,6 +35,8 @@ __all__ = [
     "STRATEGIES",
     "Method",
     "format_mico",
+    "format_mico_sensitivity",
+    "mico_sensitivity",
     "reproduce_gsm8k",
     "reproduce_mico",
     "run_method",
@@ -397,11 +399,11 @@ MICO_SCHEMES = {
 }
 
 
-def _mico_queries(queries: int, seed: int) -> Workload:
+def _mico_queries(queries: int, seed: int, outputs: str = "geometric", shape: Any = None) -> Workload:
     from llmsched.online.predictors import MicoClassifier, with_predictions
     from llmsched.workloads import mico_like
 
-    workload = mico_like(queries, seed)
+    workload = mico_like(queries, seed, outputs=outputs, shape=shape)
     # Mico's predictor: ten classes up to the context, 85.37% accurate on Alpaca.
     classifier = MicoClassifier(accuracy=0.8537, buckets=10, max_tokens=1024, seed=seed)
     return with_predictions(workload, classifier.predict(workload))
@@ -423,6 +425,8 @@ def reproduce_mico(
     seeds: int = 3,
     seed: int = 0,
     progress: bool = False,
+    outputs: str = "geometric",
+    shape: Any = None,
 ) -> dict[str, Any]:
     """Mico's experiment in llmsched's model: throughput of Mico's scheme over the baseline.
 
@@ -431,7 +435,8 @@ def reproduce_mico(
     ``seed + 1``, ...) with Mico's predictions run on a fleet of :data:`MICO_COST` engines
     under the four schemes of :data:`MICO_SCHEMES`, all queries arriving at once. Every
     fleet is validated. Throughput is queries over the fleet's makespan; the ratios are
-    averaged over the query sets.
+    averaged over the query sets. ``outputs`` and ``shape`` draw the output lengths from
+    another shape with the same mean (see :func:`llmsched.workloads.mico_like`).
 
     Returns
     -------
@@ -451,7 +456,7 @@ def reproduce_mico(
     queries = _int_list("queries", queries, 1)
     seeds = positive_int("seeds", seeds)
     seed = check_seed("seed", seed)
-    sets = {(q, s): _mico_queries(q, s) for q in queries for s in range(seed, seed + seeds)}
+    sets = {(q, s): _mico_queries(q, s, outputs, shape) for q in queries for s in range(seed, seed + seeds)}
     rows = []
     invalid = 0
     total = len(engines) * len(batches) * len(queries)
@@ -501,6 +506,9 @@ def reproduce_mico(
         "seeds": list(range(seed, seed + seeds)),
         "cost": repr(MICO_COST),
         "workload": "mico_like: prompts ~27 tokens; GPT-2 stops at a constant hazard (mean 300) or at 1,024",
+        "outputs": outputs,
+        "output_mean": float(np.mean([w.output_tokens.mean() for w in sets.values()])),
+        "output_sd": float(np.mean([w.output_tokens.std() for w in sets.values()])),
         "invalid": invalid,
     }
 
@@ -522,3 +530,92 @@ def format_mico(report: dict[str, Any]) -> str:
         frame, {"ratio": ".2f", "paper_ratio": ".2f", "q_ratio": ".2f", "i_ratio": ".2f", "pulled": ".1f"}
     )
     return head + "\n\n" + table
+
+
+def mico_sensitivity(
+    outputs: Any = ("geometric", "normal", "lognormal", "constant"),
+    shape: Any = None,
+    engines: Any = (2, 3, 6, 9),
+    batches: Any = PAPER_MICO_BATCHES,
+    seeds: int = 3,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Mico's Table 1 under several output-length shapes of the same mean: does its conclusion
+    rest on the one shape it assumed?
+
+    For each shape of ``outputs`` (names of :data:`llmsched.workloads.MICO_OUTPUTS`;
+    ``empirical`` draws from ``shape``) it runs :func:`reproduce_mico` on 800 queries and sums up
+    each number of engines over ``batches``: the ratio of Mico's scheme over the baseline (mean,
+    least, most), the paper's beside it, and the ablations, distribution alone (``q_ratio``) and
+    insertion alone (``i_ratio``), with the settings where distribution alone gains.
+
+    Returns a JSON-ready dict: ``rows`` (``outputs``, ``engines``, ``output_mean``,
+    ``output_sd``, ``ratio_mean``, ``ratio_min``, ``ratio_max``, ``paper_mean``, ``paper_min``,
+    ``paper_max`` (None outside Table 1), ``q_ratio_mean``, ``i_ratio_mean``, ``q_gains``,
+    ``settings``) and ``invalid`` (fleets that failed validation: 0).
+    """
+    from llmsched.workloads import MICO_OUTPUTS
+
+    names = (outputs,) if isinstance(outputs, str) else tuple(outputs)
+    if not names:
+        raise ValueError("outputs needs at least one shape")
+    for name in names:
+        if name not in MICO_OUTPUTS:
+            raise ValueError(f"outputs must be among {', '.join(MICO_OUTPUTS)}, got {name!r}")
+    if ("empirical" in names) != (shape is not None):
+        raise ValueError("shape gives the lengths of the 'empirical' outputs, and only of them")
+    rows = []
+    invalid = 0
+    for name in names:
+        report = reproduce_mico(
+            engines, batches, (800,), seeds, 0, progress, name, shape if name == "empirical" else None
+        )
+        invalid += report["invalid"]
+        for m in dict.fromkeys(r["engines"] for r in report["rows"]):
+            mine = [r for r in report["rows"] if r["engines"] == m]
+            paper = [r["paper_ratio"] for r in mine if r["paper_ratio"] is not None]
+            ratios = [r["ratio"] for r in mine]
+            rows.append(
+                {
+                    "outputs": name,
+                    "engines": m,
+                    "output_mean": report["output_mean"],
+                    "output_sd": report["output_sd"],
+                    "ratio_mean": float(np.mean(ratios)),
+                    "ratio_min": float(min(ratios)),
+                    "ratio_max": float(max(ratios)),
+                    "paper_mean": float(np.mean(paper)) if paper else None,
+                    "paper_min": float(min(paper)) if paper else None,
+                    "paper_max": float(max(paper)) if paper else None,
+                    "q_ratio_mean": float(np.mean([r["q_ratio"] for r in mine])),
+                    "i_ratio_mean": float(np.mean([r["i_ratio"] for r in mine])),
+                    "q_gains": int(sum(r["q_ratio"] > 1.0 for r in mine)),
+                    "settings": len(mine),
+                }
+            )
+    return {"experiment": "mico-sensitivity", "rows": rows, "seeds": seeds, "invalid": invalid}
+
+
+def format_mico_sensitivity(report: dict[str, Any]) -> str:
+    """The sensitivity study as a plain-text table, the paper's ratios beside ours."""
+    lines = [
+        "Mico, Table 1 under output shapes of one mean: QI over the baseline, mean (least-most) over "
+        "the batch sizes; Q-I-bar (distribution alone) and Q-bar-I (insertion alone) over the baseline",
+        "",
+        f"{'outputs':>10s} {'mean':>6s} {'sd':>6s} {'engines':>7s} | {'ours':>16s} | {'paper':>16s} | "
+        f"{'QI-bar':>6s} {'gains':>6s} | {'Q-bar-I':>7s}",
+    ]
+    for row in report["rows"]:
+        paper = (
+            "-"
+            if row["paper_mean"] is None
+            else f"{row['paper_mean']:.2f} ({row['paper_min']:.2f}-{row['paper_max']:.2f})"
+        )
+        lines.append(
+            f"{row['outputs']:>10s} {row['output_mean']:6.1f} {row['output_sd']:6.1f} {row['engines']:7d} | "
+            f"{row['ratio_mean']:.2f} ({row['ratio_min']:.2f}-{row['ratio_max']:.2f}) | {paper:>16s} | "
+            f"{row['q_ratio_mean']:6.2f} {row['q_gains']:>2d}/{row['settings']:<3d} | "
+            f"{row['i_ratio_mean']:7.2f}"
+        )
+    lines.append(f"\n{report['invalid']} invalid fleets")
+    return "\n".join(lines)
