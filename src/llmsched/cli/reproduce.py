@@ -66,7 +66,7 @@ OPTIONS = (
         None,
         "gsm8k: Pang et al.'s GSM8K experiment (Table III, Figs. 6-9); mico: Mico's throughput "
         "ratios over clouds and batch sizes (Table 1); all: every published figure llmsched can "
-        "reproduce, the paper's beside ours with a verdict",
+        "reproduce, beside the paper's, each with a verdict and the reason",
         positional=True,
     ),
     Option("seed", integer(0), 0, "seed of the GSM8K output lengths, or of Mico's first query set"),
