@@ -287,6 +287,9 @@ FACTORIES: dict[str, Callable[[], Any]] = {
     "llmsched.workloads.PrepareOptions": lambda: workloads.PrepareOptions(
         rate_scale=2.0, max_prompt=5000, arrivals=workloads.ArrivalProcess("poisson", 1.0)
     ),
+    "llmsched.experiments.splitwise.Design": lambda: __import__(
+        "llmsched.experiments.splitwise", fromlist=["DESIGNS"]
+    ).DESIGNS["splitwise-ha"],
     "llmsched.workloads.PrepareReport": lambda: workloads.prepare_report(
         Workload([10, 6000], [3, 4]), max_prompt=5000
     )[1],

@@ -51,6 +51,7 @@ __all__ = [
     "LengthSpec",
     "PrepareOptions",
     "PrepareReport",
+    "azure_code_sizes",
     "csv_columns",
     "exegpt_task",
     "from_azure_trace",
@@ -997,6 +998,22 @@ def from_splitwise_trace(path: str | PathLike[str], name: str | None = None, **o
         "token_size",
         first_token_counted=True,
     )
+
+
+def azure_code_sizes() -> tuple[np.ndarray, np.ndarray]:
+    """The prompt and output token counts of the Azure LLM inference trace 2023 (code), as the
+    package ships it (``data/azure_llm_code_2023.csv``, unchanged; Microsoft Azure, CC BY 4.0:
+    ``data/AZURE_ATTRIBUTION``): 8,819 requests, in the trace's order.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(ContextTokens, GeneratedTokens)``, int64. The output count includes the token the
+        prompt phase makes (SplitwiseSim's ``token_size``).
+    """
+    text = resources.files("llmsched").joinpath("data/azure_llm_code_2023.csv").read_text()
+    table = np.loadtxt(text.splitlines()[1:], delimiter=",", usecols=(1, 2), dtype=np.int64)
+    return table[:, 0].copy(), table[:, 1].copy()
 
 
 _AZURE_COLUMNS = {

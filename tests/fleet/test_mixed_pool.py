@@ -90,6 +90,23 @@ def test_bad_clusters_are_refused() -> None:
         cluster(weights=2e12)
     with pytest.raises(TypeError, match="MixedPoolCluster"):
         simulate_mixed_pool(Workload([1], [1]), "cluster")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="token_cost must be a cost model"):
+        cluster(token_cost="fast")
+
+
+def test_token_machines_of_another_kind_decode_at_their_own_speed() -> None:
+    """A cluster whose token machines are slower (Splitwise-HA's A100s beside H100s): the
+    prompt runs as before; each decode iteration on the token machine takes its own model's
+    time (0.06 + 4e-4 a request against 0.03 + 2e-4), and the schedule validates."""
+    slow = LinearCostModel(0.02, 1e-4, 0.06, 4e-4, prefill_capacity=5000)
+    same = simulate_mixed_pool(Workload([100], [5]), cluster())
+    mixed = simulate_mixed_pool(Workload([100], [5]), cluster(token_cost=slow))
+    assert mixed.validate() == []
+    assert mixed.ttft.tolist() == pytest.approx(same.ttft.tolist())
+    decode = mixed.finish[0] - mixed.transfer_end[0]
+    assert decode == pytest.approx(5 * (0.06 + 4e-4))
+    assert same.finish[0] - same.transfer_end[0] == pytest.approx(5 * (0.03 + 2e-4))
+    assert mixed.cluster.machine_cost(0) is COST and mixed.cluster.machine_cost(1) is slow
 
 
 def test_a_prompt_past_the_cap_waits_for_the_decode_run_as_splitwisesim_runs_it() -> None:

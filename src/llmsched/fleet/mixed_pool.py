@@ -97,6 +97,10 @@ class MixedPoolCluster:
     machine_memory, weights
         Bytes of a machine's device memory and of the model's weights: a token machine takes a
         request only while its reserved memory plus the request's stays below the first.
+    token_cost
+        The token machines' cost model where they are another kind of machine than the prompt
+        machines (Splitwise-HA's A100s beside H100s, Splitwise-HHcap's power-capped H100s);
+        None: ``cost``. A token machine lent to the prompt pool runs at its own speed.
     """
 
     prompt_machines: int
@@ -109,6 +113,7 @@ class MixedPoolCluster:
     kv_bandwidth: float = 200 * 2**30 / 1e9
     machine_memory: float = 8 * 80 * 2**30
     weights: float = 135e9
+    token_cost: CostModel | None = None
 
     def __post_init__(self) -> None:
         positive_int("prompt_machines", self.prompt_machines)
@@ -126,10 +131,20 @@ class MixedPoolCluster:
                 f"the weights ({self.weights:.4g} B) leave no room in a machine's memory "
                 f"({self.machine_memory:.4g} B)"
             )
+        for name in ("cost", "token_cost"):
+            model = getattr(self, name)
+            if (model is not None or name == "cost") and not callable(getattr(model, "prefill_time", None)):
+                raise TypeError(f"{name} must be a cost model, got {type(model).__name__}")
 
     @property
     def machines(self) -> int:
         return self.prompt_machines + self.token_machines
+
+    def machine_cost(self, machine: int) -> CostModel:
+        """Machine ``machine``'s cost model (prompt machines are numbered first)."""
+        if machine >= self.prompt_machines and self.token_cost is not None:
+            return self.token_cost
+        return self.cost
 
     def transfer_seconds(self, prompt: Any) -> Any:
         """Seconds to move the keys and values of ``prompt`` tokens."""
@@ -254,7 +269,8 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
     n, P, M = len(workload), cluster.prompt_machines, cluster.machines
     cost, clients = cluster.cost, cluster.clients
     rule_check = OrcaRule(cluster.max_batch_tokens)
-    rule_check.check(workload, cost, min(clients, max(n, 1)))
+    for model in [cost] if cluster.token_cost is None else [cost, cluster.token_cost]:
+        rule_check.check(workload, model, min(clients, max(n, 1)))
     prompt: list[int] = workload.prompt_tokens.tolist()
     output: list[int] = workload.output_tokens.tolist()
     arrival: list[float] = workload.arrival.tolist()
@@ -265,14 +281,17 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
     streams: list[EngineStream] = []
     queues: list[_PhaseQueue] = []
     loops: list[Generator[float, None, Any]] = []
-    for _ in range(M):
+    for m in range(M):
         stream = EngineStream()
         stream.done = []
         queue = _PhaseQueue(stream.phase, cluster.max_batch_tokens)
         rule = _MachineRule(cluster.max_batch_tokens, stream)
         queue.decoding = rule.decoding
         queues.append(queue)
-        loops.append(open_engine(cost, clients, queue, None, stream, False, most_requests=n, rule=rule))
+        engine = open_engine(
+            cluster.machine_cost(m), clients, queue, None, stream, False, most_requests=n, rule=rule
+        )
+        loops.append(engine)
         streams.append(stream)
     members: list[list[int]] = [[] for _ in range(M)]  # each machine's pieces: their requests
     # Each request's machines and places there, and its transfer (lists while it runs).
@@ -471,7 +490,9 @@ def simulate_mixed_pool(workload: Workload, cluster: MixedPoolCluster) -> MixedP
         )
         if not s.prompt:
             local = local.subset([])  # an idle machine: no request
-        schedules.append(stream_schedule(local, cost, clients, s, range(len(s.prompt)), results[m]))
+        schedules.append(
+            stream_schedule(local, cluster.machine_cost(m), clients, s, range(len(s.prompt)), results[m])
+        )
     info = {
         "cluster": "mixed-pool",
         "prompt_machines": P,

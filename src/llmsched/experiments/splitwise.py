@@ -1,0 +1,352 @@
+"""Splitwise's evaluation (Patel et al., ISCA 2024, Secs. V-VI) on the measured tables.
+
+* **Designs** (Table V): Baseline-A100 and Baseline-H100 (every machine batching prompts and
+  tokens together, as Orca does), and Splitwise-AA, -HH, -HHcap and -HA: prompt machines of one
+  kind, token machines of another, under SplitwiseSim's mixed-pool rules
+  (:func:`~llmsched.fleet.mixed_pool.simulate_mixed_pool`). Llama-2-70B at tensor parallelism 8,
+  each machine priced by the measurements as SplitwiseSim reads them
+  (:meth:`~llmsched.core.hardware.Preset.splitwisesim_cost`). Cost and power relative to a
+  DGX-A100: an H100 costs 2.35x as a prompt machine and 2.5x as a token machine (a Baseline-H100
+  machine as a token machine) and draws 1.75x the power, 1.23x when power-capped.
+* **SLOs** (Table VI): each request's TTFT, TBT and end-to-end latency over what it takes alone
+  on a DGX-A100 (its prompt's time, and the token time at its prompt's tokens, as SplitwiseSim's
+  notebooks read the table), at P50, P90 and P99: at most 2x, 3x and 6x for TTFT, 1.25x, 1.5x
+  and 5x for TBT and E2E. A design serves a load when all nine hold.
+* **Highest load** (:func:`max_load`): the largest Poisson rate at which the design meets the
+  nine SLOs, found by doubling then bisection to a set resolution.
+* **Iso-power provisioning** (:func:`provision_iso_power`): under the power of ``budget``
+  DGX-H100s (the paper: 40), each baseline takes as many machines as fit, and each Splitwise
+  design the split of prompt and token machines (filling the budget) that serves the highest
+  load; :func:`splitwise_summary` sets them side by side relative to Baseline-A100, as Fig. 18
+  does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from llmsched.core.checks import positive_int, real
+from llmsched.core.progress import progress_bar
+from llmsched.core.workload import Workload
+
+__all__ = [
+    "DESIGNS",
+    "MACHINES",
+    "SLOS",
+    "Design",
+    "code_trace_sizes",
+    "max_load",
+    "provision_iso_power",
+    "run_design",
+    "slo_report",
+    "splitwise_summary",
+]
+
+#: Machine kinds: (preset, price as a prompt machine, price as a token machine, power), relative
+#: to a DGX-A100 (Table V).
+MACHINES = {
+    "a100": ("llama2-70b/a100/tp8", 1.0, 1.0, 1.0),
+    "h100": ("llama2-70b/h100/tp8", 2.35, 2.5, 1.75),
+    "h100-pcap": ("llama2-70b/h100-pcap/tp8", 2.35, 2.5, 1.23),
+}
+#: Table VI: the most each percentile of a slowdown may reach.
+SLOS = {
+    ("ttft", 50): 2.0,
+    ("ttft", 90): 3.0,
+    ("ttft", 99): 6.0,
+    ("tbt", 50): 1.25,
+    ("tbt", 90): 1.5,
+    ("tbt", 99): 5.0,
+    ("e2e", 50): 1.25,
+    ("e2e", 90): 1.5,
+    ("e2e", 99): 5.0,
+}
+_CLIENTS = 128  # requests a machine holds (SplitwiseSim's 512 are never reached below saturation)
+_BATCH_TOKENS = 2048  # SplitwiseSim's max_batch_tokens
+_BACKLOG = 8192  # SplitwiseSim's prompt_max_pending_batch_tokens
+_KV_GBPS = 200 * 2**30 / 1e9  # SplitwiseSim's links
+
+
+@dataclass(frozen=True)
+class Design:
+    """A cluster design of Table V: the kind of its prompt machines and of its token machines
+    (None: a baseline, every machine doing both)."""
+
+    name: str
+    prompt_kind: str
+    token_kind: str | None
+
+    @property
+    def baseline(self) -> bool:
+        return self.token_kind is None
+
+    def power(self, prompt: int, token: int = 0) -> float:
+        """The provisioned power of ``prompt`` (or, for a baseline, all) and ``token`` machines."""
+        return (
+            prompt * MACHINES[self.prompt_kind][3] + token * MACHINES[self.token_kind or self.prompt_kind][3]
+        )
+
+    def price(self, prompt: int, token: int = 0) -> float:
+        """Their cost; a baseline machine is priced as a token machine."""
+        if self.token_kind is None:
+            return prompt * MACHINES[self.prompt_kind][2]
+        return prompt * MACHINES[self.prompt_kind][1] + token * MACHINES[self.token_kind][2]
+
+
+DESIGNS = {
+    d.name: d
+    for d in (
+        Design("baseline-a100", "a100", None),
+        Design("baseline-h100", "h100", None),
+        Design("splitwise-aa", "a100", "a100"),
+        Design("splitwise-hh", "h100", "h100"),
+        Design("splitwise-hhcap", "h100", "h100-pcap"),
+        Design("splitwise-ha", "h100", "a100"),
+    )
+}
+
+
+def code_trace_sizes() -> tuple[np.ndarray, np.ndarray]:
+    """The Azure code trace's (prompt, output) pairs as the simulators take them: a request
+    decodes its ``GeneratedTokens`` less the one its prompt phase makes (at least one)."""
+    from llmsched.workloads import azure_code_sizes
+
+    prompt, generated = azure_code_sizes()
+    return prompt, np.maximum(generated - 1, 1)
+
+
+def _cost(kind: str) -> Any:
+    from llmsched.core.hardware import preset
+
+    return preset(MACHINES[kind][0]).splitwisesim_cost()
+
+
+def run_design(design: Design | str, prompt: int, token: int, workload: Workload) -> dict[str, np.ndarray]:
+    """Run ``workload`` on ``design`` with ``prompt`` prompt machines and ``token`` token
+    machines (a baseline: ``prompt`` machines, ``token`` 0); every schedule is validated.
+    Returns each request's ``ttft`` and ``e2e`` (seconds)."""
+    import llmsched
+    from llmsched.core.hardware import preset
+    from llmsched.fleet.mixed_pool import MixedPoolCluster, simulate_mixed_pool
+
+    design = DESIGNS[design] if isinstance(design, str) else design
+    if design.baseline:
+        if token:
+            raise ValueError(f"{design.name} has no token machines; give its machines as prompt")
+        engine = llmsched.Engine(
+            _cost(design.prompt_kind), _CLIENTS, mode="orca", max_num_batched_tokens=_BATCH_TOKENS
+        )
+        schedule: Any = llmsched.simulate_fleet(
+            workload, [engine] * positive_int("prompt", prompt), "token-jsq"
+        )
+    else:
+        assert design.token_kind is not None
+        found = preset(MACHINES[design.prompt_kind][0])
+        cluster = MixedPoolCluster(
+            positive_int("prompt", prompt),
+            positive_int("token", token),
+            _cost(design.prompt_kind),
+            clients=_CLIENTS,
+            max_batch_tokens=_BATCH_TOKENS,
+            prompt_backlog=_BACKLOG,
+            kv_bytes_per_token=found.kv_bytes_per_token,
+            kv_bandwidth=_KV_GBPS,
+            machine_memory=found.gpu_memory_bytes * found.gpus,
+            weights=found.weights_bytes,
+            token_cost=None if design.token_kind == design.prompt_kind else _cost(design.token_kind),
+        )
+        schedule = simulate_mixed_pool(workload, cluster)
+    violations = schedule.validate()
+    if violations:
+        raise RuntimeError(f"{design.name}: invalid schedule: {violations[:3]}")
+    frame = schedule.request_frame()
+    return {"ttft": frame["ttft"].to_numpy(dtype=float), "e2e": frame["e2e"].to_numpy(dtype=float)}
+
+
+def slo_report(workload: Workload, latencies: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Table VI's nine percentiles of the slowdowns of ``latencies`` (as :func:`run_design`
+    returns them) over each request alone on a DGX-A100, and whether all nine hold.
+
+    A request decodes ``output`` tokens after its prompt's first (SplitwiseSim's ``token_size``
+    less one); its TBT is ``(e2e - ttft) / (output + 1)`` and its time alone
+    ``ttft_0 + tbt_0 * output``, as SplitwiseSim's notebooks compute them.
+    """
+    reference = _cost("a100")
+    prompt = workload.prompt_tokens
+    sizes = workload.output_tokens + 1
+    ttft0 = np.asarray([float(reference.prefill_time(int(p))) for p in prompt])
+    tbt0 = np.asarray([float(reference.decode_iteration_time(int(p))) for p in prompt])
+    ttft, e2e = latencies["ttft"], latencies["e2e"]
+    slowdown = {
+        "ttft": ttft / ttft0,
+        "tbt": (e2e - ttft) / sizes / tbt0,
+        "e2e": e2e / (ttft0 + tbt0 * (sizes - 1)),
+    }
+    percentiles = {f"{metric}_p{q}": float(np.percentile(slowdown[metric], q)) for metric, q in SLOS}
+    met = all(percentiles[f"{metric}_p{q}"] < limit for (metric, q), limit in SLOS.items())
+    return {"percentiles": percentiles, "met": met}
+
+
+def _requests(prompt: np.ndarray, output: np.ndarray, rate: float, n: int, seed: int) -> Workload:
+    """``n`` requests of the (prompt, output) pairs, drawn in a seeded order, Poisson at ``rate``."""
+    from llmsched.workloads import poisson_arrivals
+
+    rng = np.random.default_rng(seed)
+    rows = np.resize(rng.permutation(len(prompt)), n)
+    return Workload(
+        prompt[rows], output[rows], arrival=poisson_arrivals(n, rate, rng), name=f"poisson-{rate:g}"
+    )
+
+
+def max_load(
+    design: Design | str,
+    prompt: int,
+    token: int,
+    sizes: tuple[Any, Any],
+    requests: int = 4000,
+    seed: int = 0,
+    start: float = 1.0,
+    resolution: float = 0.02,
+) -> dict[str, Any]:
+    """The highest Poisson rate (requests a second) at which ``design`` with ``prompt`` and
+    ``token`` machines meets Table VI's nine SLOs on ``requests`` requests of the (prompt,
+    output) pairs ``sizes`` (drawn in the order of ``seed``).
+
+    The rate doubles from ``start`` until an SLO fails, then bisects until the bracket is
+    within ``resolution`` of its lower end (the SLOs are taken to hold below a rate that meets
+    them). Returns ``rate`` (0.0 when even ``start`` fails), ``percentiles`` there, ``fails_at``
+    (the least rate tried that fails) and ``runs`` (the simulations it took).
+    """
+    prompt_sizes = np.asarray(sizes[0], dtype=np.int64)
+    output_sizes = np.asarray(sizes[1], dtype=np.int64)
+    real("start", start, low=0, low_open=True)
+    real("resolution", resolution, low=0, low_open=True)
+    runs = 0
+
+    def meets(rate: float) -> dict[str, Any]:
+        nonlocal runs
+        runs += 1
+        workload = _requests(prompt_sizes, output_sizes, rate, requests, seed)
+        return slo_report(workload, run_design(design, prompt, token, workload))
+
+    low, high = 0.0, start
+    best: dict[str, Any] | None = None
+    while True:
+        report = meets(high)
+        if not report["met"]:
+            break
+        low, best, high = high, report, 2 * high
+    while low > 0 and high - low > resolution * low:
+        middle = 0.5 * (low + high)
+        report = meets(middle)
+        if report["met"]:
+            low, best = middle, report
+        else:
+            high = middle
+    percentiles = best["percentiles"] if best else None
+    return {"rate": low, "percentiles": percentiles, "fails_at": high, "runs": runs}
+
+
+def provision_iso_power(
+    design: Design | str,
+    budget: float,
+    sizes: tuple[Any, Any],
+    requests: int = 4000,
+    seed: int = 0,
+    splits: Any = None,
+    resolution: float = 0.02,
+) -> dict[str, Any]:
+    """``design`` under ``budget`` (power, in DGX-A100s): a baseline takes as many machines as
+    fit; a Splitwise design tries each split of prompt and token machines that fills the budget
+    (``splits``: the prompt-machine counts to try; all of them by default) and keeps the one
+    that serves the highest load (the cheaper on a tie); past 12 splits, every ``ceil(n / 8)``-th
+    one, then those within that step of the best (a search that assumes one peak). Returns
+    ``prompt``, ``token``, ``rate``, ``power``, ``cost`` and ``tried`` (each split's rate)."""
+    design = DESIGNS[design] if isinstance(design, str) else design
+    budget = real("budget", budget, low=0, low_open=True)
+    unit = MACHINES[design.prompt_kind][3]
+    if design.baseline:
+        machines = math.floor(budget / unit + 1e-9)
+        if machines < 1:
+            raise ValueError(f"a budget of {budget:g} holds no {design.prompt_kind} machine")
+        found = max_load(design, machines, 0, sizes, requests, seed, resolution=resolution)
+        return {
+            "design": design.name,
+            "prompt": machines,
+            "token": 0,
+            "rate": found["rate"],
+            "power": design.power(machines),
+            "cost": design.price(machines),
+            "tried": {machines: found["rate"]},
+        }
+    assert design.token_kind is not None
+    token_unit = MACHINES[design.token_kind][3]
+    candidates = []
+    for prompt in range(1, int(budget / unit) + 1):
+        token = math.floor((budget - prompt * unit) / token_unit + 1e-9)
+        if token >= 1:
+            candidates.append((prompt, token))
+    if splits is not None:
+        wanted = {int(p) for p in splits}
+        candidates = [c for c in candidates if c[0] in wanted]
+    if not candidates:
+        raise ValueError(f"a budget of {budget:g} holds no split of {design.name}'s machines")
+    tried: dict[int, float] = {}
+
+    def attempt(chosen: list[tuple[int, int]]) -> None:
+        for prompt, token in chosen:
+            if prompt not in tried:
+                found = max_load(design, prompt, token, sizes, requests, seed, resolution=resolution)
+                tried[prompt] = found["rate"]
+
+    # More than 12 splits: every step-th first, then every split within a step of the best.
+    step = max(1, math.ceil(len(candidates) / 8)) if len(candidates) > 12 else 1
+    attempt(candidates[step // 2 :: step])
+    if step > 1:
+        best = max(tried, key=tried.__getitem__)
+        attempt([c for c in candidates if abs(c[0] - best) < step])
+    prompt, token = max(
+        ((p, t) for p, t in candidates if p in tried), key=lambda c: (tried[c[0]], -design.price(*c))
+    )
+    return {
+        "design": design.name,
+        "prompt": prompt,
+        "token": token,
+        "rate": tried[prompt],
+        "power": design.power(prompt, token),
+        "cost": design.price(prompt, token),
+        "tried": tried,
+    }
+
+
+def splitwise_summary(
+    sizes: tuple[Any, Any],
+    budget_h100: float = 40,
+    designs: Any = tuple(DESIGNS),
+    requests: int = 4000,
+    seed: int = 0,
+    splits: dict[str, Any] | None = None,
+    resolution: float = 0.02,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Fig. 18a on ``sizes``: every design provisioned at the power of ``budget_h100``
+    DGX-H100s, its highest load, cost and power, and each relative to Baseline-A100's.
+    ``splits`` maps a design's name to the prompt-machine counts to try."""
+    budget = real("budget_h100", budget_h100, low=0, low_open=True) * MACHINES["h100"][3]
+    rows = []
+    with progress_bar(progress, len(designs), "splitwise", unit="design") as bar:
+        for name in designs:
+            bar.set_postfix_str(name)
+            rows.append(
+                provision_iso_power(name, budget, sizes, requests, seed, (splits or {}).get(name), resolution)
+            )
+            bar.update()
+    base = next((r for r in rows if r["design"] == "baseline-a100"), None)
+    for row in rows:
+        for key in ("rate", "cost", "power"):
+            row[f"{key}_vs_a100"] = row[key] / base[key] if base and base[key] else None
+    return {"budget_a100_power": budget, "requests": requests, "seed": seed, "rows": rows}
