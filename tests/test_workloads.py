@@ -712,3 +712,24 @@ def test_mico_like_refuses_bad_shapes() -> None:
         mico_like(10, outputs="normal", shape=[1, 2])
     with pytest.raises(ValueError, match="positive, finite"):
         mico_like(10, outputs="empirical", shape=[0, 3])
+
+
+def test_baton_like_query_sets_follow_what_baton_states() -> None:
+    """30 short queries (30-200 words each way), or 120 in the ratio 1:1:2 of long input,
+    long output and short both (long 3,600-4,400 words, short 30-400), at 4/3 tokens a word."""
+    from llmsched.workloads import baton_like
+
+    short = baton_like("short", seed=2)
+    assert len(short) == 30 and short.name == "baton-short"
+    for lengths in (short.prompt_tokens, short.output_tokens):
+        assert lengths.min() >= 40 and lengths.max() <= 267
+    mixed = baton_like("mixed", seed=2)
+    assert len(mixed) == 120
+    long_in = mixed.prompt_tokens >= 4800
+    long_out = mixed.output_tokens >= 4800
+    assert long_in.sum() == 30 and long_out.sum() == 30 and not np.any(long_in & long_out)
+    assert mixed.prompt_tokens.max() <= 5867 and mixed.output_tokens[~long_out].max() <= 533
+    doubled = baton_like("mixed", seed=2, double=True)
+    np.testing.assert_array_equal(doubled.prompt_tokens, 2 * mixed.prompt_tokens)
+    with pytest.raises(ValueError, match="kind must be"):
+        baton_like("long")

@@ -52,6 +52,7 @@ __all__ = [
     "PrepareOptions",
     "PrepareReport",
     "azure_code_sizes",
+    "baton_like",
     "csv_columns",
     "exegpt_task",
     "from_azure_trace",
@@ -170,6 +171,44 @@ def gsm8k_like(n: int, seed: int | np.random.Generator | None = 0) -> Workload:
     prompt, answer = gsm8k_lengths()
     pick = generator.integers(0, prompt.size, size=n)
     return Workload(prompt[pick], _llama65b_outputs(answer[pick], generator), name=f"gsm8k-like-{n}")
+
+
+def baton_like(
+    kind: str = "short", seed: int | np.random.Generator | None = 0, double: bool = False
+) -> Workload:
+    """Baton's query sets, as its Sec. 5.1 states them (it publishes no queries): a stated shape.
+
+    ``short``: 30 queries whose input and response each run from a few dozen to 200 words
+    (drawn uniformly from 30-200). ``mixed``: 120 queries, long input and short output, short
+    input and long output, and short both, in the ratio 1:1:2, shuffled; "long" about 4,000
+    words (3,600-4,400), "short" a few dozen to 400 (30-400). Words become tokens at 4/3 a word
+    (English under a BPE vocabulary). ``double`` doubles every length, as Baton's Table 1 does
+    at batch size 4.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``kind``.
+    """
+    generator = _rng(seed)
+
+    def words(low: int, high: int, n: int) -> np.ndarray:
+        return np.rint(generator.integers(low, high + 1, n) * 4 / 3).astype(np.int64)
+
+    if kind == "short":
+        prompt, output = words(30, 200, 30), words(30, 200, 30)
+    elif kind == "mixed":
+        long_in = (words(3600, 4400, 30), words(30, 400, 30))
+        long_out = (words(30, 400, 30), words(3600, 4400, 30))
+        short = (words(30, 400, 60), words(30, 400, 60))
+        prompt = np.concatenate([long_in[0], long_out[0], short[0]])
+        output = np.concatenate([long_in[1], long_out[1], short[1]])
+        order = generator.permutation(len(prompt))
+        prompt, output = prompt[order], output[order]
+    else:
+        raise ValueError(f"kind must be 'short' or 'mixed', got {kind!r}")
+    scale = 2 if double else 1
+    return Workload(scale * prompt, scale * output, name=f"baton-{kind}" + ("-doubled" if double else ""))
 
 
 #: The output-length shapes :func:`mico_like` draws, all with the same mean.
