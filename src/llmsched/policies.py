@@ -300,6 +300,9 @@ class EngineView(Protocol):
         from the lengths, which running alone reveals).
     stage_iterations
         Iterations the current decode stage has run so far (0 right after a prefill).
+    stage_tokens
+        Tokens the current decode stage has decoded so far, over every request (the active
+        clients of each of its iterations, added up; 0 right after a prefill).
     just_prefilled
         True right after a prefill stage: the next iteration decodes whatever the answer.
     unstarted
@@ -338,6 +341,9 @@ class EngineView(Protocol):
 
     @property
     def stage_iterations(self) -> int: ...
+
+    @property
+    def stage_tokens(self) -> int: ...
 
     @property
     def just_prefilled(self) -> bool: ...

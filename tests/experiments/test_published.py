@@ -45,7 +45,7 @@ def test_the_rows_read_the_experiments_they_name(everything) -> None:
     baseline = rows["GSM8K makespan, baseline (FCFS, prefill-first)"]
     assert baseline["paper_value"] == 201.00 and baseline["ours"] == pytest.approx(200.42, abs=0.005)
     literal = rows["GSM8K makespan, online with Eqs. 41-43 read literally"]
-    assert literal["ours"] == pytest.approx(194.34, abs=0.005) and literal["verdict"] == "confirmed"
+    assert literal["ours"] == pytest.approx(193.51, abs=0.005) and literal["verdict"] == "confirmed"
     exegpt = rows["Table 6 (OPT-13B, task S), throughput under a latency bound of 3.1 s"]
     assert exegpt["paper_value"] == 22.41 and exegpt["verdict"] == "contradicted"
     mape = [row for item, row in rows.items() if item.startswith("performance model")]

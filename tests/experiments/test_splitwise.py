@@ -79,3 +79,17 @@ def test_iso_power_fills_the_budget_and_keeps_the_best_split() -> None:
     assert (base["prompt"], base["token"]) == (3, 0)
     with pytest.raises(ValueError, match="holds no"):
         provision_iso_power("splitwise-hh", 1.75, sizes)
+
+
+def test_bad_input_is_refused_before_work() -> None:
+    sizes = code_trace_sizes()
+    with pytest.raises(ValueError, match="unknown design 'nope'"):
+        max_load("nope", 1, 0, sizes)
+    with pytest.raises(ValueError, match="of one length"):
+        max_load("baseline-a100", 1, 0, (sizes[0][:10], sizes[1][:5]))
+    with pytest.raises(ValueError, match="requests"):
+        max_load("baseline-a100", 1, 0, sizes, requests=0)
+    with pytest.raises(ValueError, match="past limit"):
+        max_load("baseline-a100", 1, 0, sizes, requests=3, start=0.001, limit=0.002)
+    with pytest.raises(TypeError, match="splits"):
+        provision_iso_power("splitwise-ha", 5.25, sizes, requests=3, splits=[2.5])

@@ -206,3 +206,15 @@ def test_requests_arriving_prefilled_join_within_the_token_cap() -> None:
     assert schedule.validate() == []
     token = schedule.schedules[1]
     assert token.run_decoding.max() <= 2
+
+
+def test_the_validator_checks_each_machine_is_priced_by_its_kind() -> None:
+    """A machine's schedule priced by another cost model than the cluster gives it breaks the
+    structure rule, and only it."""
+    slow = LinearCostModel(0.02, 1e-4, 0.06, 4e-4, prefill_capacity=5000)
+    schedule = simulate_mixed_pool(Workload([100, 50], [5, 3]), cluster(token_cost=slow))
+    assert schedule.validate() == []
+    swapped = dataclasses.replace(schedule, cluster=dataclasses.replace(schedule.cluster, token_cost=None))
+    rules = {v.rule for v in swapped.validate()}
+    assert "structure" in rules
+    assert any("priced by another cost model" in v.message for v in swapped.validate())

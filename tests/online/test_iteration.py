@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from llmsched import LinearCostModel, simulate, validate, workloads
+from llmsched.engines.competition.schedule import DECODE, PREFILL
 from llmsched.online import Lagrangian, LagrangianAsWritten, Threshold, threshold_k
 from llmsched.online.iteration import stage_overhead
 from llmsched.policies import PREFILL_NOW
@@ -74,9 +76,9 @@ class _Known:
 class _View:
     """An engine view with the fields the rules read."""
 
-    def __init__(self, active: int, ready: int, stage_iterations: int, just_prefilled: bool = False):
+    def __init__(self, active: int, ready: int, stage_tokens: int):
         self.active, self.ready, self.free, self.unstarted = active, ready, ready, ready + 5
-        self.stage_iterations, self.just_prefilled = stage_iterations, just_prefilled
+        self.stage_tokens, self.stage_iterations, self.just_prefilled = stage_tokens, 0, stage_tokens == 0
         self.now, self.iteration_time, self.oldest_arrival = 0.0, 0.07, 0.0
 
 
@@ -84,38 +86,54 @@ def test_the_rule_as_written_weighs_the_stage_against_the_decode_tokens_of_the_s
     """Eqs. 41-43 read literally on the paper's costs: C_p is the whole stage (25 ms + 0.13 ms
     a token), C_d 0.21 ms for each token decoded since the last prefill stage."""
     known = _Known()
-    mean_prompt = known.mean_prompt()
     policy = LagrangianAsWritten()
-    policy.start(known, LinearCostModel.paper(), 200)
-    c_p = 0.025 + 0.13e-3 * 2 * mean_prompt  # two ready prompts
+    policy.start(known, LinearCostModel.paper(), 200)  # type: ignore[arg-type]
+    c_p = 0.025 + 0.13e-3 * 2 * known.mean_prompt()  # two ready prompts: 42.68 ms
     # Right after a stage nothing was decoded: decode until 0.21 ms x 10 active reaches C_p.
-    wait = policy.decide(_View(active=10, ready=2, stage_iterations=0, just_prefilled=True))
-    assert wait == math.ceil(c_p / (0.21e-3 * 10)) > 1
-    # After wait - 1 of those iterations C_d is still short; after wait, it reaches C_p.
-    assert policy.decide(_View(active=10, ready=2, stage_iterations=wait - 1)) == 1
-    assert policy.decide(_View(active=10, ready=2, stage_iterations=wait)) == PREFILL_NOW
-    # The decode tokens count the active clients of each iteration: one iteration of 200 (42 ms)
-    # outweighs a stage of one prompt (33.84 ms), not one of two (42.68 ms).
-    policy.start(known, LinearCostModel.paper(), 200)
-    assert policy.decide(_View(active=200, ready=1, stage_iterations=0, just_prefilled=True)) == 1
-    assert policy.decide(_View(active=200, ready=1, stage_iterations=1)) == PREFILL_NOW
-    policy.start(known, LinearCostModel.paper(), 200)
-    assert policy.decide(_View(active=200, ready=2, stage_iterations=0, just_prefilled=True)) == 2
+    wait = policy.decide(_View(active=10, ready=2, stage_tokens=0))
+    assert wait == math.ceil(c_p / (0.21e-3 * 10)) == 21
+    # 200 tokens decoded (42 ms) fall short of it by one iteration; 204 reach it.
+    assert policy.decide(_View(active=10, ready=2, stage_tokens=200)) == 1
+    assert policy.decide(_View(active=10, ready=2, stage_tokens=204)) == PREFILL_NOW
+    # One iteration of 200 clients (42 ms) outweighs a stage of one prompt (33.84 ms).
+    assert policy.decide(_View(active=200, ready=1, stage_tokens=0)) == 1
+    assert policy.decide(_View(active=200, ready=1, stage_tokens=200)) == PREFILL_NOW
     # Unlike llmsched's rule it does not prefill because every waiting request is ready.
-    policy.start(known, LinearCostModel.paper(), 200)
-    view = _View(active=10, ready=2, stage_iterations=0, just_prefilled=True)
+    view = _View(active=10, ready=2, stage_tokens=0)
     view.unstarted = 2
     assert policy.decide(view) > 1
 
 
-def test_the_rule_as_written_loses_to_llmsched_s_on_gsm8k() -> None:
-    """On the paper's experiment with one FCFS queue, the rule as written batches a little
-    (195.93 s against prefill-first's 200.42 s) and llmsched's reading much more (184.86 s)."""
+def test_the_loop_shows_the_tokens_each_stage_has_decoded() -> None:
+    """stage_tokens is what the stage decoded: at each decision, the tokens the schedule's
+    requests decoded in the global iterations since the last prefill stage."""
+    seen = []
+
+    class Recording(LagrangianAsWritten):
+        def decide(self, engine):  # type: ignore[no-untyped-def]
+            seen.append((engine.now, engine._iteration, engine.stage_tokens))
+            return super().decide(engine)
+
+    w, cost = workloads.gsm8k_like(120, seed=3), LinearCostModel.paper()
+    schedule = simulate(w, cost, 16, "fcfs", Recording())
+    assert validate(schedule) == []
+    kinds, ends, iterations = schedule.stage_kind, schedule.stage_end, schedule.stage_iterations
+    first, last = schedule.request_decode_start, schedule.request_decode_end
+    assert seen and any(tokens > 0 for _, _, tokens in seen)
+    for now, g, tokens in seen:
+        prefills = [k for k in range(len(kinds)) if kinds[k] == PREFILL and ends[k] <= now + 1e-12]
+        since = int(sum(iterations[j] for j in range(prefills[-1]) if kinds[j] == DECODE))
+        overlap = np.minimum(last, g) - np.maximum(first, since)
+        assert tokens == int(np.clip(overlap, 0, None).sum())
+
+
+def test_the_rule_as_written_batches_almost_nothing_on_gsm8k() -> None:
+    """On the paper's experiment with one FCFS queue, the rule as written ends about where
+    prefill-first does (200.30 s against 200.42 s), llmsched's reading far before (184.86 s)."""
     w, cost = workloads.gsm8k(0), LinearCostModel.paper()
     base = simulate(w, cost, 200, "fcfs", "prefill-first")
     written = simulate(w, cost, 200, "fcfs", "lagrangian-as-written")
     ours = simulate(w, cost, 200, "fcfs", "lagrangian")
     assert validate(written) == []
-    assert written.makespan == pytest.approx(195.93, abs=0.005)
+    assert written.makespan == pytest.approx(200.30, abs=0.005)
     assert ours.makespan < written.makespan < base.makespan
-    assert written.prefill_stages < base.prefill_stages

@@ -163,6 +163,8 @@ def run(args: Any) -> int:
 
         if config.queries != (800,) or config.seed != 0:
             raise ValueError("--outputs with several shapes runs Table 1's 800 queries from seed 0")
+        if config.plot is not None or config.timings or config.predictor != "mico":
+            raise ValueError("--plot, --timings and --predictor apply to reproduce gsm8k, not mico")
         study = mico_sensitivity(
             config.outputs, None, config.engines, config.batches, config.seeds, progress(config)
         )

@@ -207,10 +207,10 @@ class EngineStream(RequestLists):
     request is not ``WHOLE``.
 
     ``horizon``, set by the driver each time it resumes the engine, is the earliest time at
-    which anything else may happen (its next arrival, another engine's next time): before
-    it, nothing can reach the engine nor read its counts, so the engine runs on past a time
-    it would yield while that time is before the horizon (by more than :func:`admits`'
-    tolerance). The default, ``-inf``, has it yield every time.
+    which anything may reach the engine or read its counts (for a fleet without backoff, its
+    next arrival), so the engine runs on past a time it would yield while that time is before
+    the horizon (by more than :func:`admits`' tolerance). The default, ``-inf``, has it yield
+    every time.
     """
 
     __slots__ = (
@@ -965,6 +965,8 @@ def _run(
                 f"executor {type(executor).__name__}.{ran_by} ran {ran} iterations; 1 to {run} were allowed"
             )
         g += ran
+        if view is not None:  # the tokens decoded so far, for the view's stage_tokens
+            view._decoded += (len(decoding) if mixed else active) * ran
         if mixed:
             if sitting:
                 # Each finishes an iteration later: its decode_start moves on by one, so that

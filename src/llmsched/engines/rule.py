@@ -121,12 +121,13 @@ class LoopView:
 
     A rule that asks one creates the view (:attr:`BatchingRule.view`); the loop fills in the
     engine's state just before each :meth:`BatchingRule.plan` call with requests ready and
-    active, and the rule fills in ``stage_iterations`` and ``just_prefilled``, which depend
-    on its stages. The values hold during the call.
+    active, and the rule fills in ``stage_iterations``, ``stage_tokens`` and
+    ``just_prefilled``, which depend on its stages. The values hold during the call.
     """
 
     __slots__ = (
         "_decode_start",
+        "_decoded",
         "_iteration",
         "_running",
         "active",
@@ -141,6 +142,7 @@ class LoopView:
         "oldest_arrival",
         "ready",
         "stage_iterations",
+        "stage_tokens",
         "unstarted",
         "waiting_seconds",
     )
@@ -159,6 +161,7 @@ class LoopView:
         self._running = running
         self._decode_start = decode_start
         self._iteration = 0
+        self._decoded = 0  # tokens decoded since the run started (the loop adds each run's)
         self.now = 0.0
         self.active = 0
         self.free = clients
@@ -166,6 +169,7 @@ class LoopView:
         self.iteration_time = 0.0
         self.iterations_to_finish = 0
         self.stage_iterations = 0
+        self.stage_tokens = 0
         self.just_prefilled = False
         self.unstarted = 0
         self.oldest_arrival = float("inf")

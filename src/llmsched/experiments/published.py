@@ -207,14 +207,13 @@ def _splitwise_rows() -> list[dict[str, Any]]:
         out.append(
             {
                 "paper": "splitwise",
-                "item": f"performance model, held-out MAPE of {name} times (80:20 split, every setup), "
-                "at most",
+                "item": f"performance model, held-out MAPE of {name} times (80:20 split, every setup), below",
                 "paper_value": 100 * _SPLITWISE_MAPE,
                 "ours": float(mape),
                 "unit": "%",
                 "ratio": float(mape) / (100 * _SPLITWISE_MAPE),
                 "tolerance": None,
-                "verdict": "confirmed" if mape <= 100 * _SPLITWISE_MAPE else "contradicted",
+                "verdict": "confirmed" if mape < 100 * _SPLITWISE_MAPE else "contradicted",
                 "note": f"{held_out} held-out rows of the presets' measurements",
             }
         )

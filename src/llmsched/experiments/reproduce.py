@@ -505,7 +505,12 @@ def reproduce_mico(
         "rows": rows,
         "seeds": list(range(seed, seed + seeds)),
         "cost": repr(MICO_COST),
-        "workload": "mico_like: prompts ~27 tokens; GPT-2 stops at a constant hazard (mean 300) or at 1,024",
+        "workload": "mico_like: prompts ~27 tokens; "
+        + (
+            "GPT-2 stops at a constant hazard (mean 300) or at 1,024"
+            if outputs == "geometric"
+            else f"{outputs} outputs of the geometric's mean, clipped at 1,024"
+        ),
         "outputs": outputs,
         "output_mean": float(np.mean([w.output_tokens.mean() for w in sets.values()])),
         "output_sd": float(np.mean([w.output_tokens.std() for w in sets.values()])),

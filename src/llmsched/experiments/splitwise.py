@@ -10,8 +10,9 @@
   machine as a token machine) and draws 1.75x the power, 1.23x when power-capped.
 * **SLOs** (Table VI): each request's TTFT, TBT and end-to-end latency over what it takes alone
   on a DGX-A100 (its prompt's time, and the token time at its prompt's tokens, as SplitwiseSim's
-  notebooks read the table), at P50, P90 and P99: at most 2x, 3x and 6x for TTFT, 1.25x, 1.5x
-  and 5x for TBT and E2E. A design serves a load when all nine hold.
+  notebooks read the table), at P50, P90 and P99: below 2x, 3x and 6x for TTFT, 1.25x, 1.5x
+  and 5x for TBT and E2E (strictly, as SplitwiseSim's notebooks test them). A design serves a
+  load when all nine hold.
 * **Highest load** (:func:`max_load`): the largest Poisson rate at which the design meets the
   nine SLOs, found by doubling then bisection to a set resolution.
 * **Iso-power provisioning** (:func:`provision_iso_power`): under the power of ``budget``
@@ -53,7 +54,7 @@ MACHINES = {
     "h100": ("llama2-70b/h100/tp8", 2.35, 2.5, 1.75),
     "h100-pcap": ("llama2-70b/h100-pcap/tp8", 2.35, 2.5, 1.23),
 }
-#: Table VI: the most each percentile of a slowdown may reach.
+#: Table VI: what each percentile of a slowdown must stay below.
 SLOS = {
     ("ttft", 50): 2.0,
     ("ttft", 90): 3.0,
@@ -119,6 +120,14 @@ def code_trace_sizes() -> tuple[np.ndarray, np.ndarray]:
     return prompt, np.maximum(generated - 1, 1)
 
 
+def _design(design: Design | str) -> Design:
+    if isinstance(design, Design):
+        return design
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r}; one of {', '.join(DESIGNS)}")
+    return DESIGNS[design]
+
+
 def _cost(kind: str) -> Any:
     from llmsched.core.hardware import preset
 
@@ -133,7 +142,7 @@ def run_design(design: Design | str, prompt: int, token: int, workload: Workload
     from llmsched.core.hardware import preset
     from llmsched.fleet.mixed_pool import MixedPoolCluster, simulate_mixed_pool
 
-    design = DESIGNS[design] if isinstance(design, str) else design
+    design = _design(design)
     if design.baseline:
         if token:
             raise ValueError(f"{design.name} has no token machines; give its machines as prompt")
@@ -211,6 +220,7 @@ def max_load(
     seed: int = 0,
     start: float = 1.0,
     resolution: float = 0.02,
+    limit: float = 1e5,
 ) -> dict[str, Any]:
     """The highest Poisson rate (requests a second) at which ``design`` with ``prompt`` and
     ``token`` machines meets Table VI's nine SLOs on ``requests`` requests of the (prompt,
@@ -219,12 +229,18 @@ def max_load(
     The rate doubles from ``start`` until an SLO fails, then bisects until the bracket is
     within ``resolution`` of its lower end (the SLOs are taken to hold below a rate that meets
     them). Returns ``rate`` (0.0 when even ``start`` fails), ``percentiles`` there, ``fails_at``
-    (the least rate tried that fails) and ``runs`` (the simulations it took).
+    (the least rate tried that fails) and ``runs`` (the simulations it took). A ValueError when
+    the rate passes ``limit`` and every SLO still holds.
     """
+    design = _design(design)
     prompt_sizes = np.asarray(sizes[0], dtype=np.int64)
     output_sizes = np.asarray(sizes[1], dtype=np.int64)
+    if prompt_sizes.shape != output_sizes.shape or prompt_sizes.ndim != 1 or not prompt_sizes.size:
+        raise ValueError("sizes must be two arrays of prompt and output tokens of one length")
+    requests = positive_int("requests", requests)
     real("start", start, low=0, low_open=True)
     real("resolution", resolution, low=0, low_open=True)
+    real("limit", limit, low=start)
     runs = 0
 
     def meets(rate: float) -> dict[str, Any]:
@@ -239,6 +255,8 @@ def max_load(
         report = meets(high)
         if not report["met"]:
             break
+        if high > limit:
+            raise ValueError(f"{design.name} meets every SLO at {high:g} requests/s, past limit={limit:g}")
         low, best, high = high, report, 2 * high
     while low > 0 and high - low > resolution * low:
         middle = 0.5 * (low + high)
@@ -266,7 +284,7 @@ def provision_iso_power(
     that serves the highest load (the cheaper on a tie); past 12 splits, every ``ceil(n / 8)``-th
     one, then those within that step of the best (a search that assumes one peak). Returns
     ``prompt``, ``token``, ``rate``, ``power``, ``cost`` and ``tried`` (each split's rate)."""
-    design = DESIGNS[design] if isinstance(design, str) else design
+    design = _design(design)
     budget = real("budget", budget, low=0, low_open=True)
     unit = MACHINES[design.prompt_kind][3]
     if design.baseline:
@@ -291,7 +309,7 @@ def provision_iso_power(
         if token >= 1:
             candidates.append((prompt, token))
     if splits is not None:
-        wanted = {int(p) for p in splits}
+        wanted = {positive_int("splits[i]", p) for p in splits}
         candidates = [c for c in candidates if c[0] in wanted]
     if not candidates:
         raise ValueError(f"a budget of {budget:g} holds no split of {design.name}'s machines")

@@ -351,6 +351,10 @@ def validate_mixed_pool(
             *out,
             Violation("structure", f"{M} machine schedules for {schedule.cluster.machines} machines"),
         ]
+    for m, machine in enumerate(schedules):
+        expected = schedule.cluster.machine_cost(m)
+        if machine.cost is not expected and machine.cost != expected:
+            out.append(Violation("structure", f"machine {m}'s schedule is priced by another cost model"))
     pm, pi, tm, ti = arrays
     sizes = np.array([len(s.workload) for s in schedules], dtype=np.int64)
     known = (pm >= 0) & (pm < M) & (tm >= 0) & (tm < M)

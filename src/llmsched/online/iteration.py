@@ -206,16 +206,18 @@ class LagrangianAsWritten:
     * ``C_p = sum_l T^p_l y_{k,l}`` (Eq. 42): the time of the prefill stage that would run now,
       at the level its tokens need (estimated, as :class:`Lagrangian` does, as the ready
       requests times the mean prompt, at most a full stage).
-    * ``C_d = T^d sum_{i,j} N^d_i w_{i,j,k}`` (Eq. 43), the "waited decode time": the decode
-      tokens the current decode stage has run since the last prefill stage (the active clients
-      of each iteration, added up) times ``T^d``, the decode time per token (0.21 ms in the
-      paper's Table III; for any cost model the per-client slope of its decode iteration).
+    * ``C_d = T^d sum_{i,j} N^d_i w_{i,j,k}`` (Eq. 43), the "waited decode time": the tokens the
+      current decode stage has decoded since the last prefill stage (``stage_tokens``: the
+      active clients of each of its iterations, added up) times ``T^d``, the decode time per
+      token (0.21 ms in the paper's Table III; for any cost model the per-client slope of its
+      decode iteration).
 
     If ``C_p > C_d`` it decodes on, answering with the iterations after which ``C_d`` would
     reach ``C_p`` at the current active count; otherwise it prefills. Nothing else: unlike
     :class:`Lagrangian` it does not weigh the stage's fixed overhead alone, nor the time the
-    free clients lose, and does not prefill early when every waiting request is ready. (The
-    loop prefills without asking when no client decodes.)
+    free clients lose, and does not prefill early when every waiting request is ready. With a
+    decode time flat in the batch (``T^d = 0``) ``C_d`` stays 0 and it prefills only once
+    nothing decodes (the loop prefills without asking then).
     """
 
     name = "lagrangian-as-written"
@@ -224,20 +226,12 @@ class LagrangianAsWritten:
         self._cost = cost
         self._known = known
         self._per_token = _decode_split(cost, clients)[1]
-        self._tokens = 0.0  # decode tokens of the current decode stage so far
-        self._counted = 0  # its iterations counted in them
-        self._active = 0  # the active clients at the last decision
 
     def decide(self, engine: EngineView) -> int:
-        if engine.just_prefilled:
-            self._tokens, self._counted = 0.0, 0
-        else:  # the iterations run since the last decision, at the active count it saw
-            self._tokens += self._active * (engine.stage_iterations - self._counted)
-            self._counted = engine.stage_iterations
-        self._active = engine.active
-        tokens = min(self._cost.prefill_capacity, engine.ready * self._known.mean_prompt())
-        c_p = float(prefill_seconds(self._cost, tokens, tokens * max(1.0, self._known.mean_prompt())))
-        c_d = self._per_token * self._tokens
+        mean_prompt = self._known.mean_prompt()
+        tokens = min(self._cost.prefill_capacity, engine.ready * mean_prompt)
+        c_p = float(prefill_seconds(self._cost, tokens, tokens * max(1.0, mean_prompt)))
+        c_d = self._per_token * engine.stage_tokens
         if c_d >= c_p:
             return PREFILL_NOW
         rate = self._per_token * engine.active

@@ -60,6 +60,7 @@ class CompetitionRule:
         self.view: LoopView | None = None
         self._decide = iteration_policy.decide
         self._prefilled_at = -1  # the decode iterations run before the last prefill stage
+        self._decoded_at = 0  # the tokens decoded before it
 
     def check(self, workload: Workload, cost: CostModel, clients: int) -> None:
         check_instance(workload, cost, clients)
@@ -73,21 +74,24 @@ class CompetitionRule:
         self.view = LoopView(known, engine.cost, engine.clients, engine.running, engine.decode_start)
         self._decide = self.policy.decide
         self._prefilled_at = -1
+        self._decoded_at = 0
 
     def plan(self, ready: int, active: int, iteration: int) -> int:
         if not ready:
             return DECODE_UNTIL_EVENT
+        view: Any = self.view  # set by start
         if active:
-            view: Any = self.view  # set by start
             # No decode iteration since the last prefill stage: the engine must decode now.
             just_prefilled = view.just_prefilled = iteration == self._prefilled_at
             view.stage_iterations = iteration - self._prefilled_at
+            view.stage_tokens = view._decoded - self._decoded_at
             decision = self._decide(view)
             if type(decision) is not int or decision < 0:
                 decision = check_decision(decision, self.policy)
             if decision != PREFILL_NOW or just_prefilled:
                 return decision or 1
         self._prefilled_at = iteration
+        self._decoded_at = view._decoded
         return PREFILL_STAGE
 
     def taken(self, pairs: list[tuple[int, int]], active: int) -> int:
