@@ -1,4 +1,4 @@
-"""Splitwise's iso-power cluster designs on the Azure code trace (Fig. 16a and the summary of Fig. 18a).
+"""Splitwise's cluster designs at equal power or cost on the Azure code trace (Fig. 16a, Fig. 18).
 
 Every design of Table V (Baseline-A100, Baseline-H100, Splitwise-AA, -HH, -HHcap, -HA) provisioned
 at the power of ``--budget`` DGX-H100s (the paper: 40; by default 8, a fifth of the paper's
@@ -7,7 +7,9 @@ that serves the highest load under all nine SLOs of Table VI
 (:func:`llmsched.experiments.splitwise.splitwise_summary`), with its highest load, cost and
 power relative to Baseline-A100's, and the splits the paper provisions for the code trace.
 
-    python benchmarks/splitwise_designs.py [--budget 8] [--requests 3000] [--json]
+``--by cost`` provisions them at the cost of that many Baseline-H100 machines instead (Fig. 18b).
+
+    python benchmarks/splitwise_designs.py [--budget 8] [--requests 3000] [--by power|cost] [--json]
 """
 
 from __future__ import annotations
@@ -26,23 +28,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=float, default=8, help="power, in DGX-H100s (default 8)")
     parser.add_argument("--requests", type=int, default=3000, help="requests a run (default 3000)")
+    parser.add_argument(
+        "--by", choices=("power", "cost"), default="power", help="provision at equal power (default) or cost"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
-    report = splitwise_summary(code_trace_sizes(), args.budget, requests=args.requests, progress=True)
+    sizes = code_trace_sizes()
+    report = splitwise_summary(sizes, args.budget, requests=args.requests, progress=True, by=args.by)
     seconds = time.perf_counter() - start
     if args.json:
         print(json.dumps(report, indent=2))
         return
     print(
-        f"iso-power at {args.budget:g} DGX-H100s ({report['budget_a100_power']:g} DGX-A100s of power), "
+        f"iso-{args.by} at {args.budget:g} DGX-H100s ({report['budget']:g} DGX-A100s of {args.by}), "
         f"the Azure code trace, {args.requests} requests a run"
     )
     print(f"{'design':16s} {'machines':>10s} {'load (/s)':>9s} {'x A100':>7s} {'cost':>6s} {'x':>5s} "
           f"{'power':>6s} {'x':>5s} | paper's split (scaled)")  # fmt: skip
     for row in report["rows"]:
         machines = f"{row['prompt']}" if row["token"] == 0 else f"{row['prompt']}P, {row['token']}T"
-        paper = PAPER_SPLITS.get(row["design"])
+        paper = PAPER_SPLITS.get(row["design"]) if args.by == "power" else None  # iso-power splits
         scaled = "" if paper is None else f"{paper[0]}P, {paper[1]}T ({paper[0] * args.budget / 40:g}P, "
         scaled += "" if paper is None else f"{paper[1] * args.budget / 40:g}T)"
         print(

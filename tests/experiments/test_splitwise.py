@@ -11,7 +11,7 @@ from llmsched.experiments.splitwise import (
     SLOS,
     code_trace_sizes,
     max_load,
-    provision_iso_power,
+    provision_equal,
     run_design,
     slo_report,
 )
@@ -71,14 +71,14 @@ def test_the_highest_load_meets_the_slos_and_a_higher_one_does_not() -> None:
 
 def test_iso_power_fills_the_budget_and_keeps_the_best_split() -> None:
     sizes = code_trace_sizes()
-    chosen = provision_iso_power("splitwise-ha", 1.75 * 3, sizes, requests=300, resolution=0.1)
+    chosen = provision_equal("splitwise-ha", 1.75 * 3, sizes, requests=300, resolution=0.1)
     assert chosen["power"] <= 1.75 * 3 + 1e-9
     assert chosen["rate"] == max(chosen["tried"].values())
     assert set(chosen["tried"]) == {1, 2}  # 1 H100 + 3 A100s, or 2 H100s + 1 A100
-    base = provision_iso_power("baseline-a100", 3.5, sizes, requests=300, resolution=0.1)
+    base = provision_equal("baseline-a100", 3.5, sizes, requests=300, resolution=0.1)
     assert (base["prompt"], base["token"]) == (3, 0)
     with pytest.raises(ValueError, match="holds no"):
-        provision_iso_power("splitwise-hh", 1.75, sizes)
+        provision_equal("splitwise-hh", 1.75, sizes)
 
 
 def test_bad_input_is_refused_before_work() -> None:
@@ -92,4 +92,18 @@ def test_bad_input_is_refused_before_work() -> None:
     with pytest.raises(ValueError, match="past limit"):
         max_load("baseline-a100", 1, 0, sizes, requests=3, start=0.001, limit=0.002)
     with pytest.raises(TypeError, match="splits"):
-        provision_iso_power("splitwise-ha", 5.25, sizes, requests=3, splits=[2.5])
+        provision_equal("splitwise-ha", 5.25, sizes, requests=3, splits=[2.5])
+
+
+def test_iso_cost_spends_the_budget_on_prices() -> None:
+    """At equal cost a baseline of H100s buys a machine per 2.5 units, a Splitwise-HA split
+    H100 prompt machines at 2.35 and A100 token machines at 1."""
+    sizes = code_trace_sizes()
+    base = provision_equal("baseline-h100", 5.0, sizes, requests=300, resolution=0.1, by="cost")
+    assert (base["prompt"], base["cost"]) == (2, 5.0)
+    chosen = provision_equal("splitwise-ha", 5.0, sizes, requests=300, resolution=0.1, by="cost")
+    # 1 H100 (2.35) leaves 2.65 for two A100s; 2 H100s (4.7) leave none for a token machine.
+    assert (chosen["prompt"], chosen["token"]) == (1, 2) and set(chosen["tried"]) == {1}
+    assert chosen["cost"] == pytest.approx(4.35) and chosen["power"] == pytest.approx(3.75)
+    with pytest.raises(ValueError, match="by must be"):
+        provision_equal("splitwise-ha", 5.0, sizes, by="space")

@@ -15,11 +15,11 @@
   load when all nine hold.
 * **Highest load** (:func:`max_load`): the largest Poisson rate at which the design meets the
   nine SLOs, found by doubling then bisection to a set resolution.
-* **Iso-power provisioning** (:func:`provision_iso_power`): under the power of ``budget``
-  DGX-H100s (the paper: 40), each baseline takes as many machines as fit, and each Splitwise
-  design the split of prompt and token machines (filling the budget) that serves the highest
-  load; :func:`splitwise_summary` sets them side by side relative to Baseline-A100, as Fig. 18
-  does.
+* **Iso-power and iso-cost provisioning** (:func:`provision_equal`): under the power (or the
+  cost) of ``budget`` DGX-H100s (the paper: 40), each baseline takes as many machines as fit,
+  and each Splitwise design the split of prompt and token machines (filling the budget) that
+  serves the highest load; :func:`splitwise_summary` sets them side by side relative to
+  Baseline-A100, as Fig. 18 does.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ __all__ = [
     "Design",
     "code_trace_sizes",
     "max_load",
-    "provision_iso_power",
+    "provision_equal",
     "run_design",
     "slo_report",
     "splitwise_summary",
@@ -269,7 +269,7 @@ def max_load(
     return {"rate": low, "percentiles": percentiles, "fails_at": high, "runs": runs}
 
 
-def provision_iso_power(
+def provision_equal(
     design: Design | str,
     budget: float,
     sizes: tuple[Any, Any],
@@ -277,16 +277,22 @@ def provision_iso_power(
     seed: int = 0,
     splits: Any = None,
     resolution: float = 0.02,
+    by: str = "power",
 ) -> dict[str, Any]:
-    """``design`` under ``budget`` (power, in DGX-A100s): a baseline takes as many machines as
-    fit; a Splitwise design tries each split of prompt and token machines that fills the budget
-    (``splits``: the prompt-machine counts to try; all of them by default) and keeps the one
-    that serves the highest load (the cheaper on a tie); past 12 splits, every ``ceil(n / 8)``-th
-    one, then those within that step of the best (a search that assumes one peak). Returns
-    ``prompt``, ``token``, ``rate``, ``power``, ``cost`` and ``tried`` (each split's rate)."""
+    """``design`` under ``budget`` of ``by`` (``power`` or ``cost``, in DGX-A100s): a baseline
+    takes as many machines as fit; a Splitwise design tries each split of prompt and token
+    machines that fills the budget (``splits``: the prompt-machine counts to try; all of them
+    by default) and keeps the one that serves the highest load (on a tie, the cheaper, then the
+    one drawing less power); past 12 splits, every ``ceil(n / 8)``-th one, then those within
+    that step of the best (a search that assumes one peak). Returns ``prompt``, ``token``,
+    ``rate``, ``power``, ``cost`` and ``tried`` (each split's rate)."""
     design = _design(design)
     budget = real("budget", budget, low=0, low_open=True)
-    unit = MACHINES[design.prompt_kind][3]
+    if by not in ("power", "cost"):
+        raise ValueError(f"by must be 'power' or 'cost', got {by!r}")
+    # What one machine takes of the budget: its power, or its price (a baseline machine's is a
+    # token machine's).
+    unit = design.power(1) if by == "power" else design.price(1)
     if design.baseline:
         machines = math.floor(budget / unit + 1e-9)
         if machines < 1:
@@ -302,7 +308,7 @@ def provision_iso_power(
             "tried": {machines: found["rate"]},
         }
     assert design.token_kind is not None
-    token_unit = MACHINES[design.token_kind][3]
+    token_unit = design.power(0, 1) if by == "power" else design.price(0, 1)
     candidates = []
     for prompt in range(1, int(budget / unit) + 1):
         token = math.floor((budget - prompt * unit) / token_unit + 1e-9)
@@ -328,7 +334,8 @@ def provision_iso_power(
         best = max(tried, key=tried.__getitem__)
         attempt([c for c in candidates if abs(c[0] - best) < step])
     prompt, token = max(
-        ((p, t) for p, t in candidates if p in tried), key=lambda c: (tried[c[0]], -design.price(*c))
+        ((p, t) for p, t in candidates if p in tried),
+        key=lambda c: (tried[c[0]], -design.price(*c), -design.power(*c)),
     )
     return {
         "design": design.name,
@@ -350,21 +357,25 @@ def splitwise_summary(
     splits: dict[str, Any] | None = None,
     resolution: float = 0.02,
     progress: bool = False,
+    by: str = "power",
 ) -> dict[str, Any]:
-    """Fig. 18a on ``sizes``: every design provisioned at the power of ``budget_h100``
-    DGX-H100s, its highest load, cost and power, and each relative to Baseline-A100's.
-    ``splits`` maps a design's name to the prompt-machine counts to try."""
-    budget = real("budget_h100", budget_h100, low=0, low_open=True) * MACHINES["h100"][3]
+    """Fig. 18 on ``sizes``: every design provisioned at the power (``by="power"``, Fig. 18a) or
+    the cost (``"cost"``, Fig. 18b) of ``budget_h100`` Baseline-H100 machines, its highest load,
+    cost and power, and each relative to Baseline-A100's. ``splits`` maps a design's name to
+    the prompt-machine counts to try."""
+    scale = real("budget_h100", budget_h100, low=0, low_open=True)
+    h100 = DESIGNS["baseline-h100"]
+    budget = scale * (h100.power(1) if by == "power" else h100.price(1))
     rows = []
     with progress_bar(progress, len(designs), "splitwise", unit="design") as bar:
         for name in designs:
             bar.set_postfix_str(name)
             rows.append(
-                provision_iso_power(name, budget, sizes, requests, seed, (splits or {}).get(name), resolution)
+                provision_equal(name, budget, sizes, requests, seed, (splits or {}).get(name), resolution, by)
             )
             bar.update()
     base = next((r for r in rows if r["design"] == "baseline-a100"), None)
     for row in rows:
         for key in ("rate", "cost", "power"):
             row[f"{key}_vs_a100"] = row[key] / base[key] if base and base[key] else None
-    return {"budget_a100_power": budget, "requests": requests, "seed": seed, "rows": rows}
+    return {"by": by, "budget": budget, "requests": requests, "seed": seed, "rows": rows}
