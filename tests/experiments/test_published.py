@@ -57,6 +57,13 @@ def test_the_readme_and_the_page_show_the_command_s_table(everything) -> None:
     table = markdown_table(everything)
     for page in ("README.md", "docs/reproduce.md"):
         assert table in (ROOT / page).read_text(encoding="utf-8"), page
+    counts = everything["counts"]
+    summary = (
+        f"{len(everything['rows'])} rows: {counts['confirmed']} confirmed, {counts['contradicted']} "
+        f"contradicted, {counts['not testable']} not testable"
+    )
+    for page in ("README.md", "docs/reproduce.md", "docs/index.md"):
+        assert summary in (ROOT / page).read_text(encoding="utf-8"), page
     text = format_all(everything)
     assert f"{len(everything['rows'])} rows" in text
     for verdict, count in everything["counts"].items():
