@@ -385,22 +385,10 @@ def run_llmsched(trace_frame: pd.DataFrame, setup: str) -> tuple[pd.DataFrame, f
         engine = llmsched.Engine(cost, CLIENTS, mode="orca", max_num_batched_tokens=BATCH_TOKENS)
         schedule: Any = llmsched.simulate_fleet(workload, [engine] * 4, router="token-jsq")
     elif setup == "splitwise-hh" and HH_CLUSTER == "mixed-pool":
-        from llmsched.fleet.mixed_pool import MixedPoolCluster, simulate_mixed_pool
+        from llmsched.experiments.splitwise import splitwise_cluster
+        from llmsched.fleet.mixed_pool import simulate_mixed_pool
 
-        found = llmsched.preset("llama2-70b/h100/tp8")
-        mixed_pool = MixedPoolCluster(
-            2,
-            2,
-            cost,
-            clients=CLIENTS,
-            max_batch_tokens=BATCH_TOKENS,
-            prompt_backlog=LEND_ABOVE,
-            kv_bytes_per_token=found.kv_bytes_per_token,
-            kv_bandwidth=KV_GBPS,
-            machine_memory=found.gpu_memory_bytes * found.gpus,
-            weights=found.weights_bytes,
-        )
-        schedule = simulate_mixed_pool(workload, mixed_pool)
+        schedule = simulate_mixed_pool(workload, splitwise_cluster(2, 2, cost))
     elif setup == "splitwise-hh":
         cluster = llmsched.DisaggregatedCluster(
             prompt_machines=2,

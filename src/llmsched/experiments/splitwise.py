@@ -44,6 +44,7 @@ __all__ = [
     "provision_equal",
     "run_design",
     "slo_report",
+    "splitwise_cluster",
     "splitwise_summary",
 ]
 
@@ -134,13 +135,38 @@ def _cost(kind: str) -> Any:
     return preset(MACHINES[kind][0]).splitwisesim_cost()
 
 
+def splitwise_cluster(
+    prompt: int, token: int, cost: Any, token_cost: Any = None, model: str = "llama2-70b/h100/tp8"
+) -> Any:
+    """A :class:`~llmsched.fleet.mixed_pool.MixedPoolCluster` of ``prompt`` and ``token``
+    machines as SplitwiseSim runs them: 128 requests a machine, 2,048 tokens an iteration, a
+    token machine lent past 8,192 pending prompt tokens, keys and values moved at 200 GiB/s,
+    the memory, weights and KV bytes of ``model`` (a preset)."""
+    from llmsched.core.hardware import preset
+    from llmsched.fleet.mixed_pool import MixedPoolCluster
+
+    found = preset(model)
+    return MixedPoolCluster(
+        positive_int("prompt", prompt),
+        positive_int("token", token),
+        cost,
+        clients=_CLIENTS,
+        max_batch_tokens=_BATCH_TOKENS,
+        prompt_backlog=_BACKLOG,
+        kv_bytes_per_token=found.kv_bytes_per_token,
+        kv_bandwidth=_KV_GBPS,
+        machine_memory=found.gpu_memory_bytes * found.gpus,
+        weights=found.weights_bytes,
+        token_cost=token_cost,
+    )
+
+
 def run_design(design: Design | str, prompt: int, token: int, workload: Workload) -> dict[str, np.ndarray]:
     """Run ``workload`` on ``design`` with ``prompt`` prompt machines and ``token`` token
     machines (a baseline: ``prompt`` machines, ``token`` 0); every schedule is validated.
     Returns each request's ``ttft`` and ``e2e`` (seconds)."""
     import llmsched
-    from llmsched.core.hardware import preset
-    from llmsched.fleet.mixed_pool import MixedPoolCluster, simulate_mixed_pool
+    from llmsched.fleet.mixed_pool import simulate_mixed_pool
 
     design = _design(design)
     if design.baseline:
@@ -154,19 +180,9 @@ def run_design(design: Design | str, prompt: int, token: int, workload: Workload
         )
     else:
         assert design.token_kind is not None
-        found = preset(MACHINES[design.prompt_kind][0])
-        cluster = MixedPoolCluster(
-            positive_int("prompt", prompt),
-            positive_int("token", token),
-            _cost(design.prompt_kind),
-            clients=_CLIENTS,
-            max_batch_tokens=_BATCH_TOKENS,
-            prompt_backlog=_BACKLOG,
-            kv_bytes_per_token=found.kv_bytes_per_token,
-            kv_bandwidth=_KV_GBPS,
-            machine_memory=found.gpu_memory_bytes * found.gpus,
-            weights=found.weights_bytes,
-            token_cost=None if design.token_kind == design.prompt_kind else _cost(design.token_kind),
+        token_cost = None if design.token_kind == design.prompt_kind else _cost(design.token_kind)
+        cluster = splitwise_cluster(
+            prompt, token, _cost(design.prompt_kind), token_cost, MACHINES[design.prompt_kind][0]
         )
         schedule = simulate_mixed_pool(workload, cluster)
     violations = schedule.validate()
