@@ -1,4 +1,4 @@
-"""Splitwise's cluster designs at equal power or cost on the Azure code trace (Fig. 16a, Fig. 18).
+"""Splitwise's cluster designs at equal power or cost on an Azure trace (Fig. 16, Fig. 18).
 
 Every design of Table V (Baseline-A100, Baseline-H100, Splitwise-AA, -HH, -HHcap, -HA) provisioned
 at the power of ``--budget`` DGX-H100s (the paper: 40; by default 8, a fifth of the paper's
@@ -7,9 +7,11 @@ that serves the highest load under all nine SLOs of Table VI
 (:func:`llmsched.experiments.splitwise.splitwise_summary`), with its highest load, cost and
 power relative to Baseline-A100's, and the splits the paper provisions for the code trace.
 
-``--by cost`` provisions them at the cost of that many Baseline-H100 machines instead (Fig. 18b).
+``--by cost`` provisions them at the cost of that many Baseline-H100 machines instead (Fig. 18b);
+``--trace conversation`` runs the conversation trace (Fig. 18's) instead of the code trace.
 
-    python benchmarks/splitwise_designs.py [--budget 8] [--requests 3000] [--by power|cost] [--json]
+    python benchmarks/splitwise_designs.py [--budget 8] [--requests 3000] [--by power|cost]
+        [--trace code|conversation] [--json]
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import argparse
 import json
 import time
 
-from llmsched.experiments.splitwise import code_trace_sizes, splitwise_summary
+from llmsched.experiments.splitwise import splitwise_summary, trace_sizes
 
-#: The splits the paper provisions for the code trace at 40 DGX-H100s' power (Sec. VI-B).
-PAPER_SPLITS = {"splitwise-aa": (55, 15), "splitwise-hh": (35, 5)}
+#: The splits the paper provisions at 40 DGX-H100s' power (Sec. VI-B, Fig. 16's legends), by trace.
+PAPER_SPLITS = {
+    "code": {"splitwise-aa": (55, 15), "splitwise-hh": (35, 5)},
+    "conversation": {"splitwise-hh": (25, 15)},
+}
 
 
 def main() -> None:
@@ -31,10 +36,13 @@ def main() -> None:
     parser.add_argument(
         "--by", choices=("power", "cost"), default="power", help="provision at equal power (default) or cost"
     )
+    parser.add_argument(
+        "--trace", choices=("code", "conversation"), default="code", help="the Azure trace (default code)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
-    sizes = code_trace_sizes()
+    sizes = trace_sizes(args.trace)
     report = splitwise_summary(sizes, args.budget, requests=args.requests, progress=True, by=args.by)
     seconds = time.perf_counter() - start
     if args.json:
@@ -42,13 +50,14 @@ def main() -> None:
         return
     print(
         f"iso-{args.by} at {args.budget:g} DGX-H100s ({report['budget']:g} DGX-A100s of {args.by}), "
-        f"the Azure code trace, {args.requests} requests a run"
+        f"the Azure {args.trace} trace, {args.requests} requests a run"
     )
     print(f"{'design':16s} {'machines':>10s} {'load (/s)':>9s} {'x A100':>7s} {'cost':>6s} {'x':>5s} "
           f"{'power':>6s} {'x':>5s} | paper's split (scaled)")  # fmt: skip
     for row in report["rows"]:
         machines = f"{row['prompt']}" if row["token"] == 0 else f"{row['prompt']}P, {row['token']}T"
-        paper = PAPER_SPLITS.get(row["design"]) if args.by == "power" else None  # iso-power splits
+        # The paper's splits are iso-power ones.
+        paper = PAPER_SPLITS[args.trace].get(row["design"]) if args.by == "power" else None
         scaled = "" if paper is None else f"{paper[0]}P, {paper[1]}T ({paper[0] * args.budget / 40:g}P, "
         scaled += "" if paper is None else f"{paper[1] * args.budget / 40:g}T)"
         print(

@@ -40,6 +40,7 @@ from llmsched.core.workload import Workload
 
 __all__ = [
     "ARRIVALS_HELP",
+    "AZURE_TRACES",
     "CSV_FIELDS",
     "EXEGPT_TASKS",
     "GSM8K_OUTPUT_MAX",
@@ -52,6 +53,7 @@ __all__ = [
     "PrepareOptions",
     "PrepareReport",
     "azure_code_sizes",
+    "azure_sizes",
     "baton_like",
     "csv_columns",
     "exegpt_task",
@@ -1039,20 +1041,40 @@ def from_splitwise_trace(path: str | PathLike[str], name: str | None = None, **o
     )
 
 
-def azure_code_sizes() -> tuple[np.ndarray, np.ndarray]:
-    """The prompt and output token counts of the Azure LLM inference trace 2023 (code), as the
-    package ships it (``data/azure_llm_code_2023.csv``, unchanged; Microsoft Azure, CC BY 4.0:
-    ``data/AZURE_ATTRIBUTION``): 8,819 requests, in the trace's order.
+#: The Azure LLM inference traces 2023 the package ships, by name: (file, requests).
+AZURE_TRACES = {
+    "code": ("azure_llm_code_2023.csv", 8819),
+    "conversation": ("azure_llm_conv_2023.csv", 19366),
+}
+
+
+def azure_sizes(trace: str = "code") -> tuple[np.ndarray, np.ndarray]:
+    """The prompt and output token counts of an Azure LLM inference trace 2023 (``"code"``:
+    8,819 requests to a code service; ``"conversation"``: 19,366 to a chat service), as the
+    package ships it (``data/azure_llm_code_2023.csv`` and ``data/azure_llm_conv_2023.csv``,
+    unchanged; Microsoft Azure, CC BY 4.0: ``data/AZURE_ATTRIBUTION``), in the trace's order.
 
     Returns
     -------
     tuple of numpy.ndarray
         ``(ContextTokens, GeneratedTokens)``, int64. The output count includes the token the
         prompt phase makes (SplitwiseSim's ``token_size``).
+
+    Raises
+    ------
+    ValueError
+        An unknown trace.
     """
-    text = resources.files("llmsched").joinpath("data/azure_llm_code_2023.csv").read_text()
+    if trace not in AZURE_TRACES:
+        raise ValueError(f"unknown Azure trace {trace!r}; one of {', '.join(AZURE_TRACES)}")
+    text = resources.files("llmsched").joinpath(f"data/{AZURE_TRACES[trace][0]}").read_text()
     table = np.loadtxt(text.splitlines()[1:], delimiter=",", usecols=(1, 2), dtype=np.int64)
     return table[:, 0].copy(), table[:, 1].copy()
+
+
+def azure_code_sizes() -> tuple[np.ndarray, np.ndarray]:
+    """:func:`azure_sizes` of the code trace (8,819 requests)."""
+    return azure_sizes("code")
 
 
 _AZURE_COLUMNS = {

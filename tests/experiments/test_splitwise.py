@@ -14,6 +14,7 @@ from llmsched.experiments.splitwise import (
     provision_equal,
     run_design,
     slo_report,
+    trace_sizes,
 )
 
 
@@ -107,3 +108,20 @@ def test_iso_cost_spends_the_budget_on_prices() -> None:
     assert chosen["cost"] == pytest.approx(4.35) and chosen["power"] == pytest.approx(3.75)
     with pytest.raises(ValueError, match="by must be"):
         provision_equal("splitwise-ha", 5.0, sizes, by="space")
+
+
+def test_the_two_azure_traces_differ_as_splitwise_characterizes_them() -> None:
+    """The conversation trace's prompts are shorter and its outputs longer than the code
+    trace's (medians 1,020 and 129 tokens against 1,469 and 13); a request decodes its
+    generated tokens less the first; an unknown trace is a ValueError."""
+    from llmsched.workloads import azure_sizes
+
+    code, conversation = trace_sizes("code"), trace_sizes("conversation")
+    assert len(code[0]) == 8819 and len(conversation[0]) == 19366
+    assert np.median(conversation[0]) == 1020 and np.median(code[0]) == 1469
+    assert np.median(conversation[1]) + 1 == 129 and np.median(code[1]) + 1 == 13
+    generated = azure_sizes("conversation")[1]
+    assert np.array_equal(conversation[1], np.maximum(generated - 1, 1))
+    assert np.array_equal(code_trace_sizes()[0], code[0])
+    with pytest.raises(ValueError, match="unknown Azure trace 'chat'"):
+        trace_sizes("chat")

@@ -46,6 +46,7 @@ __all__ = [
     "slo_report",
     "splitwise_cluster",
     "splitwise_summary",
+    "trace_sizes",
 ]
 
 #: Machine kinds: (preset, price as a prompt machine, price as a token machine, power), relative
@@ -112,13 +113,19 @@ DESIGNS = {
 }
 
 
-def code_trace_sizes() -> tuple[np.ndarray, np.ndarray]:
-    """The Azure code trace's (prompt, output) pairs as the simulators take them: a request
-    decodes its ``GeneratedTokens`` less the one its prompt phase makes (at least one)."""
-    from llmsched.workloads import azure_code_sizes
+def trace_sizes(trace: str = "code") -> tuple[np.ndarray, np.ndarray]:
+    """An Azure trace's (prompt, output) pairs as the simulators take them (``"code"`` or
+    ``"conversation"``, :func:`llmsched.workloads.azure_sizes`): a request decodes its
+    ``GeneratedTokens`` less the one its prompt phase makes (at least one)."""
+    from llmsched.workloads import azure_sizes
 
-    prompt, generated = azure_code_sizes()
+    prompt, generated = azure_sizes(trace)
     return prompt, np.maximum(generated - 1, 1)
+
+
+def code_trace_sizes() -> tuple[np.ndarray, np.ndarray]:
+    """:func:`trace_sizes` of the code trace."""
+    return trace_sizes("code")
 
 
 def _design(design: Design | str) -> Design:
