@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from llmsched import LinearCostModel, Workload
 from llmsched.experiments.reproduce import reproduce_gsm8k
 
 
@@ -175,3 +177,41 @@ def test_mico_gains_nothing_when_every_output_is_the_same_length() -> None:
         mico_sensitivity(("uniform",))
     with pytest.raises(ValueError, match="empirical"):
         mico_sensitivity(("empirical",))
+
+
+def test_kv_cache_series_pads_insertions_and_keeps_a_batch_s_finished_rows() -> None:
+    """Worked by hand. Batch-wise: one prefill of prompts 3 and 5 (length 5), then four decode
+    iterations with both rows kept (6-9; tokens 10, 12, 14, 16). Insertion: a third request
+    (prompt 2) replaces the first when it ends after two tokens; its prefill pads the running
+    row by 2 (7 -> 9) and writes no token of it, then the rows grow to 10, and 11 alone
+    (tokens 5 + 2 + 2, then 8 + 3, then 9)."""
+    from llmsched.experiments.reproduce import kv_cache_series
+    from llmsched.fleet.engine import Engine
+    from llmsched.fleet.simulate import simulate_fleet
+
+    cost = LinearCostModel(1.0, 0.0, 1.0, 0.0)
+    pair = Workload([3, 5], [2, 4], name="pair")
+    batch = simulate_fleet(pair, [Engine(cost, 2, request_policy="batch-wise")], "round-robin")
+    series = kv_cache_series(batch, retain_finished=True)
+    assert list(series["kind"]) == ["prefill"] + ["decode"] * 4
+    assert list(series["length"]) == [5, 6, 7, 8, 9]
+    assert list(series["tokens"]) == [8, 10, 12, 14, 16]
+    three = Workload([3, 5, 2], [2, 4, 1], name="three")
+    inserted = simulate_fleet(three, [Engine(cost, 2, request_policy="fcfs")], "round-robin")
+    series = kv_cache_series(inserted)
+    assert list(series["kind"]) == ["prefill", "decode", "decode", "prefill", "decode", "decode"]
+    assert list(series["length"]) == [5, 6, 7, 9, 10, 11]
+    assert list(series["tokens"]) == [8, 10, 12, 9, 11, 9]
+    assert np.all(np.diff(series["start"]) > 0)
+
+
+def test_mico_s_kv_cache_experiment_runs_valid_fleets_and_reports_both_measures() -> None:
+    from llmsched.experiments.reproduce import PAPER_MICO_KV, reproduce_mico_kv
+
+    report = reproduce_mico_kv(queries=60, seeds=1)
+    assert report["invalid"] == 0 and report["paper"]["system"] == PAPER_MICO_KV["system"]
+    assert len(report["saved_engines"]) == 3 and report["throughput"] > 1.0
+    # Insertion finishes the same tokens sooner: the real tokens held shrink.
+    assert report["saved_tokens"] > 0
+    with pytest.raises(ValueError, match="batch"):
+        reproduce_mico_kv(batch=0)

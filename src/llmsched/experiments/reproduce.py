@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,19 +26,25 @@ from llmsched.engines.competition.validate import validate
 from llmsched.online.simulate import simulate
 from llmsched.workloads import gsm8k
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "METHODS",
     "MICO_COST",
     "MICO_SCHEMES",
     "PAPER_GSM8K",
+    "PAPER_MICO_KV",
     "PAPER_MICO_TABLE1",
     "STRATEGIES",
     "Method",
     "format_mico",
     "format_mico_sensitivity",
+    "kv_cache_series",
     "mico_sensitivity",
     "reproduce_gsm8k",
     "reproduce_mico",
+    "reproduce_mico_kv",
     "run_method",
 ]
 
@@ -624,3 +630,171 @@ def format_mico_sensitivity(report: dict[str, Any]) -> str:
         )
     lines.append(f"\n{report['invalid']} invalid fleets")
     return "\n".join(lines)
+
+
+def kv_cache_series(fleet: Any, retain_finished: bool = False) -> pd.DataFrame:
+    """The KV cache of every engine of a competition ``fleet``, model iteration by model
+    iteration, as Mico measures it (Sec. 4.2.1: the cache's length along the sequence axis).
+
+    Each engine keeps one cache tensor with a row per client. A prefill stage is one iteration
+    that writes its requests' prompts into their rows, each prompt aligned to the longest of
+    the stage; every other live row is padded by that length (Mico's insertion: the token
+    vector of the iteration is the new prompt, and each running request pads to it; in
+    llmsched's model it writes no token in a prefill stage). A decode iteration adds one token
+    to every live row. Padding that leads every row is released, so the tensor's length is the
+    longest live row's span (from its first real token). A row lives from its prefill to its last token; with
+    ``retain_finished`` (batch-wise inference, where a finished query keeps iterating on
+    end-of-sequence tokens until its batch ends) until the engine's next prefill stage.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per model iteration: ``engine``, ``start``, ``end``, ``kind`` (``prefill`` or
+        ``decode``), ``length`` (the tensor's length along the sequence axis, padding
+        included: Mico's measure) and ``tokens`` (the real tokens the live rows hold, no
+        padding), in each engine's time order.
+    """
+    import pandas as pd
+
+    from llmsched.core.schedule import PREFILL
+
+    frames = []
+    for e, schedule in enumerate(fleet.schedules):
+        if getattr(schedule, "request_parent", None) is not None or not hasattr(schedule, "stage_kind"):
+            raise ValueError("kv_cache_series reads competition engines without preemption")
+        prompt = np.asarray(schedule.workload.prompt_tokens, dtype=np.int64)
+        start, end = schedule.request_decode_start, schedule.request_decode_end
+        by_stage = np.asarray(schedule.request_prefill_stage)
+        iteration_start, iteration_end = schedule.iteration_start, schedule.iteration_end
+        span: dict[int, int] = {}  # live request -> its row's span (padding inside included)
+        held: dict[int, int] = {}  # live request -> the real tokens its row holds
+        lengths: list[np.ndarray] = []
+        tokens: list[np.ndarray] = []
+        starts: list[np.ndarray] = []
+        ends: list[np.ndarray] = []
+        kinds: list[np.ndarray] = []
+        for stage in range(schedule.num_stages):
+            if schedule.stage_kind[stage] == PREFILL:
+                new = np.flatnonzero(by_stage == stage)
+                if retain_finished:  # the finished rows of the last batch go now
+                    for r in [r for r in span if end[r] <= (start[new].min() if new.size else 0)]:
+                        del span[r], held[r]
+                width = int(prompt[new].max()) if new.size else 0
+                for r in span:  # padding: a running request writes no token in a prefill stage
+                    span[r] += width
+                for r in new.tolist():
+                    span[r], held[r] = int(prompt[r]), int(prompt[r])
+                lengths.append(np.array([max(span.values(), default=0)]))
+                tokens.append(np.array([sum(held.values())]))
+                starts.append(np.array([schedule.stage_start[stage]]))
+                ends.append(np.array([schedule.stage_end[stage]]))
+                kinds.append(np.array(["prefill"]))
+                continue
+            a = int(schedule.stage_first_iteration[stage])
+            n = int(schedule.stage_iterations[stage])
+            step = np.arange(1, n + 1, dtype=np.int64)
+            longest = np.zeros(n, dtype=np.int64)
+            total = np.zeros(n, dtype=np.int64)
+            for r in list(span):
+                # The iterations of the stage the row lives in: up to its last token, or to the
+                # stage's end when finished rows are kept.
+                last = n if retain_finished else min(n, max(int(end[r]) - a, 0))
+                grown = span[r] + step[:last]
+                longest[:last] = np.maximum(longest[:last], grown)
+                total[:last] += held[r] + step[:last]
+                span[r] += last
+                held[r] += last
+                if not retain_finished and int(end[r]) <= a + n:
+                    del span[r], held[r]
+            lengths.append(longest)
+            tokens.append(total)
+            starts.append(iteration_start[a : a + n])
+            ends.append(iteration_end[a : a + n])
+            kinds.append(np.full(n, "decode"))
+        size = sum(x.size for x in lengths)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "engine": np.full(size, e, dtype=np.int64),
+                    "start": np.concatenate(starts) if starts else np.zeros(0),
+                    "end": np.concatenate(ends) if ends else np.zeros(0),
+                    "kind": np.concatenate(kinds) if kinds else np.zeros(0, dtype=str),
+                    "length": np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64),
+                    "tokens": np.concatenate(tokens) if tokens else np.zeros(0, dtype=np.int64),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+#: Mico's KV-cache experiment (Sec. 4.2.1: 200 queries, batch size 3, three clouds): the
+#: cumulative KV-cache length Mico saves over batch-wise inference without distribution, per
+#: cloud and for the system, and its throughput over it.
+PAPER_MICO_KV = {"clouds": (41.54, 39.45, 50.68), "system": 44.89, "throughput": 1.79}
+
+
+def reproduce_mico_kv(queries: int = 200, batch: int = 3, engines: int = 3, seeds: int = 3) -> dict[str, Any]:
+    """Mico's KV-cache figures (Sec. 4.2.1, Figs. 7-10) in llmsched's model.
+
+    On ``seeds`` query sets (as :func:`reproduce_mico` draws them) Mico's scheme (``QI``) and
+    the baseline (``notQnotI``: round-robin, batch-wise) run on ``engines`` engines of
+    ``batch`` clients; :func:`kv_cache_series` gives each engine's cache length per model
+    iteration (the baseline's finished queries kept until their batch ends). The cumulative
+    length is its sum over the iterations.
+
+    Returns a JSON-ready dict: ``saved`` (the share of the baseline's cumulative length Mico
+    saves, %, for the system), ``saved_engines`` (per engine, engines ordered by the
+    baseline's cumulative length), ``saved_tokens`` (the same on the real tokens held,
+    padding left out), ``throughput`` (queries over the makespan, Mico's over the
+    baseline's), ``peak`` (the largest length, Mico's and the baseline's), each the mean
+    over the query sets, and ``paper`` (:data:`PAPER_MICO_KV`), ``invalid`` (fleets that
+    failed validation: 0).
+    """
+    from llmsched.fleet.engine import Backoff, Engine
+    from llmsched.fleet.simulate import simulate_fleet
+    from llmsched.fleet.validate import validate_fleet
+
+    queries = positive_int("queries", queries)
+    batch = positive_int("batch", batch)
+    engines = positive_int("engines", engines)
+    seeds = positive_int("seeds", seeds)
+    saved, saved_engines, saved_tokens, throughput = [], [], [], []
+    peaks: dict[str, list[int]] = {"QI": [], "notQnotI": []}
+    invalid = 0
+    for s in range(seeds):
+        workload = _mico_queries(queries, s)
+        runs = {}
+        for name in ("QI", "notQnotI"):
+            router, policy, backoff = MICO_SCHEMES[name]
+            fleet = simulate_fleet(
+                workload,
+                [Engine(MICO_COST, batch, request_policy=policy)] * engines,
+                router,
+                Backoff(0.0) if backoff else None,
+            )
+            invalid += bool(validate_fleet(fleet))
+            series = kv_cache_series(fleet, retain_finished=policy == "batch-wise")
+            runs[name] = (fleet, series.groupby("engine")[["length", "tokens"]].sum(), series)
+            peaks[name].append(int(series["length"].max()))
+        (mico, mico_sum, _), (base, base_sum, _) = runs["QI"], runs["notQnotI"]
+        saved.append(100 * (1 - mico_sum["length"].sum() / base_sum["length"].sum()))
+        saved_tokens.append(100 * (1 - mico_sum["tokens"].sum() / base_sum["tokens"].sum()))
+        # Clouds in order of the baseline's cumulative length (Mico routes anew, so an
+        # engine's queries differ between the schemes; the order pairs like with like).
+        mine = np.sort(mico_sum["length"].to_numpy())
+        theirs = np.sort(base_sum["length"].to_numpy())
+        saved_engines.append(100 * (1 - mine / theirs))
+        throughput.append(base.makespan / mico.makespan)
+    return {
+        "queries": queries,
+        "batch": batch,
+        "engines": engines,
+        "seeds": seeds,
+        "saved": float(np.mean(saved)),
+        "saved_engines": [float(x) for x in np.mean(saved_engines, axis=0)],
+        "saved_tokens": float(np.mean(saved_tokens)),
+        "throughput": float(np.mean(throughput)),
+        "peak": {"mico": float(np.mean(peaks["QI"])), "baseline": float(np.mean(peaks["notQnotI"]))},
+        "paper": {key: value for key, value in PAPER_MICO_KV.items()},
+        "invalid": invalid,
+    }
