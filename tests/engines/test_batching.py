@@ -11,7 +11,7 @@ from llmsched.engines.vllm.rule import VLLMChunkedRule, VLLMRule
 
 
 def test_each_name_gives_its_rule_with_the_token_count() -> None:
-    assert BATCHING == ("vllm", "sarathi", "orca")
+    assert BATCHING == ("vllm", "sarathi", "orca", "padded")
     vllm = batching_rule("vllm", 1024)
     assert type(vllm) is VLLMRule and vllm.token_cap == 1024
     chunked = batching_rule("vllm", 1024, chunked_prefill=True)

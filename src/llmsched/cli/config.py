@@ -19,7 +19,7 @@ does not apply to the mode, or the memory, is refused where it would be ignored;
     clients = 200                  # --clients
     mode = "competition"           # --mode: competition | fusion | disaggregated | vllm | sarathi | orca
     token_budget = 512             # --token-budget (fusion: tokens per iteration)
-    max_num_batched_tokens = 2048  # --max-num-batched-tokens (vllm, sarathi, orca)
+    max_num_batched_tokens = 2048  # --max-num-batched-tokens (vllm, sarathi, orca, padded)
     chunked_prefill = false        # --chunked-prefill (vllm)
     memory = "none"                # --memory: none | preset | BLOCKS (token machines' when disaggregated)
     block_size = 16                # --block-size (tokens per KV-cache block; with a memory only)

@@ -77,9 +77,9 @@ COST_HELP = (
 #: Engine modes: PD competition (a prefill stage pauses decoding), PD fusion (chunked prefill,
 #: :mod:`llmsched.engines.fusion`) and PD disaggregation (Splitwise's prompt and token
 #: machines, :mod:`llmsched.engines.disaggregation`).
-MODES = ("competition", "fusion", "disaggregated", "vllm", "sarathi", "orca")
+MODES = ("competition", "fusion", "disaggregated", "vllm", "sarathi", "orca", "padded")
 #: The modes that are a real engine's batching rule (:mod:`llmsched.engines.batching`).
-REAL_ENGINES = ("vllm", "sarathi", "orca")
+REAL_ENGINES = ("vllm", "sarathi", "orca", "padded")
 
 
 # ---------------------------------------------------------------- spec strings
@@ -758,15 +758,17 @@ ENGINE = (
         "how an engine treats prefill and decode: competition (a prefill stage pauses decoding), "
         "fusion (chunked prefill: decoding and prompt chunks share iterations), disaggregated "
         "(prompt and token machines, a KV transfer between them), or as a real engine batches: "
-        "vllm (prefill first; --chunked-prefill), sarathi (chunked prefill) or orca (whole prompts "
-        "and decoding in one iteration)",
+        "vllm (prefill first; --chunked-prefill), sarathi (chunked prefill), orca (whole prompts "
+        "and decoding in one iteration) or padded (new prompts join the batch padded against it, "
+        "as Mico and Baton insert them)",
     ),
     Option(
         "max_num_batched_tokens",
         integer(2, 1 << 31),
         2048,
-        "vllm, sarathi, orca: the most tokens an iteration holds (vLLM's max_num_batched_tokens; "
-        "the chunk budget with chunked prefill; Orca's and SplitwiseSim's batch token cap)",
+        "vllm, sarathi, orca, padded: the most tokens an iteration holds (vLLM's "
+        "max_num_batched_tokens; the chunk budget with chunked prefill; Orca's and SplitwiseSim's "
+        "batch token cap; padded: its new prompts' tokens)",
         applies=only("mode", *REAL_ENGINES),
         metavar="N",
     ),

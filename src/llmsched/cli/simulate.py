@@ -161,7 +161,7 @@ class EngineRun(NamedTuple):
     and the policies."""
 
     schedule: Any
-    bound: float
+    bound: float | None  # None: the mode has no proven bound (padded insertion)
     bounds: dict[str, float] | None
     bound_name: str
     engine: str
@@ -279,6 +279,10 @@ def _real_engine(config: Any, workload: Any, cost: Any) -> EngineRun:
     if config.mode == "vllm" and not chunked:
         bound = lower_bounds(workload, cost, config.clients).strong
         how = f"prefill first, at most {tokens} prompt tokens an iteration"
+    elif config.mode == "padded":
+        # Its iterations are priced padded, not as the fused bounds assume: no proven bound.
+        bound = None
+        how = f"new prompts padded against the batch, at most {tokens} prompt tokens an iteration"
     else:
         budget = most_iteration_tokens(tokens, workload) if config.mode == "orca" else tokens
         bound = fused_lower_bounds(workload, cost, config.clients, budget).strong
@@ -325,7 +329,7 @@ def run(args: Any) -> int:
         **_cluster_figures(schedule),
         "lower_bound_s": engine.bound,
         **({} if engine.bounds is None else {"lower_bounds": engine.bounds}),
-        "gap_to_lb": schedule.makespan / engine.bound - 1.0,
+        "gap_to_lb": None if engine.bound is None else schedule.makespan / engine.bound - 1.0,
         "valid": not violations,
         "violations": [str(v) for v in violations],
         "config": config.as_dict(),
@@ -362,10 +366,13 @@ def _print_report(
         print(f"  workload      {prepared}")
     if config.predictor is not None:
         print(f"  predictor     {config.predictor} (the request policy plans with its predictions)")
-    print(
-        f"  makespan      {summary['makespan_s']:10.3f} s   ({engine.bound_name} {engine.bound:.3f} s, "
-        f"gap {result['gap_to_lb']:+.2%})"
-    )
+    if engine.bound is None:
+        print(f"  makespan      {summary['makespan_s']:10.3f} s   (no proven lower bound in this mode)")
+    else:
+        print(
+            f"  makespan      {summary['makespan_s']:10.3f} s   ({engine.bound_name} {engine.bound:.3f} s, "
+            f"gap {result['gap_to_lb']:+.2%})"
+        )
     if "utilization" in summary:
         busy = f" (the engine busy {summary['busy']:.2%} of the makespan)" if "busy" in summary else ""
         print(f"  utilization   {summary['utilization']:10.2%}{busy}")

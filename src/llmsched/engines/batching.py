@@ -11,6 +11,10 @@ chunking        to ``max_num_batched_tokens`` (decode first)
                 (its budget ``max_num_batched_tokens``)
 ``orca``        whole prompts first, then every decoding      ``FusedSchedule``
                 request, up to ``max_num_batched_tokens``      (``whole_prompts``)
+``padded``      new whole prompts (up to                      ``FusedSchedule``
+                ``max_num_batched_tokens``) and every          (``padded``)
+                decoding request, each row padded to the
+                longest prompt (Mico's and Baton's insertion)
 =============== ============================================= ======================
 
 The paper's PD competition, under any iteration policy, is
@@ -25,12 +29,13 @@ from typing import Any
 from llmsched.core.memory import KVMemory
 from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.orca.rule import OrcaRule
+from llmsched.engines.padded.rule import PaddedRule
 from llmsched.engines.vllm.rule import DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLMChunkedRule, VLLMRule
 
 __all__ = ["BATCHING", "SarathiRule", "batching_rule", "check_chunked_prefill"]
 
 #: The named batching rules.
-BATCHING = ("vllm", "sarathi", "orca")
+BATCHING = ("vllm", "sarathi", "orca", "padded")
 
 
 def check_chunked_prefill(mode: str, chunked_prefill: bool) -> None:
@@ -66,8 +71,8 @@ def batching_rule(
     Raises
     ------
     ValueError
-        On an unknown name, a bad token count, or ``chunked_prefill`` asked of ``orca``,
-        which never chunks (``sarathi`` always does, with or without it).
+        On an unknown name, a bad token count, or ``chunked_prefill`` asked of ``orca`` or
+        ``padded``, which never chunk (``sarathi`` always does, with or without it).
     """
     if not isinstance(chunked_prefill, bool):
         raise TypeError(f"chunked_prefill must be True or False, got {chunked_prefill!r}")
@@ -80,4 +85,8 @@ def batching_rule(
         if chunked_prefill:
             raise ValueError("orca runs whole prompts: chunked_prefill applies to vllm")
         return OrcaRule(max_num_batched_tokens, memory)
+    if name == "padded":
+        if chunked_prefill:
+            raise ValueError("padded insertion runs whole prompts: chunked_prefill applies to vllm")
+        return PaddedRule(max_num_batched_tokens, memory)
     raise ValueError(f"unknown batching rule {name!r}; expected one of {', '.join(BATCHING)}")

@@ -20,7 +20,7 @@ import numpy as np
 from llmsched.core.cost import CostModel, context_rate, is_context_aware
 from llmsched.core.instance import check_stage_time
 from llmsched.core.workload import Workload
-from llmsched.engines.fusion.iteration import fused_iteration_time, mixed_terms
+from llmsched.engines.fusion.iteration import fused_iteration_time, mixed_terms, padded_iteration_time
 
 __all__ = ["Chunk", "CostClock", "DecodeRun", "Executor", "admits", "iteration_times"]
 
@@ -124,6 +124,12 @@ class Executor(Protocol):
         position ``s`` counts ``(s + c)^2 - s^2``). Return it as a :data:`DecodeRun` of one
         iteration: (start, 1, seconds, step), ``step`` being what a next iteration of the same
         decoding requests would add (0 unless the cost model prices context)."""
+        ...
+
+    def padded(self, running: Mapping[int, int], chunks: Sequence[Chunk], context: int) -> DecodeRun:
+        """Run one padded iteration: the whole prompts ``chunks`` and the next token of every
+        request in ``running`` (at ``context`` context tokens in all), each row padded to the
+        longest prompt; return it as a :data:`DecodeRun` of one iteration, like :meth:`mixed`."""
         ...
 
     def info(self) -> dict[str, Any]:
@@ -294,6 +300,17 @@ class CostClock:
             seconds = float(fused_iteration_time(self._cost, active, context, tokens, squares))
         if not 0.0 <= seconds < _INF:
             call = f"fused_iteration_time({active}, {context}, {tokens}, {squares})"
+            check_stage_time(self._cost, call, seconds)
+        self._time = start + seconds
+        return start, 1, seconds, self._per_context * active
+
+    def padded(self, running: Mapping[int, int], chunks: Sequence[Chunk], context: int) -> DecodeRun:
+        start = self._time
+        active = len(running)
+        width = max(chunk[3] for chunk in chunks)
+        seconds = float(padded_iteration_time(self._cost, active + len(chunks), width, context))
+        if not 0.0 <= seconds < _INF:
+            call = f"padded_iteration_time({active + len(chunks)}, {width}, {context})"
             check_stage_time(self._cost, call, seconds)
         self._time = start + seconds
         return start, 1, seconds, self._per_context * active

@@ -612,6 +612,7 @@ def _run(
     arrive, ready_now, take, release = requests.arrive, requests.ready, requests.take, requests.release
     plan, taken_by = rule.plan, rule.taken
     run_prefill, run_decode, run_mixed = executor.prefill, executor.decode, executor.mixed
+    padded = bool(getattr(rule, "padded", False))
     take_steps = (PREFILL_STAGE, TAKE, JOIN, HAND_OFF)
     first_cut = getattr(rule, "first_cut", None)  # optional: see BatchingRule
     until_event = DECODE_UNTIL_EVENT
@@ -947,7 +948,10 @@ def _run(
                     add_skip_request(request)
                     add_skip_run(index)
                     skip_iteration.append(g)
-            pieces = (run_mixed(decoding, chunks, tokens, squares, context),)
+            if padded:
+                pieces = (executor.padded(decoding, chunks, context),)
+            else:
+                pieces = (run_mixed(decoding, chunks, tokens, squares, context),)
         else:
             refuse_step(rule, step, ready)
         ran = 0

@@ -388,7 +388,7 @@ def sweep(
     if memory is not None and mode == "disaggregated":
         raise ValueError(
             "a disaggregated cluster's machines have no KV-cache memory here; give memory to an "
-            "engine of another mode (competition, fusion, vllm, sarathi, orca)"
+            "engine of another mode (competition, fusion, vllm, sarathi, orca, padded)"
         )
     pairs = case_policies(policies, mode)
     scales = _rates(rates)

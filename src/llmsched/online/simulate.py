@@ -120,8 +120,8 @@ def simulate_batching(
 ) -> Schedule | FusedSchedule:
     """Run ``workload`` on an engine that batches as a real one does
     (:mod:`llmsched.engines.batching`): ``"vllm"`` (prefill-first; with ``chunked_prefill``,
-    chunked prefill), ``"sarathi"`` (chunked prefill) or ``"orca"`` (mixed iterations of
-    whole prompts), with ``clients`` batch slots (vLLM's ``max_num_seqs``).
+    chunked prefill), ``"sarathi"`` (chunked prefill), ``"orca"`` (mixed iterations of
+    whole prompts) or ``"padded"`` (padded insertion), with ``clients`` batch slots (vLLM's ``max_num_seqs``).
 
     Parameters
     ----------

@@ -190,6 +190,22 @@ class EngineExecutor:
             f"{len(chunks)} prompt chunk(s): run a fused rule on the cost clock (CostClock)"
         )
 
+    def padded(self, running: Mapping[int, int], chunks: Sequence[Chunk], context: int) -> DecodeRun:
+        """Refuse a padded iteration, before any work, as :meth:`mixed` does.
+
+        Raises
+        ------
+        ValueError
+            Always: the torch engine runs competition iterations only; padded insertion runs
+            on the cost clock here, or on the engine through
+            :func:`~llmsched.runtime.insertion.run_insertion` (``mode="padded"``).
+        """
+        raise ValueError(
+            f"the torch engine runs competition iterations only, not a padded iteration of "
+            f"{len(running)} decoding request(s) and {len(chunks)} prompt(s): run padded insertion "
+            "on the cost clock (CostClock) or with llmsched.runtime.run_insertion(mode='padded')"
+        )
+
     def info(self) -> dict[str, Any]:
         return {"executed": True, "device": str(self.engine.device)}
 

@@ -12,6 +12,7 @@ from llmsched.core.cost import (
     ContextCostModel,
     CostModel,
     LinearCostModel,
+    context_rate,
     decode_seconds,
     prefill_seconds,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "chunk_squares",
     "fused_iteration_time",
     "mixed_terms",
+    "padded_iteration_time",
 ]
 
 
@@ -104,6 +106,29 @@ def fused_iteration_time(
         return float(prefill) if decoding == 0 else float(decode + prefill - shared)
     d, c = np.asarray(decoding), np.asarray(chunk_tokens)
     return np.where(c == 0, decode, np.where(d == 0, prefill, decode + prefill - shared)).astype(np.float64)
+
+
+def padded_iteration_time(cost: CostModel, rows: Any, width: Any, context: Any) -> Any:
+    """Seconds of a padded iteration (Mico's and Baton's insertion): ``rows`` sequences, the new
+    prompts and the decoding requests' next tokens, each padded to ``width`` positions (the
+    longest new prompt), run through the model together, the decoding requests reading
+    ``context`` cached tokens in all.
+
+    Every position costs what a prompt token does: the iteration is priced as a prefill stage
+    of ``rows * width`` tokens of ``rows * width^2`` squared tokens, plus, under a model that
+    prices context, ``width`` times the decode iteration's price of reading ``context`` (each
+    position of a decoding row reads its cache). Scalars or arrays.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    width = np.asarray(width, dtype=np.int64)
+    positions = rows * width
+    seconds = prefill_seconds(cost, positions, positions * width)
+    per_context = context_rate(cost)
+    if per_context:
+        seconds = seconds + per_context * np.asarray(context, dtype=np.float64) * width
+    if np.ndim(seconds) == 0:
+        return float(seconds)
+    return np.asarray(seconds, dtype=np.float64)
 
 
 def mixed_terms(cost: CostModel) -> tuple[float, float, float, float] | None:

@@ -76,6 +76,7 @@ class FusionRule:
     view: LoopView | None = None  # no iteration policy: decoding never pauses
     first_cut = None  # every arrival may cut a decode run, while a client is free
     whole_prompts = False  # prompts are chunked to fill the budget
+    padded = False  # a mixed iteration is priced as chunks beside decoding, unpadded
 
     def __init__(self, token_budget: int = DEFAULT_TOKEN_BUDGET, memory: KVMemory | None = None):
         self.token_budget = check_token_budget(token_budget)
@@ -192,6 +193,7 @@ class FusionRule:
             makespan=makespan,
             info=record.info,
             whole_prompts=self.whole_prompts,
+            padded=self.padded,
             request_parent=None if record.request_parent is None else np.asarray(record.request_parent),
             memory=self.memory,
             skip_request=skip_request,

@@ -104,6 +104,11 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     chunk is a whole prompt may hold more than the budget (a prompt longer than the budget
     runs alone, every decoding request sitting the iteration out).
 
+    ``padded`` marks padded insertion (:mod:`llmsched.engines.padded.rule`): whole prompts,
+    and a mixed iteration runs its new prompts and its decoding requests' next tokens padded
+    to its longest prompt, priced by
+    :func:`~llmsched.engines.fusion.iteration.padded_iteration_time`.
+
     Sit-outs (``skip_request``, ``skip_run``; empty but under Orca's rule): request
     ``skip_request[s]`` decoded no token in mixed iteration ``skip_run[s]``, though it held
     its client and its cache (its decode range covers the iteration). A request's decode
@@ -163,6 +168,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
     skip_run: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     # None: every request does both phases here.
     request_phase: np.ndarray | None = None
+    padded: bool = False
 
     def __post_init__(self) -> None:
         self._freeze_pieces()
@@ -171,6 +177,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
                 self, "request_phase", frozen_array("request_phase", self.request_phase, np.int64)
             )
         object.__setattr__(self, "whole_prompts", bool(self.whole_prompts))
+        object.__setattr__(self, "padded", bool(self.padded))
         for name, dtype in (
             ("run_start", np.float64),
             ("run_iterations", np.int64),

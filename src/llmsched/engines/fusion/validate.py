@@ -12,7 +12,7 @@ from llmsched.core.cost import (
     context_rate,
 )
 from llmsched.core.violations import Report, Violation, size_mismatches, skipped_rules
-from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time
+from llmsched.engines.fusion.iteration import chunk_squares, fused_iteration_time, padded_iteration_time
 from llmsched.engines.fusion.schedule import FusedSchedule, sit_out_corrections
 from llmsched.engines.memory import report_memory
 from llmsched.engines.rule import DECODE_ONLY, PREFILL_ONLY, WHOLE
@@ -58,7 +58,8 @@ def validate_fused(
       before it ends);
     * ``budget``: decoding requests plus chunk tokens at most ``token_budget`` in every
       iteration (with ``whole_prompts``, but in an iteration whose one chunk is a whole
-      prompt running alone, no request decoding in it; each prompt is then one chunk);
+      prompt running alone, no request decoding in it; each prompt is then one chunk); a
+      padded schedule's prompt tokens alone are within it, but for an iteration of one prompt;
     * ``chunks``: a run with chunks has one iteration; its chunk tokens and squared tokens
       are those of its chunks (squares recomputed from each chunk's place in its prompt);
       a request has at most one chunk per run, each of at least one token;
@@ -71,7 +72,8 @@ def validate_fused(
       covers it less those sitting it out, and no decode range starts or ends inside a run;
     * ``context``: each run's context is the sum of ``prompt + tokens decoded`` over the
       requests decoding in its first iteration;
-    * ``stage_time``: each run's first iteration takes :func:`fused_iteration_time`, and
+    * ``stage_time``: each run's first iteration takes :func:`fused_iteration_time` (a
+      padded schedule's runs with prompts :func:`padded_iteration_time`), and
       each next one ``c_d * decoding`` longer;
     * ``one_per_client``: clients in range, and a client holds one request at a time, from
       its first chunk to its last token;
@@ -191,8 +193,13 @@ def validate_fused(
             ),
         )
     # budget
-    over = s.run_decoding + s.run_chunk_tokens > budget
-    if s.whole_prompts and chunks:
+    # Padded insertion caps the prompts' tokens alone (the decoding rows are padding's).
+    over = (0 if s.padded else s.run_decoding) + s.run_chunk_tokens > budget
+    if s.padded and chunks:
+        # Its first prompt always joins, whatever its length.
+        per_run = np.bincount(s.chunk_run, minlength=runs)
+        over &= per_run > 1
+    elif s.whole_prompts and chunks:
         # One chunk, a whole prompt, may run over the budget alone, every decoding request
         # sitting the iteration out (checked whole under ``prompt``).
         per_run = np.bincount(s.chunk_run, minlength=runs)
@@ -366,6 +373,17 @@ def validate_fused(
             ),
             dtype=np.float64,
         )
+        if s.padded and s.chunk_run.size:
+            # Padded insertion: a run with prompts is one iteration of its prompts and its
+            # decoding requests, every row as wide as its longest prompt.
+            placed = (s.chunk_run >= 0) & (s.chunk_run < runs)
+            rows = np.bincount(s.chunk_run[placed], minlength=runs)
+            width = np.zeros(runs, dtype=np.int64)
+            np.maximum.at(width, s.chunk_run[placed], np.maximum(s.chunk_tokens[placed], 0))
+            mixed = rows > 0
+            want[mixed] = padded_iteration_time(
+                cost, count[mixed] + rows[mixed], width[mixed], np.maximum(context[mixed], 0)
+            )
         off = np.flatnonzero(np.abs(s.run_first_time - want) > tol + rtol * np.abs(want))
         add(
             "stage_time",
