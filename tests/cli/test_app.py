@@ -191,6 +191,18 @@ def test_reproduce_mico_json(capsys) -> None:
     assert "paper_ratio" in text and "2.01" in text
 
 
+def test_reproduce_baton(capsys) -> None:
+    """reproduce baton: both tables, the paper's figures beside ours; --json the rows; options of
+    another experiment are refused before any work."""
+    assert main(["reproduce", "baton", "--json", "--seeds", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["batch"] for r in report["table2"]] == [2, 4, 6, 8, 10] and report["seeds"] == [0]
+    assert main(["reproduce", "baton", "--seeds", "1"]) == 0
+    assert "Benchmark/Baton" in capsys.readouterr().out
+    assert main(["reproduce", "baton", "--engines", "2"]) == 2
+    assert "--engines does not apply to reproduce baton" in capsys.readouterr().err
+
+
 def test_reproduce_gsm8k_json(capsys, tmp_path) -> None:
     """reproduce gsm8k --json: every strategy with oracle and predicted lengths; --plot writes charts.
     With stderr not a terminal (here captured) no progress bar is drawn."""
@@ -314,7 +326,7 @@ SIM = ["simulate", "--workload", "exegpt:S", "--requests", "20", "--clients", "4
         ),
         (["reproduce", "gsm8k", "--seed", "x"], "argument --seed: must be an integer >= 0, got 'x'"),
         (["reproduce", "gsm8k", "--predictor", "psychic"], "unknown predictor 'psychic'"),
-        (["reproduce", "mmlu"], "argument experiment: invalid choice: 'mmlu'"),
+        (["reproduce", "mmlu"], "argument EXPERIMENT: invalid choice: 'mmlu'"),
         (["reproduce", "mico", "--engines", "2,x"], "argument --engines: must be comma-separated integers"),
         (["reproduce", "mico", "--batches", "0-3"], r"argument --batches: each value must lie in \[1, 1000"),
         (["reproduce", "mico", "--plot", "out"], "reproduce mico has none"),

@@ -359,7 +359,8 @@ def test_a_command_refuses_a_mode_it_cannot_run() -> None:
     the commands that run one."""
     with pytest.raises(
         ValueError,
-        match="fleet runs --mode competition, fusion, vllm, sarathi, orca or padded, not --mode disaggregated",
+        match="fleet runs --mode competition, fusion, vllm, sarathi, orca or padded, not --mode "
+        "disaggregated",
     ):
         resolve(_parse(["fleet", "--mode", "disaggregated"]), BY_NAME["fleet"])
 

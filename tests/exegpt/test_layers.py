@@ -58,9 +58,14 @@ def test_fit_recovers_known_coefficients() -> None:
 
 
 def test_table_one_models_and_bad_input() -> None:
-    """All six models of Table 1 are there; nonsense is refused with a ValueError."""
-    assert [m.hidden for m in MODELS.values()] == [1024, 5120, 8192, 10240, 12288, 15360]
-    assert set(GPUS) == {"a40", "a100"}
+    """All six models of Table 1 are there, and Baton's Llama-2-7B with its two cards;
+    nonsense is refused with a ValueError."""
+    assert [m.hidden for m in MODELS.values()] == [1024, 5120, 8192, 10240, 12288, 15360, 4096]
+    assert set(GPUS) == {"a40", "a100", "a6000", "rtx4090"}
+    # Llama-2-7B on a 4090 at the default efficiencies: a decode iteration reads the weights
+    # (13.5 GB at 80% of 1,008 GB/s, about 16.7 ms) plus the launches (32 x 40 us).
+    cost = LayerCostModel.from_specs("llama2-7b", "rtx4090").engine_cost(32)
+    assert cost.decode_base == pytest.approx(2 * 6.74e9 / (0.8 * 1008e9) + 32 * 40e-6, rel=1e-9)
     with pytest.raises(ValueError, match="multiple"):
         ModelSpec("odd", 1, 2, 100, 3)
     with pytest.raises(ValueError, match="finite"):

@@ -1,8 +1,9 @@
 """``llmsched reproduce``: a published experiment, our figures beside the paper's.
 
 ``gsm8k`` is Pang et al.'s GSM8K experiment (Table III, Figs. 6-9); ``mico`` Mico's throughput
-ratios over clouds and batch sizes (Table 1); ``all`` every published figure llmsched can
-reproduce, each with a verdict (:mod:`llmsched.experiments.published`).
+ratios over clouds and batch sizes (Table 1); ``baton`` Baton's Tables 1-2 in the simulator
+(:mod:`llmsched.experiments.baton`); ``all`` every published figure llmsched can reproduce,
+each with a verdict (:mod:`llmsched.experiments.published`).
 """
 
 from __future__ import annotations
@@ -62,14 +63,17 @@ def _shapes() -> Kind:
 OPTIONS = (
     Option(
         "experiment",
-        choice("gsm8k", "mico", "all"),
+        choice("gsm8k", "mico", "baton", "all", metavar="EXPERIMENT"),
         None,
         "gsm8k: Pang et al.'s GSM8K experiment (Table III, Figs. 6-9); mico: Mico's throughput "
-        "ratios over clouds and batch sizes (Table 1); all: every published figure llmsched can "
-        "reproduce, beside the paper's, each with a verdict and the reason",
+        "ratios over clouds and batch sizes (Table 1); baton: Baton's Tables 1-2 in the simulator "
+        "(padded insertion, static batches, prefill apart); all: every published figure llmsched "
+        "can reproduce, beside the paper's, each with a verdict and the reason",
         positional=True,
     ),
-    Option("seed", integer(0), 0, "seed of the GSM8K output lengths, or of Mico's first query set"),
+    Option(
+        "seed", integer(0), 0, "seed of the GSM8K output lengths, or of Mico's or Baton's first query set"
+    ),
     Option(
         "engines",
         integers(1, 1000, "2,3,6,9"),
@@ -90,7 +94,7 @@ OPTIONS = (
         "mico: numbers of queries, as 200,500,800,1000",
         shown="800, Table 1's",
     ),
-    Option("seeds", integer(1, 1000), 3, "mico: query sets each setting is averaged over"),
+    Option("seeds", integer(1, 1000), 3, "mico, baton: query sets each setting is averaged over"),
     Option(
         "outputs",
         _shapes(),
@@ -150,7 +154,7 @@ def run(args: Any) -> int:
         if changed:
             raise ValueError(
                 f"reproduce all runs each experiment as published; {', '.join(changed)} "
-                "applies to reproduce gsm8k or mico"
+                "applies to reproduce gsm8k, mico or baton"
             )
         everything = reproduce_all(progress=progress(config))
         if config.json:
@@ -158,6 +162,25 @@ def run(args: Any) -> int:
         else:
             print(format_all(everything))
         return 0 if not everything["invalid"] else 1
+    if config.experiment == "baton":
+        from llmsched.experiments.baton import format_baton, reproduce_baton
+
+        changed = [
+            option.flag
+            for option in OPTIONS
+            if option.name not in ("experiment", "json", "progress", "seed", "seeds")
+            and getattr(config, option.name) != option.default
+        ]
+        if changed:
+            raise ValueError(
+                f"{', '.join(changed)} does not apply to reproduce baton (it reads --seed, --seeds)"
+            )
+        baton = reproduce_baton(config.seeds, config.seed)
+        if config.json:
+            print_json(baton)
+        else:
+            print(format_baton(baton))
+        return 0
     if config.experiment == "mico" and len(config.outputs) > 1:
         from llmsched.experiments.reproduce import format_mico_sensitivity, mico_sensitivity
 

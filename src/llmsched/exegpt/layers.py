@@ -114,14 +114,20 @@ MODELS = {
     "gpt3-101b": ModelSpec("GPT-3 101B", 101, 80, 10240, 80),
     "gpt3-175b": ModelSpec("GPT-3 175B", 175, 96, 12288, 96),
     "gpt3-341b": ModelSpec("GPT-3 341B", 341, 120, 15360, 120),
+    # Beyond ExeGPT's table: the model Baton serves (Llama-2-7B: 6.74B parameters).
+    "llama2-7b": ModelSpec("Llama-2-7B", 6.74, 32, 4096, 32),
 }
 
-#: Vendor datasheet figures: A40 (PCIe 4.0 x16 between GPUs), A100 80GB SXM (NVLink 3).
+#: Vendor datasheet figures: A40 (PCIe 4.0 x16 between GPUs), A100 80GB SXM (NVLink 3), and
+#: the cards Baton measures on, RTX A6000 and GeForce RTX 4090 (dense fp16 tensor rate with
+#: fp32 accumulation; PCIe 4.0 x16).
 #:
 #: :meta hide-value:
 GPUS = {
     "a40": GPUSpec("A40", 149.7, 48, 696, 32),
     "a100": GPUSpec("A100-80GB", 312.0, 80, 2039, 300),
+    "a6000": GPUSpec("RTX A6000", 154.8, 48, 768, 32),
+    "rtx4090": GPUSpec("RTX 4090", 165.2, 24, 1008, 32),
 }
 
 

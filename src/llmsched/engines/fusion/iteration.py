@@ -116,8 +116,8 @@ def padded_iteration_time(cost: CostModel, rows: Any, width: Any, context: Any) 
 
     Every position costs what a prompt token does: the iteration is priced as a prefill stage
     of ``rows * width`` tokens of ``rows * width^2`` squared tokens, plus, under a model that
-    prices context, ``width`` times the decode iteration's price of reading ``context`` (each
-    position of a decoding row reads its cache). Scalars or arrays.
+    prices context, what a decode iteration pays to read ``context`` cached tokens (once: the
+    positions of a row read its cache together). Scalars or arrays.
     """
     rows = np.asarray(rows, dtype=np.int64)
     width = np.asarray(width, dtype=np.int64)
@@ -125,7 +125,7 @@ def padded_iteration_time(cost: CostModel, rows: Any, width: Any, context: Any) 
     seconds = prefill_seconds(cost, positions, positions * width)
     per_context = context_rate(cost)
     if per_context:
-        seconds = seconds + per_context * np.asarray(context, dtype=np.float64) * width
+        seconds = seconds + per_context * np.asarray(context, dtype=np.float64)
     if np.ndim(seconds) == 0:
         return float(seconds)
     return np.asarray(seconds, dtype=np.float64)
