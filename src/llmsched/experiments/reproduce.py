@@ -433,6 +433,7 @@ def reproduce_mico(
     progress: bool = False,
     outputs: str = "geometric",
     shape: Any = None,
+    insertion: str = "stage",
 ) -> dict[str, Any]:
     """Mico's experiment in llmsched's model: throughput of Mico's scheme over the baseline.
 
@@ -443,6 +444,10 @@ def reproduce_mico(
     fleet is validated. Throughput is queries over the fleet's makespan; the ratios are
     averaged over the query sets. ``outputs`` and ``shape`` draw the output lengths from
     another shape with the same mean (see :func:`llmsched.workloads.mico_like`).
+    ``insertion`` is how a new query joins a running batch: ``"stage"`` (llmsched's
+    competition engine: a prefill stage of one iteration that pauses decoding) or
+    ``"padded"`` (Mico's Sec. 3.3 as written: the new prompt and every running query's next
+    token in one padded iteration, :class:`~llmsched.engines.padded.rule.PaddedRule`).
 
     Returns
     -------
@@ -451,7 +456,7 @@ def reproduce_mico(
         the baseline), ``paper_ratio`` (Mico's Table 1, None outside it), ``q_ratio`` (QI-bar
         over the baseline), ``i_ratio`` (Q-bar I over it), ``baseline_qps``, ``mico_qps``,
         ``pulled`` (requests moved by backoff under QI, on average)), ``seeds``, ``cost``,
-        ``workload`` and ``invalid`` (fleets that failed validation: 0).
+        ``workload``, ``insertion`` and ``invalid`` (fleets that failed validation: 0).
     """
     from llmsched.fleet.engine import Backoff, Engine
     from llmsched.fleet.simulate import simulate_fleet
@@ -462,6 +467,9 @@ def reproduce_mico(
     queries = _int_list("queries", queries, 1)
     seeds = positive_int("seeds", seeds)
     seed = check_seed("seed", seed)
+    if insertion not in ("stage", "padded"):
+        raise ValueError(f"insertion must be 'stage' or 'padded', got {insertion!r}")
+    mode = "competition" if insertion == "stage" else "padded"
     sets = {(q, s): _mico_queries(q, s, outputs, shape) for q in queries for s in range(seed, seed + seeds)}
     rows = []
     invalid = 0
@@ -477,7 +485,7 @@ def reproduce_mico(
                         for name, (router, policy, backoff) in MICO_SCHEMES.items():
                             fleet = simulate_fleet(
                                 sets[q, s],
-                                [Engine(MICO_COST, b, request_policy=policy)] * m,
+                                [Engine(MICO_COST, b, request_policy=policy, mode=mode)] * m,
                                 router,
                                 Backoff(0.0) if backoff else None,
                             )
@@ -518,6 +526,7 @@ def reproduce_mico(
             else f"{outputs} outputs of the geometric's mean, clipped at 1,024"
         ),
         "outputs": outputs,
+        "insertion": insertion,
         "output_mean": float(np.mean([w.output_tokens.mean() for w in sets.values()])),
         "output_sd": float(np.mean([w.output_tokens.std() for w in sets.values()])),
         "invalid": invalid,

@@ -125,12 +125,13 @@ class Engine:
     @property
     def fused_budget(self) -> int | None:
         """Its iterations' token budget, when they mix prompts and decoding (fusion, sarathi,
-        orca, vllm with chunked prefill), else None. Orca runs a whole prompt past it, alone:
-        the most one of its iterations carries is
-        :func:`~llmsched.engines.orca.rule.most_iteration_tokens`."""
+        orca, padded, vllm with chunked prefill), else None. Orca runs a whole prompt past it,
+        alone: the most one of its iterations carries is
+        :func:`~llmsched.engines.orca.rule.most_iteration_tokens`; padded insertion caps its
+        prompts' tokens (the first always joins), its rows padded beyond."""
         if self.mode == "fusion":
             return self.token_budget
-        if self.mode in ("sarathi", "orca") or (self.mode == "vllm" and self.chunked_prefill):
+        if self.mode in ("sarathi", "orca", "padded") or (self.mode == "vllm" and self.chunked_prefill):
             return self.max_num_batched_tokens
         return None
 

@@ -46,6 +46,7 @@ from llmsched.core.instance import (
 from llmsched.core.workload import Workload
 from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
 from llmsched.engines.orca.rule import most_iteration_tokens
+from llmsched.engines.padded.rule import padded_work_bound
 from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.routers import as_router, router_names
 from llmsched.fleet.routers.base import Loads, Router, RouterSetup, engine_index, read_only_view
@@ -147,7 +148,9 @@ def check_fleet(
             engine.rule().check(workload, engine.cost, engine.clients)  # its rule's limits, memory's
             shortest.append(check_cost_model(workload, engine.cost, engine.clients))
             bounds = (
-                prefill_work_bound(totals, engine.cost, budget),
+                padded_work_bound(totals, engine.cost, engine.clients)
+                if engine.mode == "padded"
+                else prefill_work_bound(totals, engine.cost, budget),
                 decode_work_bound(totals, engine.cost, engine.clients),
             )
         except ValueError as exc:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from llmsched.core.cost import CostModel
-from llmsched.core.instance import check_stage_time
+from llmsched.core.instance import WorkBound, WorkloadTotals, check_stage_time
 from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
 from llmsched.engines.fusion.iteration import MAX_TOKEN_BUDGET, padded_iteration_time
@@ -32,7 +32,7 @@ from llmsched.engines.fusion.rule import FusionRule
 from llmsched.engines.rule import TAKE, MixedBatch, MixedBatchSitting
 from llmsched.policies import DECODE_UNTIL_EVENT
 
-__all__ = ["PaddedRule"]
+__all__ = ["PaddedRule", "padded_work_bound"]
 
 
 class PaddedRule(FusionRule):
@@ -97,3 +97,24 @@ class PaddedRule(FusionRule):
 
     def info(self, facts: dict[str, Any]) -> dict[str, Any]:
         return {**super().info(facts), "batching": self.batching, "max_batch_tokens": self.token_budget}
+
+
+def padded_work_bound(totals: WorkloadTotals, cost: CostModel, clients: int) -> WorkBound:
+    """Seconds of padded iterations with prompts an engine of ``cost`` with ``clients``
+    clients spends, at most, on a workload of ``totals``: each inserts a request at least, and
+    none is dearer than every client a row as wide as the longest prompt, each reading the
+    longest context (:func:`~llmsched.engines.fusion.iteration.padded_iteration_time`).
+
+    Raises
+    ------
+    ValueError
+        When that iteration's price is not a finite number of seconds >= 0.
+    """
+    rows = max(1, min(int(clients), totals.requests))
+    width = totals.longest_prompt
+    context = rows * totals.longest_context
+    seconds = padded_iteration_time(cost, rows, width, context)
+    call = f"padded_iteration_time({rows}, {width}, {context})"
+    largest = check_stage_time(cost, call, seconds, f"{rows} rows padded to a {width}-token prompt")
+    stage = f"cost model {type(cost).__name__} gives {call} = {largest:.6g} s"
+    return WorkBound(totals.requests * largest, largest, stage)
