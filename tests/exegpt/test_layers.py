@@ -58,9 +58,9 @@ def test_fit_recovers_known_coefficients() -> None:
 
 
 def test_table_one_models_and_bad_input() -> None:
-    """All six models of Table 1 are there, and Baton's Llama-2-7B with its two cards;
-    nonsense is refused with a ValueError."""
-    assert [m.hidden for m in MODELS.values()] == [1024, 5120, 8192, 10240, 12288, 15360, 4096]
+    """All six models of Table 1 are there, Baton's Llama-2-7B with its two cards and
+    Splitwise's Llama-2-70B; nonsense is refused with a ValueError."""
+    assert [m.hidden for m in MODELS.values()] == [1024, 5120, 8192, 10240, 12288, 15360, 4096, 8192]
     assert set(GPUS) == {"a40", "a100", "a6000", "rtx4090"}
     # Llama-2-7B on a 4090 at the default efficiencies: a decode iteration reads the weights
     # (13.5 GB at 80% of 1,008 GB/s, about 16.7 ms) plus the launches (32 x 40 us).
@@ -282,3 +282,23 @@ def test_engine_cost_of_a_layer_that_takes_no_time_is_refused() -> None:
     """A layer whose decode costs nothing makes no engine: the cost model says why."""
     with pytest.raises(ValueError, match="a decode iteration must take some time"):
         LayerCostModel(1e-4, 0.0, 0.0, 0.0, 1e-8).engine_cost(2)
+
+
+def test_calibrate_efficiencies_recovers_the_efficiencies_that_made_the_samples() -> None:
+    """Samples priced by the layer model at 60% compute and 70% memory (two degrees) are fitted
+    back to those shares with no error; bad samples are refused."""
+    from llmsched.exegpt import calibrate_efficiencies
+
+    layer = LayerCostModel.from_specs("llama2-70b", "a100", 0.6, 0.7)
+    prompts, tokens = [], []
+    for tp in (2, 8):
+        engine = layer.engine_cost(80, tp)
+        prompts += [(tp, t, engine.prefill_time(t)) for t in (256, 1024, 4096)]
+        tokens += [(tp, b, b * 600, engine.decode_iteration_time(b, b * 600)) for b in (1, 8, 32)]
+    fit = calibrate_efficiencies("llama2-70b", "a100", prompts, tokens, step=0.05)
+    assert fit["compute_efficiency"] == pytest.approx(0.6) and fit["memory_efficiency"] == pytest.approx(0.7)
+    assert fit["prompt_mape"] < 1e-9 and fit["token_mape"] < 1e-9 and fit["samples"] == 12
+    with pytest.raises(ValueError, match="powers of two"):
+        calibrate_efficiencies("llama2-70b", "a100", [(3, 100, 1.0)], tokens, step=0.05)
+    with pytest.raises(ValueError, match="rows of"):
+        calibrate_efficiencies("llama2-70b", "a100", [(2, 100)], tokens, step=0.05)

@@ -222,3 +222,24 @@ def test_search_grid_sizes_are_bounded(kwargs, message) -> None:
     sim = XSimulator.for_task("opt-13b", "S")
     with pytest.raises(ValueError, match=message):
         search_spaces(sim, **kwargs)
+
+
+def test_against_fixed_batch_compares_exegpt_with_the_best_fixed_batch_under_each_bound() -> None:
+    """Fig. 6's comparison: under each bound the fixed batch is the sweep's best that meets it,
+    ExeGPT's pick meets the bound too and here serves more; a bound no fixed batch meets gives
+    no gain."""
+    from llmsched.exegpt.optimize import against_fixed_batch
+
+    sim = XSimulator.for_task("opt-13b", "S")
+    sweep = sim.fixed_batch_sweep()
+    rows = against_fixed_batch(sim, [sweep[2].latency, math.inf])
+    assert rows[0]["fixed_batch"] == 12 and rows[0]["fixed_throughput"] == pytest.approx(sweep[2].throughput)
+    assert rows[1]["fixed_throughput"] == pytest.approx(max(e.throughput for e in sweep))
+    for row in rows:
+        assert row["exegpt_latency"] <= row["bound"]
+        assert row["gain"] == pytest.approx(row["exegpt_throughput"] / row["fixed_throughput"])
+        assert row["gain"] > 1.0
+    none = against_fixed_batch(sim, [0.5 * sweep[0].latency])[0]
+    assert none["fixed_batch"] is None and none["gain"] is None and none["fixed_throughput"] == 0.0
+    with pytest.raises(ValueError, match="each bound must be a number of seconds > 0"):
+        against_fixed_batch(sim, [0.0])

@@ -12,7 +12,7 @@
   cross-check of XSimulator against the event simulator.
 """
 
-from llmsched.exegpt.layers import GPUS, MODELS, GPUSpec, LayerCostModel, ModelSpec
+from llmsched.exegpt.layers import GPUS, MODELS, GPUSpec, LayerCostModel, ModelSpec, calibrate_efficiencies
 from llmsched.exegpt.optimize import SCHEDULES, ExeGPTResult, monotonicity, optimize, search_spaces
 from llmsched.exegpt.policy import crosscheck, rra_policies
 from llmsched.exegpt.search import (
@@ -41,6 +41,7 @@ __all__ = [
     "Variable",
     "XSimulator",
     "branch_and_bound",
+    "calibrate_efficiencies",
     "crosscheck",
     "exhaustive",
     "grid_size",

@@ -30,6 +30,7 @@ Table 2; :meth:`LayerCostModel.fit` fits them to measured samples by least squar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +39,16 @@ import numpy as np
 from llmsched.core.checks import flag, positive_int, real, real_array, sizes, text
 from llmsched.core.cost import ContextCostModel
 
-__all__ = ["GPUS", "MODELS", "GPUSpec", "LayerCostModel", "ModelSpec", "gpu_spec", "model_spec"]
+__all__ = [
+    "GPUS",
+    "MODELS",
+    "GPUSpec",
+    "LayerCostModel",
+    "ModelSpec",
+    "calibrate_efficiencies",
+    "gpu_spec",
+    "model_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -114,8 +124,10 @@ MODELS = {
     "gpt3-101b": ModelSpec("GPT-3 101B", 101, 80, 10240, 80),
     "gpt3-175b": ModelSpec("GPT-3 175B", 175, 96, 12288, 96),
     "gpt3-341b": ModelSpec("GPT-3 341B", 341, 120, 15360, 120),
-    # Beyond ExeGPT's table: the model Baton serves (Llama-2-7B: 6.74B parameters).
+    # Beyond ExeGPT's table: the model Baton serves (Llama-2-7B: 6.74B parameters), and the one
+    # Splitwise measures (Llama-2-70B: 68.98B, grouped-query attention of 8 key-value heads).
     "llama2-7b": ModelSpec("Llama-2-7B", 6.74, 32, 4096, 32),
+    "llama2-70b": ModelSpec("Llama-2-70B", 68.98, 80, 8192, 64, kv_width=1024),
 }
 
 #: Vendor datasheet figures: A40 (PCIe 4.0 x16 between GPUs), A100 80GB SXM (NVLink 3), and
@@ -287,3 +299,76 @@ class LayerCostModel:
         d = np.linalg.lstsq(a_dec, dec[:, 2], rcond=None)[0]
         e, d = np.maximum(e, 0.0), np.maximum(d, 0.0)
         return cls(float(e[0]), float(e[1]), float(d[0]), float(d[1]), float(d[2]))
+
+
+def calibrate_efficiencies(
+    model: ModelSpec | str,
+    gpu: GPUSpec | str,
+    prompt_samples: Any,
+    token_samples: Any,
+    step: float = 0.01,
+) -> dict[str, float]:
+    """The compute and memory efficiencies of :meth:`LayerCostModel.from_specs` that fit measured
+    times best: a grid search, in steps of ``step`` over ``(0, 1]``, for the least mean
+    absolute relative error over every sample (kernel overhead and all-reduce latency at their
+    defaults).
+
+    ``prompt_samples`` are rows ``(tp, tokens, seconds)`` (a prompt batch of ``tokens`` on an
+    engine of the whole model at tensor parallelism ``tp``), ``token_samples`` rows ``(tp,
+    batch, context, seconds)`` (a decode iteration). Returns ``compute_efficiency``,
+    ``memory_efficiency``, ``prompt_mape`` and ``token_mape`` (%, the fitted model's mean
+    absolute error on each kind) and ``samples``.
+
+    Raises
+    ------
+    ValueError
+        Samples of the wrong shape, a degree that is not a power of two, or a bad step.
+    """
+    spec = model_spec(model)
+    card = gpu_spec(gpu)
+    prompts = real_array("prompt_samples", prompt_samples, low=0.0, ndim=2)
+    tokens = real_array("token_samples", token_samples, low=0.0, ndim=2)
+    if prompts.shape[1] != 3 or tokens.shape[1] != 4 or not len(prompts) or not len(tokens):
+        raise ValueError(
+            "prompt_samples must be rows of (tp, tokens, seconds) and token_samples rows of "
+            "(tp, batch, context, seconds), at least one each"
+        )
+    if np.any(prompts[:, 2] <= 0) or np.any(tokens[:, 3] <= 0):
+        raise ValueError("every sample's seconds must be > 0")
+    step = real("step", step, low=0.0, high=0.5, low_open=True)
+    degrees = sorted({int(d) for d in np.concatenate([prompts[:, 0], tokens[:, 0]])})
+    for d in degrees:
+        if d < 1 or d & (d - 1):
+            raise ValueError(f"tensor-parallel degrees must be powers of two, got {d}")
+    grid = np.round(np.arange(step, 1.0 + 1e-9, step), 10)
+    grid = grid[(grid > 0) & (grid <= 1.0)]
+
+    def errors(compute: float, memory: float) -> tuple[np.ndarray, np.ndarray]:
+        layer = LayerCostModel.from_specs(spec, card, compute, memory)
+        p_err, t_err = np.empty(len(prompts)), np.empty(len(tokens))
+        for d in degrees:
+            engine = layer.engine_cost(spec.layers, d)
+            on = prompts[:, 0] == d
+            p_err[on] = np.asarray(engine.prefill_time(prompts[on, 1])) / prompts[on, 2] - 1.0
+            on = tokens[:, 0] == d
+            t_err[on] = (
+                np.asarray(engine.decode_iteration_time(tokens[on, 1], tokens[on, 2])) / tokens[on, 3] - 1.0
+            )
+        return p_err, t_err
+
+    best = (math.inf, 1.0, 1.0)
+    for compute in grid:
+        for memory in grid:
+            p_err, t_err = errors(float(compute), float(memory))
+            loss = float(np.mean(np.abs(np.concatenate([p_err, t_err]))))
+            if loss < best[0]:
+                best = (loss, float(compute), float(memory))
+    _, compute, memory = best
+    p_err, t_err = errors(compute, memory)
+    return {
+        "compute_efficiency": compute,
+        "memory_efficiency": memory,
+        "prompt_mape": float(100 * np.mean(np.abs(p_err))),
+        "token_mape": float(100 * np.mean(np.abs(t_err))),
+        "samples": int(len(prompts) + len(tokens)),
+    }

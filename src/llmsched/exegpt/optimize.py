@@ -32,10 +32,13 @@ from llmsched.exegpt.search import SearchResult, Variable, branch_and_bound, exh
 from llmsched.exegpt.xsim import MAX_BATCH, MAX_ITERATIONS, MAX_MICRO_BATCHES, Estimate, XSimulator
 
 __all__ = [
+    "FIG6_MODELS",
+    "FIG6_TASKS",
     "SCHEDULES",
     "ExeGPTResult",
     "Run",
     "Space",
+    "against_fixed_batch",
     "monotonicity",
     "optimize",
     "search_spaces",
@@ -514,3 +517,46 @@ def monotonicity(
             )
     columns = ["schedule", "variable", "tolerance", "points", "latency_pct", "throughput_pct"]
     return pd.DataFrame(rows, columns=columns)
+
+
+#: The settings of ExeGPT's Fig. 6: small and mid-sized models on their A40 clusters (T5-11B
+#: on 8, OPT-13B on 4, GPT-3 39B on 16), tasks S, T and C1.
+FIG6_MODELS = ("t5-11b", "opt-13b", "gpt3-39b")
+FIG6_TASKS = ("S", "T", "C1")
+
+
+def against_fixed_batch(sim: XSimulator, bounds: Sequence[float] | None = None) -> list[dict[str, Any]]:
+    """ExeGPT against FasterTransformer (Fig. 6): for each latency bound, the best fixed batch
+    that meets it (:meth:`~llmsched.exegpt.xsim.XSimulator.fixed_batch`, batch sizes in steps
+    of four while they fit, as the paper sweeps FT) and ExeGPT's search (:func:`optimize`).
+
+    ``bounds`` defaults to the paper's: the 10th, 30th and 70th percentiles of the fixed-batch
+    sweep's latencies, and inf (:meth:`~llmsched.exegpt.xsim.XSimulator.latency_bounds`).
+    Returns one dict per bound: ``bound`` (s), ``fixed_batch`` (the fixed batch's size),
+    ``fixed_throughput`` (sequences/s; 0.0 when no fixed batch meets the bound),
+    ``exegpt_throughput``, ``schedule``, ``exegpt_latency`` and ``gain`` (ExeGPT's throughput
+    over the fixed batch's; None when the fixed batch meets no bound).
+    """
+    sweep = sim.fixed_batch_sweep()
+    if bounds is None:
+        bounds = sim.latency_bounds()
+    rows = []
+    for bound in bounds:
+        if not isinstance(bound, (int, float)) or math.isnan(bound) or bound <= 0:
+            raise ValueError(f"each bound must be a number of seconds > 0 (inf allowed), got {bound!r}")
+        met = [e for e in sweep if e.latency <= bound]
+        best = max(met, key=lambda e: e.throughput) if met else None
+        found = optimize(sim, float(bound))
+        fixed = best.throughput if best is not None else 0.0
+        rows.append(
+            {
+                "bound": float(bound),
+                "fixed_batch": int(best.encode_batch) if best is not None else None,
+                "fixed_throughput": float(fixed),
+                "exegpt_throughput": float(found.throughput) if found.feasible else 0.0,
+                "schedule": found.schedule,
+                "exegpt_latency": float(found.latency) if found.feasible else math.inf,
+                "gain": float(found.throughput / fixed) if fixed > 0 and found.feasible else None,
+            }
+        )
+    return rows
