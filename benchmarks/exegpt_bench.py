@@ -1,7 +1,7 @@
 """ExeGPT: branch-and-bound against exhaustive search, monotonicity, case study, cross-check.
 
-    python benchmarks/exegpt_bench.py [--model opt-13b] [--parts scenarios,monotonicity,case,crosscheck]
-                                      [--eps 0.01,0.05] [--json out.json]
+    python benchmarks/exegpt_bench.py [--model opt-13b]
+        [--parts scenarios,monotonicity,case,crosscheck,fig6,calibrated] [--eps 0.01,0.05] [--json out.json]
 
 scenarios: the paper's 20 scenarios (tasks S, T, G, C1, C2 x latency bounds at the 10th,
 30th and 70th percentile of a fixed-batch sweep's latencies, and inf). For each, the
@@ -14,6 +14,12 @@ monotonicity: Table 5, the share of non-monotone points per schedule and variabl
 5% and 10% tolerance (latency tolerance as a share of the 70th-percentile bound), per task.
 
 case: Table 6, OPT-13B on task S at the paper's four bounds (3.1, 5.9, 11.5 s, inf).
+
+fig6: Fig. 6, ExeGPT against FasterTransformer (the best fixed batch under each bound) on
+T5-11B, OPT-13B and GPT-3 39B, tasks S, T and C1, four bounds each (about 15 s).
+
+calibrated: the layer model's efficiencies fitted to Splitwise's measurements of Llama-2-70B
+on DGX-A100s, then Table 6 again with them.
 
 crosscheck: ten RRA configurations on one engine with the paper's linear cost model: the
 XSimulator estimate against the event simulator on sampled task-S workloads (target: within
@@ -32,7 +38,16 @@ import math
 import time
 
 from llmsched.core.cost import ContextCostModel, LinearCostModel
-from llmsched.exegpt import LayerCostModel, XSimulator, crosscheck, monotonicity, optimize
+from llmsched.exegpt import (
+    LayerCostModel,
+    XSimulator,
+    calibrate_efficiencies,
+    crosscheck,
+    monotonicity,
+    optimize,
+)
+from llmsched.exegpt.optimize import FIG6_MODELS, FIG6_TASKS, against_fixed_batch
+from llmsched.experiments.published import splitwise_samples
 from llmsched.workloads import EXEGPT_TASKS
 
 PAPER_TABLE6 = [
@@ -210,6 +225,47 @@ def crosscheck_part() -> list[dict]:
     return out
 
 
+def fig6_part() -> list[dict]:
+    print("\nFig. 6: ExeGPT against FasterTransformer (the best fixed batch under each bound)")
+    rows = []
+    for model in FIG6_MODELS:
+        for task in FIG6_TASKS:
+            found = against_fixed_batch(XSimulator.for_task(model, task))
+            rows += [{"model": model, "task": task, **row} for row in found]
+            cells = "  ".join(
+                f"{row['bound']:6.2f} s {row['gain']:.2f}x ({row['schedule']})"
+                if row["gain"] is not None
+                else f"{row['bound']:6.2f} s -"
+                for row in found
+            )
+            print(f"{model:9s} {task:2s}  {cells}")
+    gains = [row["gain"] for row in rows if row["gain"] is not None]
+    print(f"mean gain {sum(gains) / len(gains):.2f}x over {len(gains)} scenarios (paper: 2x), largest "
+          f"{max(gains):.2f}x (paper: 5.4x)")  # fmt: skip
+    return rows
+
+
+def calibrated_part() -> dict:
+    fit = calibrate_efficiencies("llama2-70b", "a100", *splitwise_samples())
+    print(
+        "\nLayer model calibrated on Splitwise's A100 measurements: "
+        f"compute {fit['compute_efficiency']:.0%}, memory {fit['memory_efficiency']:.0%} of peak; "
+        f"mean errors {fit['prompt_mape']:.1f}% prompt, {fit['token_mape']:.1f}% token "
+        f"over {fit['samples']} samples"
+    )
+    layer = LayerCostModel.from_specs("opt-13b", "a40", fit["compute_efficiency"], fit["memory_efficiency"])
+    sim = XSimulator.for_task("opt-13b", "S", cost=layer)
+    rows = []
+    for bound, p_sched, _, _, p_thr in PAPER_TABLE6:
+        r = optimize(sim, bound)
+        rows.append({**r.to_dict(), "paper_throughput": p_thr})
+        print(
+            f"L_B={bound:5.1f}  {r.schedule or '-':5s} {r.throughput:6.2f} seq/s | "
+            f"{p_sched} {p_thr:6.2f} seq/s"
+        )
+    return {"fit": fit, "table6": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -230,6 +286,10 @@ def main() -> None:
         report["case_study"] = case_part()
     if "crosscheck" in parts:
         report["crosscheck"] = crosscheck_part()
+    if "fig6" in parts:
+        report["fig6"] = fig6_part()
+    if "calibrated" in parts:
+        report["calibrated"] = calibrated_part()
     print(f"\ntotal {time.perf_counter() - start:.1f} s")
     if args.json:
         with open(args.json, "w") as fh:

@@ -312,7 +312,11 @@ def _fig18_rows(code: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     aa, ha, hh = power["splitwise-aa"], power["splitwise-ha"], power["splitwise-hh"]
     best = max(cost, key=lambda name: cost[name]["rate"])
     loads = ", ".join(f"{name} {row['rate']:.1f}/s ({machines(row)})" for name, row in cost.items())
+    most = max(power, key=lambda name: power[name]["rate"])
     return [
+        _claim("splitwise", f"Fig. 16b ({where} power): Splitwise-HHcap does best on the conversation trace",
+               most == "splitwise-hhcap", "splitwise-hhcap", most,
+               note=", ".join(f"{name} {row['rate']:.1f}/s" for name, row in power.items())),
         _value("splitwise", f"Fig. 18a ({where} power): Splitwise-AA's throughput over Baseline-A100's",
                2.15, over(power, "splitwise-aa", "baseline-a100"), "x",
                note=f"AA {machines(aa)} at {aa['cost_vs_a100']:.2f}x Baseline-A100's cost "
