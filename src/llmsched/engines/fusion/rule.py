@@ -129,11 +129,15 @@ class FusionRule:
         self.admit_below = self.token_budget - self._pending
         return chunks, tokens, squares, done
 
-    def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch | MixedBatchSitting:
+    def _queue(self, pairs: list[tuple[int, int]]) -> None:
+        """Put taken ``(request, client)`` pairs under way, their prompts pending."""
         prompt, under_way = self._prompt, self.under_way
         for request, client in pairs:
             under_way.append([request, client, 0])
             self._pending += prompt[request]
+
+    def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch | MixedBatchSitting:
+        self._queue(pairs)
         self.admit_below = self.token_budget - self._pending
         return self.plan(0, active, 0)
 

@@ -163,10 +163,7 @@ class OrcaRule(FusionRule):
         return self._sat_out[:]
 
     def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch | MixedBatchSitting:
-        prompt, under_way = self._prompt, self.under_way
-        for request, client in pairs:
-            under_way.append([request, client, 0])
-            self._pending += prompt[request]
+        self._queue(pairs)
         return self.plan(0, active, self._iteration)
 
     def info(self, facts: dict[str, Any]) -> dict[str, Any]:

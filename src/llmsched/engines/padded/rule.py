@@ -89,10 +89,7 @@ class PaddedRule(FusionRule):
         return chunks, tokens, squares, done
 
     def taken(self, pairs: list[tuple[int, int]], active: int) -> int | MixedBatch | MixedBatchSitting:
-        prompt, under_way = self._prompt, self.under_way
-        for request, client in pairs:
-            under_way.append([request, client, 0])
-            self._pending += prompt[request]
+        self._queue(pairs)
         return self.plan(0, active, 0)
 
     def info(self, facts: dict[str, Any]) -> dict[str, Any]:
