@@ -17,7 +17,8 @@ does not apply to the mode, or the memory, is refused where it would be ignored;
 ``examples/run.toml`` is one that runs)::
 
     clients = 200                  # --clients
-    mode = "competition"           # --mode: competition | fusion | disaggregated | vllm | sarathi | orca
+    mode = "competition"           # --mode: competition | fusion | disaggregated | vllm | sarathi |
+                                   #   orca | padded
     token_budget = 512             # --token-budget (fusion: tokens per iteration)
     max_num_batched_tokens = 2048  # --max-num-batched-tokens (vllm, sarathi, orca, padded)
     chunked_prefill = false        # --chunked-prefill (vllm)

@@ -167,7 +167,8 @@ def run(args: Any) -> int:
 COMMAND = Command(
     "fleet",
     "several engines behind a router (Mico's multi-cloud; JSQ, power of two, least work, backoff)",
-    "Simulate the workload on a fleet of engines (--mode competition, fusion, vllm, sarathi or orca) "
+    "Simulate the workload on a fleet of engines (--mode competition, fusion, vllm, sarathi, orca or "
+    "padded) "
     "behind a router; "
     "print the fleet's serving figures and one row per engine. Goodput counts the requests within "
     "--slo-ttft and --slo-tbt-mean. Every option can also come from a TOML file (--config; see "

@@ -231,7 +231,8 @@ def run(args: Any) -> int:
 COMMAND = Command(
     "provision",
     "the engines a load needs: most tokens per cost within p99 TTFT and TBT targets",
-    "Search the number of engines of each kind (--mode competition, fusion, vllm, sarathi or orca: a "
+    "Search the number of engines of each kind (--mode competition, fusion, vllm, sarathi, orca or "
+    "padded: a "
     "fleet of such "
     "engines) or of prompt and token machines (--mode disaggregated) that serves the workload at "
     "the most output tokens per unit of cost with the p99 TTFT within --slo-ttft and the p99 time "

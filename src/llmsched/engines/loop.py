@@ -613,6 +613,11 @@ def _run(
     plan, taken_by = rule.plan, rule.taken
     run_prefill, run_decode, run_mixed = executor.prefill, executor.decode, executor.mixed
     padded = bool(getattr(rule, "padded", False))
+    if padded and not callable(getattr(executor, "padded", None)):
+        raise ValueError(
+            f"batching rule {type(rule).__name__} runs padded iterations; executor "
+            f"{type(executor).__name__} has no padded method"
+        )
     take_steps = (PREFILL_STAGE, TAKE, JOIN, HAND_OFF)
     first_cut = getattr(rule, "first_cut", None)  # optional: see BatchingRule
     until_event = DECODE_UNTIL_EVENT

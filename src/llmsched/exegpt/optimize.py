@@ -540,9 +540,9 @@ def against_fixed_batch(sim: XSimulator, bounds: Sequence[float] | None = None) 
     sweep = sim.fixed_batch_sweep()
     if bounds is None:
         bounds = sim.latency_bounds()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for bound in bounds:
-        if not isinstance(bound, (int, float)) or math.isnan(bound) or bound <= 0:
+        if isinstance(bound, bool) or not isinstance(bound, numbers.Real) or math.isnan(bound) or bound <= 0:
             raise ValueError(f"each bound must be a number of seconds > 0 (inf allowed), got {bound!r}")
         met = [e for e in sweep if e.latency <= bound]
         best = max(met, key=lambda e: e.throughput) if met else None

@@ -783,7 +783,9 @@ def reproduce_mico_kv(queries: int = 200, batch: int = 3, engines: int = 3, seed
             )
             invalid += bool(validate_fleet(fleet))
             series = kv_cache_series(fleet, retain_finished=policy == "batch-wise")
-            runs[name] = (fleet, series.groupby("engine")[["length", "tokens"]].sum(), series)
+            # Every engine, those that ran nothing at 0.
+            sums = series.groupby("engine")[["length", "tokens"]].sum().reindex(range(engines), fill_value=0)
+            runs[name] = (fleet, sums, series)
             peaks[name].append(int(series["length"].max()))
         (mico, mico_sum, _), (base, base_sum, _) = runs["QI"], runs["notQnotI"]
         saved.append(100 * (1 - mico_sum["length"].sum() / base_sum["length"].sum()))
@@ -792,7 +794,8 @@ def reproduce_mico_kv(queries: int = 200, batch: int = 3, engines: int = 3, seed
         # engine's queries differ between the schemes; the order pairs like with like).
         mine = np.sort(mico_sum["length"].to_numpy())
         theirs = np.sort(base_sum["length"].to_numpy())
-        saved_engines.append(100 * (1 - mine / theirs))
+        # (an engine idle under the baseline saves nothing)
+        saved_engines.append(np.where(theirs > 0, 100 * (1 - mine / np.maximum(theirs, 1)), 0.0))
         throughput.append(base.makespan / mico.makespan)
     return {
         "queries": queries,

@@ -66,6 +66,11 @@ def validate_fleet(
                 problems.append(f"engine {k}'s schedule is a {type(s).__name__}, not a {kind.__name__}")
             elif (s.cost is not spec.cost and s.cost != spec.cost) or s.clients != spec.clients:
                 problems.append(f"engine {k}'s schedule is not on its cost model and {spec.clients} clients")
+            elif isinstance(s, FusedSchedule) and s.padded != (spec.mode == "padded"):
+                problems.append(
+                    f"engine {k} runs mode {spec.mode}, but its schedule is "
+                    + ("padded" if s.padded else "not padded")
+                )
     if problems:
         return [Violation("structure", p) for p in problems]
     # An engine's user requests: its workload, or, when its memory preempted some, what its

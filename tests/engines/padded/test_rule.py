@@ -103,3 +103,25 @@ def test_padding_never_beats_orca_and_costs_nothing_with_one_client(
         orca = run(online, OrcaRule(1 << 30), clients)
         assert padded.makespan == pytest.approx(orca.makespan, rel=1e-12)
         assert np.array_equal(padded.chunk_run, orca.chunk_run)
+
+
+def test_the_validators_hold_a_padded_schedule_to_its_flags() -> None:
+    """A padded schedule marked as chunking prompts, or a padded engine's schedule not marked
+    padded in a fleet, is refused; an executor without a padded method is refused before work."""
+    from llmsched.fleet.engine import Engine
+    from llmsched.fleet.simulate import simulate_fleet
+    from llmsched.fleet.validate import validate_fleet
+
+    schedule = run(Workload([3, 5, 2], [2, 4, 1]), PaddedRule())
+    rules = [v.message for v in validate_fused(dataclasses.replace(schedule, whole_prompts=False))]
+    assert any("must run whole prompts" in m for m in rules)
+    fleet = simulate_fleet(Workload([3, 5, 2], [2, 4, 1]), [Engine(COST, 2, mode="padded")])
+    assert validate_fleet(fleet) == []
+    unmarked = dataclasses.replace(fleet, schedules=(dataclasses.replace(fleet.schedules[0], padded=False),))
+    assert any("is not padded" in v.message for v in validate_fleet(unmarked))
+
+    class NoPadding(CostClock):
+        padded = None  # type: ignore[assignment]
+
+    with pytest.raises(ValueError, match="has no padded method"):
+        run_loop(Workload([3], [2]), COST, 2, FCFS(), None, NoPadding(), False, PaddedRule())  # type: ignore[arg-type]

@@ -192,6 +192,11 @@ def validate_fused(
                 f"after run {r - 1}"
             ),
         )
+    # A padded schedule runs whole prompts, and every decoding request writes its token.
+    if s.padded and not s.whole_prompts:
+        add("structure", [0], lambda _: "a padded schedule must run whole prompts (whole_prompts is False)")
+    if s.padded and s.skip_request.size:
+        add("structure", [0], lambda _: f"a padded schedule has {s.skip_request.size} sit-outs; it has none")
     # budget
     # Padded insertion caps the prompts' tokens alone (the decoding rows are padding's).
     over = (0 if s.padded else s.run_decoding) + s.run_chunk_tokens > budget

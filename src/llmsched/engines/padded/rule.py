@@ -11,7 +11,10 @@ batching (:class:`~llmsched.engines.orca.rule.OrcaRule`) avoids. Without prompts
 the iterations are pure decoding.
 
 Prompts join first come first served while their tokens fit ``max_batch_tokens`` (the first
-always joins); the rest join in the next iteration. The schedule is a
+always joins); the rest join in the next iteration. With KV-cache memory an engine holds the
+real tokens only: pads are computed, not cached (as the runtime's padded step runs them), so
+a preempted request's continuation rejoins as a whole prompt of its prompt and what it had
+decoded. The schedule is a
 :class:`~llmsched.engines.fusion.schedule.FusedSchedule` with ``whole_prompts`` and
 ``padded``: the fused validator prices its iterations with prompts by
 :func:`~llmsched.engines.fusion.iteration.padded_iteration_time`.
@@ -99,8 +102,10 @@ class PaddedRule(FusionRule):
 def padded_work_bound(totals: WorkloadTotals, cost: CostModel, clients: int) -> WorkBound:
     """Seconds of padded iterations with prompts an engine of ``cost`` with ``clients``
     clients spends, at most, on a workload of ``totals``: each inserts a request at least, and
-    none is dearer than every client a row as wide as the longest prompt, each reading the
-    longest context (:func:`~llmsched.engines.fusion.iteration.padded_iteration_time`).
+    none is dearer than every client a row as wide as the longest context (a prompt, or a
+    preempted request's continuation: its prompt and what it had decoded), each reading the
+    longest context (:func:`~llmsched.engines.fusion.iteration.padded_iteration_time`). Like
+    the other modes' horizon bounds it counts each request's insertion once.
 
     Raises
     ------
@@ -108,7 +113,7 @@ def padded_work_bound(totals: WorkloadTotals, cost: CostModel, clients: int) -> 
         When that iteration's price is not a finite number of seconds >= 0.
     """
     rows = max(1, min(int(clients), totals.requests))
-    width = totals.longest_prompt
+    width = totals.longest_context
     context = rows * totals.longest_context
     seconds = padded_iteration_time(cost, rows, width, context)
     call = f"padded_iteration_time({rows}, {width}, {context})"
