@@ -296,7 +296,7 @@ SIMULATE_FLAGS = [
     ),
     (
         ["--mode", "disaggregated", "--clairvoyant"],
-        "--clairvoyant applies to --mode competition, fusion, vllm, sarathi or orca only",
+        "--clairvoyant applies to --mode competition, fusion, vllm, sarathi, orca or padded only",
     ),
 ]
 FLEET_FLAGS = [
@@ -310,15 +310,15 @@ FLEET_FLAGS = [
     (["provision", "--token-price", "2"], "--token-price applies to --mode disaggregated only"),
     (
         ["provision", "--mode", "disaggregated", "--router", "jsq"],
-        "--router applies to --mode competition, fusion, vllm, sarathi or orca only",
+        "--router applies to --mode competition, fusion, vllm, sarathi, orca or padded only",
     ),
     (
         ["provision", "--mode", "disaggregated", "--backoff"],
-        "--backoff applies to --mode competition, fusion, vllm, sarathi or orca only",
+        "--backoff applies to --mode competition, fusion, vllm, sarathi, orca or padded only",
     ),
     (
         ["provision", "--mode", "disaggregated", "--backoff-delay", "1"],
-        "--backoff-delay applies to --mode competition, fusion, vllm, sarathi or orca",
+        "--backoff-delay applies to --mode competition, fusion, vllm, sarathi, orca or padded",
     ),
     (["provision", "--mode", "disaggregated", "--backoff-threshold", "2"], "--backoff-threshold applies to"),
     (
@@ -331,7 +331,7 @@ FLEET_FLAGS = [
     ),
     (
         ["fleet", "--mode", "disaggregated"],
-        "fleet runs --mode competition, fusion, vllm, sarathi or orca, not --mode disaggregated",
+        "fleet runs --mode competition, fusion, vllm, sarathi, orca or padded, not --mode disaggregated",
     ),
     (
         ["provision", "--mode", "disaggregated", "--token-budget", "64"],
@@ -339,7 +339,7 @@ FLEET_FLAGS = [
     ),
     (
         ["provision", "--mode", "disaggregated", "--predictor", "mico"],
-        "--predictor applies to --mode competition, fusion, vllm, sarathi or orca only",
+        "--predictor applies to --mode competition, fusion, vllm, sarathi, orca or padded only",
     ),
     (["provision", "--token-budget", "64"], "--token-budget applies to --mode fusion only"),
     (
