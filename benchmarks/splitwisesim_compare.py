@@ -552,7 +552,7 @@ SATURATED = 10.0  # a side saturates at the first rate whose TTFT p99 passes thi
 #: time, SplitwiseSim's wall time, start-up included (both are deterministic: every run gives the
 #: same figures). On a shared machine one run's time swings by up to two times, and what swings
 #: it (other work) only ever adds time: the fastest run is the closest to each one's own cost.
-TIMING_RUNS = 3
+TIMING_RUNS = 5
 #: SplitwiseSim's start-up (imports, configuration) is timed as its run of this many requests.
 STARTUP_REQUESTS = 20
 
