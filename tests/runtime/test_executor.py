@@ -155,22 +155,51 @@ def test_bad_arguments_are_refused(engine: Engine, prompts) -> None:
         run_policies(WORKLOAD, engine, COST, 3, prompts=prompts[:7])
 
 
-def test_the_engine_refuses_mixed_iterations_before_any_work(engine: Engine, prompts) -> None:
-    """The torch engine runs competition iterations only: a fused rule reaches it through the
-    same loop and the same executor protocol, and its first mixed iteration is refused with
-    a ValueError before the engine computes anything."""
-    from llmsched.engines.clock import CostClock
-    from llmsched.engines.fusion.rule import FusionRule
-    from llmsched.online import FCFS
+@pytest.mark.parametrize(
+    ("batching", "budget"), [("sarathi", 16), ("vllm", 64), ("orca", 24), ("padded", 64)]
+)
+def test_every_batching_rule_runs_on_the_engine_with_each_request_s_own_tokens(
+    engine: Engine, prompts, alone: list[list[int]], batching: str, budget: int
+) -> None:
+    """Chunked prefill (chunks of a prompt over several iterations beside decoding requests),
+    vLLM, Orca's mixed iterations (decoding requests sitting out past the cap) and padded
+    insertion run through the loop on the torch engine: every request gets the tokens it gets
+    alone, the measured schedule passes its validator but stage_time, and it makes the
+    simulator's decisions (the same chunks in the same runs; the rules read no clock)."""
+    from llmsched.engines.fusion.schedule import FusedSchedule
+    from llmsched.engines.fusion.validate import validate_fused
+    from llmsched.runtime import run_batching
 
+    run = run_batching(WORKLOAD, engine, COST, 3, batching, "fcfs", budget, prompts)
+    assert run.tokens == alone
+    measured, predicted = run.measured, run.predicted
+    if isinstance(measured, FusedSchedule):
+        assert validate_fused(measured, skip=("stage_time",)) == []
+        assert np.array_equal(measured.chunk_request, predicted.chunk_request)
+
+        def chunk_iteration(s: FusedSchedule) -> np.ndarray:  # runs differ: one per measured iteration
+            first = np.cumsum(s.run_iterations) - s.run_iterations
+            return first[s.chunk_run]
+
+        assert np.array_equal(chunk_iteration(measured), chunk_iteration(predicted))
+        assert measured.padded == (batching == "padded")
+        if batching == "sarathi":  # some prompt was cut into chunks
+            assert len(measured.chunk_request) > len(set(measured.chunk_request.tolist()))
+    else:
+        assert validate(measured, skip=("stage_time",)) == []
+    assert measured.makespan > 0 and engine.counters.forwards > 0
+
+
+def test_a_mixed_step_checks_its_slots_before_any_work(engine: Engine, prompts) -> None:
     engine.reset()
-    executor = EngineExecutor(engine, prompts)
-    with pytest.raises(ValueError, match="the torch engine runs competition iterations only"):
-        executor.mixed({0: 1}, [(2, 1, 0, 9)], 9, 81, 30)
-    message = r"competition iterations only .* 0 decoding request\(s\) and 3 prompt chunk\(s\)"
-    with pytest.raises(ValueError, match=message):
-        run_loop(WORKLOAD, COST, 3, FCFS(), None, executor, rule=FusionRule(64))
-    assert engine.counters.forwards == 0 and engine.lengths == [0, 0, 0]
-    assert executor.tokens == [[] for _ in range(len(WORKLOAD))]
-    # The same run on the cost clock goes through.
-    assert run_loop(WORKLOAD, COST, 3, FCFS(), None, CostClock(), rule=FusionRule(64)).num_runs > 0
+    with pytest.raises(ValueError, match="slot 0 has no prefilled request to decode"):
+        engine.mixed_step([0], [])
+    engine.prefill([prompts[0]], [0])
+    with pytest.raises(ValueError, match="slot 0 is decoding"):
+        engine.mixed_step([], [(0, [1, 2])])
+    with pytest.raises(ValueError, match="slots repeat"):
+        engine.mixed_step([0], [(1, [1]), (1, [2])])
+    with pytest.raises(ValueError, match="needs at least one token"):
+        engine.mixed_step([0], [(1, [])])
+    assert engine.counters.forwards == 1  # the prefill alone
+    engine.reset()

@@ -7,7 +7,8 @@ below load their modules on first use:
 * :class:`LlamaConfig`, :class:`LlamaModel`, :data:`PRESETS`, :func:`load_pretrained`
   (:mod:`~llmsched.runtime.model`): a Llama-family decoder with seeded random weights;
 * :class:`Engine` (:mod:`~llmsched.runtime.engine`): the slot KV cache and forward passes;
-* :class:`EngineExecutor`, :func:`execute_schedule`, :func:`run_policies`, :func:`run_alone`
+* :class:`EngineExecutor`, :func:`execute_schedule`, :func:`run_policies`, :func:`run_batching`
+  (any engine's batching rule, mixed iterations included), :func:`run_alone`
   (:mod:`~llmsched.runtime.executor`): the decision loop on the engine;
 * :func:`run_insertion` (:mod:`~llmsched.runtime.insertion`): static, padded and apart insertion;
 * :func:`profile`, :func:`fit_cost`, :func:`stage_errors` (:mod:`~llmsched.runtime.profiling`):
@@ -34,6 +35,7 @@ __all__ = [
     "profile",
     "require_torch",
     "run_alone",
+    "run_batching",
     "run_insertion",
     "run_policies",
     "scaled_gsm8k",
@@ -51,6 +53,7 @@ _WHERE = {
     "EngineExecutor": "executor",
     "execute_schedule": "executor",
     "run_alone": "executor",
+    "run_batching": "executor",
     "run_insertion": "insertion",
     "run_policies": "executor",
     "fit_cost": "profiling",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import torch
 from torch.nn import functional
@@ -336,6 +336,90 @@ class Engine:
             self.lengths[slot] += 1
             self.pending[slot] = token
         self.counters.forward_tokens += len(slots)
+        self.counters.forwards += 1
+        return fed
+
+    @torch.inference_mode()
+    def mixed_step(self, decode_slots: Sequence[int], chunks: Sequence[tuple[Any, ...]]) -> list[int]:
+        """One mixed iteration, packed, without padding: every slot of ``decode_slots`` feeds
+        its pending token, and each ``(slot, tokens)`` of ``chunks`` writes the next piece of
+        its prompt after what the slot holds (an empty slot starts its prompt), each chunk
+        attending causally to its slot's cached prefix and to itself. A slot whose prompt a
+        chunk completes gets its first token pending (``last`` marks it: pass every chunk of a
+        prompt but the last with ``last=False`` by giving it as ``(slot, tokens, False)``).
+
+        Returns the tokens the decoding slots fed, in their order.
+        """
+        if not decode_slots and not chunks:
+            raise ValueError("a mixed iteration needs a decoding slot or a chunk")
+        pieces: list[tuple[int, list[int], bool]] = []
+        for chunk in chunks:
+            slot, tokens = chunk[0], list(chunk[1])
+            last = bool(chunk[2]) if len(chunk) > 2 else True
+            self._check_slot(slot)
+            if not tokens:
+                raise ValueError(f"a chunk for slot {slot} needs at least one token")
+            if self.pending[slot] is not None:
+                raise ValueError(f"slot {slot} is decoding; a chunk needs a slot whose prompt is under way")
+            self._check_tokens(tokens)
+            self._room(slot, len(tokens) + (1 if last else 0))
+            pieces.append((slot, tokens, last))
+        slots = [slot for slot, _, _ in pieces] + list(decode_slots)
+        if len(set(slots)) != len(slots):
+            raise ValueError(f"mixed-iteration slots repeat: {slots}")
+        fed = []
+        for slot in decode_slots:
+            self._check_slot(slot)
+            token = self.pending[slot]
+            if token is None:
+                raise ValueError(f"slot {slot} has no prefilled request to decode")
+            self._room(slot, 1)
+            fed.append(token)
+        # Packed rows: the chunks' tokens, then one per decoding slot.
+        segments = []  # (slot, row offset, tokens, first position)
+        flat: list[int] = []
+        position_list: list[int] = []
+        for slot, tokens, _ in pieces:
+            start = self.lengths[slot]
+            segments.append((slot, len(flat), len(tokens), start))
+            flat += tokens
+            position_list += range(start, start + len(tokens))
+        for slot, token in zip(decode_slots, fed, strict=True):
+            segments.append((slot, len(flat), 1, self.lengths[slot]))
+            flat.append(token)
+            position_list.append(self.lengths[slot])
+        tokens_t = torch.tensor(flat, device=self.device, dtype=torch.long)
+        positions = torch.tensor(position_list, device=self.device)
+        slot_of = torch.tensor([slot for slot, _, n, _ in segments for _ in range(n)], device=self.device)
+
+        def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(q)
+            for slot, row, n, first in segments:
+                rows = q[row : row + n].transpose(0, 1).unsqueeze(0)  # [1, h, n, d]
+                k = self.keys[layer, slot, :, : first + n].unsqueeze(0)  # its prefix and itself
+                v = self.values[layer, slot, :, : first + n].unsqueeze(0)
+                # Query i (at position first + i) sees keys up to its own position.
+                mask = torch.arange(first + n, device=self.device)[None, :] <= (
+                    first + torch.arange(n, device=self.device)[:, None]
+                )
+                out[row : row + n] = self._attention(rows, k, v, mask[None, None], causal=False)[0].transpose(
+                    0, 1
+                )
+            return out
+
+        hidden = self._layers(tokens_t, positions, slot_of, positions, attend)
+        ends = [row + n - 1 for _, row, n, _ in segments]
+        chosen = self._greedy(hidden[torch.tensor(ends, device=self.device)])
+        for (slot, _, n, first), token, is_chunk in zip(
+            segments, chosen, [True] * len(pieces) + [False] * len(decode_slots), strict=True
+        ):
+            self.lengths[slot] = first + n
+            if not is_chunk:
+                self.pending[slot] = token
+        for (slot, _, last), token in zip(pieces, chosen[: len(pieces)], strict=True):
+            if last:
+                self.pending[slot] = token
+        self.counters.forward_tokens += len(flat)
         self.counters.forwards += 1
         return fed
 

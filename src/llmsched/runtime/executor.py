@@ -29,7 +29,7 @@ import numpy as np
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
 from llmsched.core.workload import Workload
-from llmsched.engines.clock import Chunk
+from llmsched.engines.clock import Chunk, CostClock
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.loop import DecodeRun, admits, replay_policies, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
@@ -42,6 +42,7 @@ __all__ = [
     "execute_schedule",
     "make_prompts",
     "run_alone",
+    "run_batching",
     "run_policies",
 ]
 
@@ -86,9 +87,9 @@ def run_alone(engine: Engine, workload: Workload, prompts: Sequence[Sequence[int
 class Execution:
     """A run on the engine: the measured schedule, the tokens, and what was predicted."""
 
-    measured: Schedule
+    measured: Any  # a Schedule, or a FusedSchedule from run_batching
     tokens: list[list[int]]
-    predicted: Schedule | None = None
+    predicted: Any = None
     wall_s: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -140,6 +141,7 @@ class EngineExecutor:
         wait = time_s - self.now()
         if wait > 0:
             time.sleep(wait)
+            self._decoded_until = None  # the engine idled: the next run starts now
         return self.now()
 
     def prefill(self, pairs: Sequence[tuple[int, int]], tokens: int) -> tuple[float, float]:
@@ -176,35 +178,41 @@ class EngineExecutor:
     def mixed(
         self, running: Mapping[int, int], chunks: Sequence[Chunk], tokens: int, squares: int, context: int
     ) -> DecodeRun:
-        """Refuse a mixed iteration (decoding requests plus prompt chunks), before any work.
-
-        Raises
-        ------
-        ValueError
-            Always: the torch engine runs competition iterations only (prefill stages and
-            decode iterations); a fused rule runs on the cost clock.
-        """
-        raise ValueError(
-            f"the torch engine runs competition iterations only (prefill stages and decode "
-            f"iterations), not a mixed iteration of {len(running)} decoding request(s) and "
-            f"{len(chunks)} prompt chunk(s): run a fused rule on the cost clock (CostClock)"
-        )
+        """One mixed iteration on the engine (:meth:`~llmsched.runtime.engine.Engine.mixed_step`):
+        every request in ``running`` decodes a token and each chunk ``(request, client, start,
+        size)`` writes that piece of its prompt into its client's slot; timed like a decode
+        iteration (the runs tile the engine's busy time)."""
+        clients = list(running)
+        pieces = []
+        for request, client, start, size in chunks:
+            if start == 0:
+                # The client's last request finished before the loop let it take this one.
+                self.engine.release(client)
+            prompt = self.prompts[request]
+            pieces.append((client, prompt[start : start + size], start + size == len(prompt)))
+        begin = self.now() if self._decoded_until is None else self._decoded_until
+        fed = self.engine.mixed_step(clients, pieces)
+        end = self._decoded_until = self.now()
+        for client, token in zip(clients, fed, strict=True):
+            self.tokens[running[client]].append(token)
+        return begin, 1, end - begin, 0.0
 
     def padded(self, running: Mapping[int, int], chunks: Sequence[Chunk], context: int) -> DecodeRun:
-        """Refuse a padded iteration, before any work, as :meth:`mixed` does.
-
-        Raises
-        ------
-        ValueError
-            Always: the torch engine runs competition iterations only; padded insertion runs
-            on the cost clock here, or on the engine through
-            :func:`~llmsched.runtime.insertion.run_insertion` (``mode="padded"``).
-        """
-        raise ValueError(
-            f"the torch engine runs competition iterations only, not a padded iteration of "
-            f"{len(running)} decoding request(s) and {len(chunks)} prompt(s): run padded insertion "
-            "on the cost clock (CostClock) or with llmsched.runtime.run_insertion(mode='padded')"
-        )
+        """One padded iteration on the engine (:meth:`~llmsched.runtime.engine.Engine.padded_step`):
+        the whole prompts of ``chunks`` and every running request's next token, each row
+        padded to the longest prompt; timed like :meth:`mixed`."""
+        clients = list(running)
+        rows: list[tuple[int, Sequence[int]]] = []
+        for request, client, _, _ in chunks:
+            self.engine.release(client)  # its last request finished before this one was taken
+            rows.append((client, self.prompts[request]))
+        rows += [(client, []) for client in clients]
+        begin = self.now() if self._decoded_until is None else self._decoded_until
+        self.engine.padded_step(rows)
+        end = self._decoded_until = self.now()
+        for client in clients:
+            self.tokens[running[client]].append(self.engine.last_fed[client])
+        return begin, 1, end - begin, 0.0
 
     def info(self) -> dict[str, Any]:
         return {"executed": True, "device": str(self.engine.device)}
@@ -235,6 +243,61 @@ def execute_schedule(
     executor = EngineExecutor(engine, prompts)
     measured = run_loop(workload, schedule.cost, schedule.clients, requests, iterations, executor)
     return Execution(measured, executor.tokens, schedule, time.perf_counter() - start_wall)
+
+
+def run_batching(
+    workload: Workload,
+    engine: Engine,
+    cost: CostModel,
+    clients: int,
+    batching: str = "sarathi",
+    request_policy: str | RequestPolicy = "fcfs",
+    max_num_batched_tokens: int = 512,
+    prompts: Sequence[Sequence[int]] | None = None,
+    seed: int = 0,
+) -> Execution:
+    """Run an engine's batching rule (:func:`llmsched.engines.batching.batching_rule`:
+    ``vllm``, ``sarathi``, ``orca`` or ``padded``) live on the torch engine, through the loop
+    :func:`llmsched.simulate_batching` runs on the cost model; its mixed iterations run as one
+    packed pass (:meth:`~llmsched.runtime.engine.Engine.mixed_step`), its padded ones padded
+    (:meth:`~llmsched.runtime.engine.Engine.padded_step`).
+
+    ``cost`` is what the rule and the policy may consult and what the measured schedule names;
+    the times are the clock's, so the measured schedule passes every rule of its validator but
+    ``stage_time``. The prediction beside it is the same rule on ``cost``'s clock.
+    """
+    from llmsched.engines.batching import batching_rule
+
+    check_instance(workload, cost, clients)
+    if clients > engine.slots:
+        raise ValueError(
+            f"clients must be an integer in 1..{engine.slots} (the engine's slots), got {clients!r}"
+        )
+    if prompts is None:
+        prompts = make_prompts(workload, engine.config.vocab_size, seed)
+    check_fit(engine, workload, prompts)
+
+    def fresh_requests() -> RequestPolicy:
+        policy = make_request_policy(request_policy)
+        return copy.deepcopy(policy) if policy is request_policy else policy
+
+    rule = batching_rule(batching, max_num_batched_tokens)
+    rule.check(workload, cost, clients)
+    predicted = run_loop(
+        workload,
+        cost,
+        clients,
+        fresh_requests(),
+        None,
+        CostClock(),
+        False,
+        batching_rule(batching, max_num_batched_tokens),
+    )
+    engine.reset()
+    start_wall = time.perf_counter()
+    executor = EngineExecutor(engine, prompts)
+    measured = run_loop(workload, cost, clients, fresh_requests(), None, executor, False, rule)
+    return Execution(measured, executor.tokens, predicted, time.perf_counter() - start_wall)
 
 
 def run_policies(
