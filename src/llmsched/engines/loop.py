@@ -612,8 +612,9 @@ def _run(
     arrive, ready_now, take, release = requests.arrive, requests.ready, requests.take, requests.release
     plan, taken_by = rule.plan, rule.taken
     run_prefill, run_decode, run_mixed = executor.prefill, executor.decode, executor.mixed
-    padded = bool(getattr(rule, "padded", False))
-    if padded and not callable(getattr(executor, "padded", None)):
+    # A rule that pads its mixed iterations has them run padded (by the executor's own method).
+    run_padded = getattr(executor, "padded", None) if getattr(rule, "padded", False) else None
+    if getattr(rule, "padded", False) and not callable(run_padded):
         raise ValueError(
             f"batching rule {type(rule).__name__} runs padded iterations; executor "
             f"{type(executor).__name__} has no padded method"
@@ -953,8 +954,8 @@ def _run(
                     add_skip_request(request)
                     add_skip_run(index)
                     skip_iteration.append(g)
-            if padded:
-                pieces = (executor.padded(decoding, chunks, context),)
+            if run_padded is not None:
+                pieces = (run_padded(decoding, chunks, context),)
             else:
                 pieces = (run_mixed(decoding, chunks, tokens, squares, context),)
         else:

@@ -341,30 +341,38 @@ def _fig18_rows(code: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _exegpt_rows() -> list[dict[str, Any]]:
-    from llmsched.exegpt import XSimulator, optimize
+def _table6_rows(
+    sim: Any, head: str, tail: str = "", first_note: str = ""
+) -> tuple[list[dict[str, Any]], list]:
+    """Table 6's four bounds searched on ``sim``: one row each (``head``, the bound, ``tail``),
+    and the search results; ``first_note`` ends the first row's note."""
+    from llmsched.exegpt import optimize
 
-    sim = XSimulator.for_task("opt-13b", "S")
-    out = []
-    throughput = {}
-    picked = {}
-    for bound, schedule, _, theirs in PAPER_EXEGPT_TABLE6:
+    rows, results = [], []
+    for k, (bound, schedule, _, theirs) in enumerate(PAPER_EXEGPT_TABLE6):
         result = optimize(sim, bound)
-        throughput[bound], picked[bound] = result.throughput, result.schedule
+        results.append(result)
         shown = "with no latency bound" if bound == math.inf else f"under a latency bound of {bound:g} s"
-        out.append(
-            _value("exegpt", f"Table 6 (OPT-13B, task S), throughput {shown}",
-                   theirs, result.throughput, "seq/s", note=f"ours {result.schedule}, the paper's {schedule}")
-        )  # fmt: skip
+        note = f"ours {result.schedule}, the paper's {schedule}" + (
+            f"; {first_note}" if k == 0 and first_note else ""
+        )
+        rows.append(
+            _value(
+                "exegpt", f"{head}, throughput {shown}{tail}", theirs, result.throughput, "seq/s", note=note
+            )
+        )
+    return rows, results
+
+
+def _exegpt_rows() -> list[dict[str, Any]]:
+    from llmsched.exegpt import XSimulator
+
+    out, results = _table6_rows(XSimulator.for_task("opt-13b", "S"), "Table 6 (OPT-13B, task S)")
+    throughput = {bound: r.throughput for (bound, *_), r in zip(PAPER_EXEGPT_TABLE6, results, strict=True)}
+    picked = {bound: r.schedule for (bound, *_), r in zip(PAPER_EXEGPT_TABLE6, results, strict=True)}
     # The steady decode batch as the paper mixes it (B_E / E[1/ceil(S/N_D)]), not by Little's law.
     written = XSimulator.for_task("opt-13b", "S", weights="paper")
-    for bound, schedule, _, theirs in PAPER_EXEGPT_TABLE6:
-        result = optimize(written, bound)
-        shown = "with no latency bound" if bound == math.inf else f"under a latency bound of {bound:g} s"
-        out.append(
-            _value("exegpt", f"Table 6, throughput {shown}, with the decode batch B_D as the paper writes it",
-                   theirs, result.throughput, "seq/s", note=f"ours {result.schedule}, the paper's {schedule}")
-        )  # fmt: skip
+    out += _table6_rows(written, "Table 6", ", with the decode batch B_D as the paper writes it")[0]
     tight = [b for b, schedule, _, _ in PAPER_EXEGPT_TABLE6 if schedule == "WAA"]
     out.append(
         _claim("exegpt", "WAA is the best schedule at the tight bounds (3.1 and 5.9 s)",
@@ -408,7 +416,7 @@ def splitwise_samples(prefix: str = "llama2-70b/a100") -> tuple[np.ndarray, np.n
 def _calibrated_rows() -> list[dict[str, Any]]:
     """Table 6 with the layer model's efficiencies fitted to Splitwise's measurements of
     Llama-2-70B on DGX-A100s (tensor parallelism 2, 4 and 8), carried to the A40 (both Ampere)."""
-    from llmsched.exegpt import LayerCostModel, XSimulator, calibrate_efficiencies, optimize
+    from llmsched.exegpt import LayerCostModel, XSimulator, calibrate_efficiencies
 
     fit = calibrate_efficiencies("llama2-70b", "a100", *splitwise_samples())
     layer = LayerCostModel.from_specs("opt-13b", "a40", fit["compute_efficiency"], fit["memory_efficiency"])
@@ -417,16 +425,8 @@ def _calibrated_rows() -> list[dict[str, Any]]:
     how = (f"compute {compute:.0f}% and memory {memory:.0f}% of peak, fitted to {fit['samples']} "
            f"measurements of Llama-2-70B on A100s (errors {fit['prompt_mape']:.0f}% prompt, "
            f"{fit['token_mape']:.0f}% token; the default 50% and 80%)")  # fmt: skip
-    out = []
-    for k, (bound, schedule, _, theirs) in enumerate(PAPER_EXEGPT_TABLE6):
-        result = optimize(sim, bound)
-        shown = "with no latency bound" if bound == math.inf else f"under a latency bound of {bound:g} s"
-        out.append(
-            _value("exegpt", f"Table 6, throughput {shown}, the layer model calibrated on Splitwise's A100 "
-                   "measurements", theirs, result.throughput, "seq/s",
-                   note=f"ours {result.schedule}, the paper's {schedule}" + ("; " + how if k == 0 else ""))
-        )  # fmt: skip
-    return out
+    tail = ", the layer model calibrated on Splitwise's A100 measurements"
+    return _table6_rows(sim, "Table 6", tail, first_note=how)[0]
 
 
 def _fig6_rows() -> list[dict[str, Any]]:

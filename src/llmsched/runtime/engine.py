@@ -209,6 +209,19 @@ class Engine:
                 f"max_len={self.max_len}"
             )
 
+    def _feeds(self, slots: Sequence[int]) -> list[int]:
+        """The pending token each decoding slot of ``slots`` feeds next (each checked to be a
+        slot with a prefilled request and room for one more token)."""
+        fed = []
+        for slot in slots:
+            self._check_slot(slot)
+            token = self.pending[slot]
+            if token is None:
+                raise ValueError(f"slot {slot} has no prefilled request to decode")
+            self._room(slot, 1)
+            fed.append(token)
+        return fed
+
     # ------------------------------------------------------------------ passes
     @torch.inference_mode()
     def prefill(self, prompts: Sequence[Sequence[int]], slots: Sequence[int]) -> None:
@@ -286,14 +299,7 @@ class Engine:
             raise ValueError("a decode iteration needs at least one slot")
         if len(set(slots)) != len(slots):
             raise ValueError(f"decode slots repeat: {list(slots)}")
-        fed = []
-        for slot in slots:
-            self._check_slot(slot)
-            token = self.pending[slot]
-            if token is None:
-                raise ValueError(f"slot {slot} has no prefilled request to decode")
-            self._room(slot, 1)
-            fed.append(token)
+        fed = self._feeds(slots)
         tokens = torch.tensor(fed, device=self.device, dtype=torch.long)
         positions = torch.tensor([self.lengths[s] for s in slots], device=self.device)
         slot_index = torch.tensor(list(slots), device=self.device)
@@ -367,14 +373,7 @@ class Engine:
         slots = [slot for slot, _, _ in pieces] + list(decode_slots)
         if len(set(slots)) != len(slots):
             raise ValueError(f"mixed-iteration slots repeat: {slots}")
-        fed = []
-        for slot in decode_slots:
-            self._check_slot(slot)
-            token = self.pending[slot]
-            if token is None:
-                raise ValueError(f"slot {slot} has no prefilled request to decode")
-            self._room(slot, 1)
-            fed.append(token)
+        fed = self._feeds(decode_slots)
         # Packed rows: the chunks' tokens, then one per decoding slot.
         segments = []  # (slot, row offset, tokens, first position)
         flat: list[int] = []
@@ -391,34 +390,36 @@ class Engine:
         tokens_t = torch.tensor(flat, device=self.device, dtype=torch.long)
         positions = torch.tensor(position_list, device=self.device)
         slot_of = torch.tensor([slot for slot, _, n, _ in segments for _ in range(n)], device=self.device)
+        # Query i of a segment (at position first + i) sees its slot's keys up to its own
+        # position: the same masks in every layer, built once.
+        masks = [
+            (
+                torch.arange(first + n, device=self.device)[None, :]
+                <= first + torch.arange(n, device=self.device)[:, None]
+            )[None, None]
+            for _, _, n, first in segments
+        ]
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
             out = torch.empty_like(q)
-            for slot, row, n, first in segments:
+            for (slot, row, n, first), mask in zip(segments, masks, strict=True):
                 rows = q[row : row + n].transpose(0, 1).unsqueeze(0)  # [1, h, n, d]
                 k = self.keys[layer, slot, :, : first + n].unsqueeze(0)  # its prefix and itself
                 v = self.values[layer, slot, :, : first + n].unsqueeze(0)
-                # Query i (at position first + i) sees keys up to its own position.
-                mask = torch.arange(first + n, device=self.device)[None, :] <= (
-                    first + torch.arange(n, device=self.device)[:, None]
-                )
-                out[row : row + n] = self._attention(rows, k, v, mask[None, None], causal=False)[0].transpose(
-                    0, 1
-                )
+                out[row : row + n] = self._attention(rows, k, v, mask, causal=False)[0].transpose(0, 1)
             return out
 
         hidden = self._layers(tokens_t, positions, slot_of, positions, attend)
         ends = [row + n - 1 for _, row, n, _ in segments]
         chosen = self._greedy(hidden[torch.tensor(ends, device=self.device)])
-        for (slot, _, n, first), token, is_chunk in zip(
-            segments, chosen, [True] * len(pieces) + [False] * len(decode_slots), strict=True
-        ):
+        for slot, _, n, first in segments:
             self.lengths[slot] = first + n
-            if not is_chunk:
-                self.pending[slot] = token
+        # A chunk leaves its first token pending only when it completes the prompt.
         for (slot, _, last), token in zip(pieces, chosen[: len(pieces)], strict=True):
             if last:
                 self.pending[slot] = token
+        for slot, token in zip(decode_slots, chosen[len(pieces) :], strict=True):
+            self.pending[slot] = token
         self.counters.forward_tokens += len(flat)
         self.counters.forwards += 1
         return fed

@@ -29,7 +29,7 @@ import numpy as np
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
 from llmsched.core.workload import Workload
-from llmsched.engines.clock import Chunk, CostClock
+from llmsched.engines.clock import Chunk
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.loop import DecodeRun, admits, replay_policies, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
@@ -245,6 +245,34 @@ def execute_schedule(
     return Execution(measured, executor.tokens, schedule, time.perf_counter() - start_wall)
 
 
+def _prepared(
+    workload: Workload,
+    engine: Engine,
+    cost: CostModel,
+    clients: int,
+    prompts: Sequence[Sequence[int]] | None,
+    seed: int,
+) -> Sequence[Sequence[int]]:
+    """Check a live run's instance against the engine before any work; return its prompts
+    (made from ``seed`` when not given)."""
+    check_instance(workload, cost, clients)
+    if clients > engine.slots:
+        raise ValueError(
+            f"clients must be an integer in 1..{engine.slots} (the engine's slots), got {clients!r}"
+        )
+    if prompts is None:
+        prompts = make_prompts(workload, engine.config.vocab_size, seed)
+    check_fit(engine, workload, prompts)
+    return prompts
+
+
+def _fresh(policy: Any, make: Any) -> Any:
+    """The policy ``make`` gives for ``policy``, copied when the caller passed an object: two
+    runs (the prediction and the execution) must not share a policy's state."""
+    made = make(policy)
+    return copy.deepcopy(made) if made is policy else made
+
+
 def run_batching(
     workload: Workload,
     engine: Engine,
@@ -267,36 +295,18 @@ def run_batching(
     ``stage_time``. The prediction beside it is the same rule on ``cost``'s clock.
     """
     from llmsched.engines.batching import batching_rule
+    from llmsched.online.simulate import simulate_batching
 
-    check_instance(workload, cost, clients)
-    if clients > engine.slots:
-        raise ValueError(
-            f"clients must be an integer in 1..{engine.slots} (the engine's slots), got {clients!r}"
-        )
-    if prompts is None:
-        prompts = make_prompts(workload, engine.config.vocab_size, seed)
-    check_fit(engine, workload, prompts)
-
-    def fresh_requests() -> RequestPolicy:
-        policy = make_request_policy(request_policy)
-        return copy.deepcopy(policy) if policy is request_policy else policy
-
-    rule = batching_rule(batching, max_num_batched_tokens)
-    rule.check(workload, cost, clients)
-    predicted = run_loop(
-        workload,
-        cost,
-        clients,
-        fresh_requests(),
-        None,
-        CostClock(),
-        False,
-        batching_rule(batching, max_num_batched_tokens),
+    prompts = _prepared(workload, engine, cost, clients, prompts, seed)
+    predicted = simulate_batching(
+        workload, cost, clients, batching, _fresh(request_policy, make_request_policy), max_num_batched_tokens
     )
     engine.reset()
     start_wall = time.perf_counter()
     executor = EngineExecutor(engine, prompts)
-    measured = run_loop(workload, cost, clients, fresh_requests(), None, executor, False, rule)
+    requests = _fresh(request_policy, make_request_policy)
+    rule = batching_rule(batching, max_num_batched_tokens)
+    measured = run_loop(workload, cost, clients, requests, None, executor, False, rule)
     return Execution(measured, executor.tokens, predicted, time.perf_counter() - start_wall)
 
 
@@ -318,27 +328,19 @@ def run_policies(
     prediction returned beside the measurement is the same policies (fresh copies) on
     ``cost``'s clock.
     """
-    check_instance(workload, cost, clients)
-    if clients > engine.slots:
-        raise ValueError(
-            f"clients must be an integer in 1..{engine.slots} (the engine's slots), got {clients!r}"
-        )
-    if prompts is None:
-        prompts = make_prompts(workload, engine.config.vocab_size, seed)
-    check_fit(engine, workload, prompts)
-
-    # A policy object is copied for each run: the two runs must not share state.
-    def fresh_requests() -> RequestPolicy:
-        policy = make_request_policy(request_policy)
-        return copy.deepcopy(policy) if policy is request_policy else policy
-
-    def fresh_iterations() -> IterationPolicy:
-        policy = make_iteration_policy(iteration_policy)
-        return copy.deepcopy(policy) if policy is iteration_policy else policy
-
-    predicted = simulate_policies(workload, cost, clients, fresh_requests(), fresh_iterations())
+    prompts = _prepared(workload, engine, cost, clients, prompts, seed)
+    predicted = simulate_policies(
+        workload,
+        cost,
+        clients,
+        _fresh(request_policy, make_request_policy),
+        _fresh(iteration_policy, make_iteration_policy),
+    )
     engine.reset()
     start_wall = time.perf_counter()
     executor = EngineExecutor(engine, prompts)
-    measured = run_loop(workload, cost, clients, fresh_requests(), fresh_iterations(), executor)
+    requests = _fresh(request_policy, make_request_policy)
+    measured = run_loop(
+        workload, cost, clients, requests, _fresh(iteration_policy, make_iteration_policy), executor
+    )
     return Execution(measured, executor.tokens, predicted, time.perf_counter() - start_wall)
