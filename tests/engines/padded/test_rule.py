@@ -125,3 +125,28 @@ def test_the_validators_hold_a_padded_schedule_to_its_flags() -> None:
 
     with pytest.raises(ValueError, match="has no padded method"):
         run_loop(Workload([3], [2]), COST, 2, FCFS(), None, NoPadding(), False, PaddedRule())  # type: ignore[arg-type]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prompts=st.lists(st.integers(1, 200), min_size=2, max_size=15),
+    seed=st.integers(0, 1000),
+    policy=st.sampled_from(["fcfs", "batch-wise", "shortest-first-oracle"]),
+)
+def test_padded_insertion_is_non_anticipative(prompts: list[int], seed: int, policy: str) -> None:
+    """Requests arriving after a time T change nothing that ends before T."""
+    from llmsched.online.simulate import simulate_batching
+
+    rng = np.random.default_rng(seed)
+    n = len(prompts)
+    full = Workload(prompts, rng.integers(1, 40, n), arrival=rng.uniform(0.0, 5.0, n))
+    cut = float(rng.uniform(0.0, 5.0))
+    early = np.flatnonzero(full.arrival <= cut)
+    if not early.size:
+        return
+    a = simulate_batching(full, COST, 3, "padded", policy, 1 << 20)
+    b = simulate_batching(full.subset(early), COST, 3, "padded", policy, 1 << 20)
+    k = int((a.run_end < cut).sum())
+    assert k == int((b.run_end < cut).sum())
+    for name in ("run_start", "run_iterations", "run_first_time", "run_decoding", "run_chunk_tokens"):
+        np.testing.assert_array_equal(getattr(a, name)[:k], getattr(b, name)[:k])
