@@ -163,7 +163,14 @@ def test_a_policy_that_plans_up_front_is_refused_with_memory(policy: Any) -> Non
             entry(workload, COST, 2, "hybrid", memory=KVMemory(100, 4))
 
 
-RULES = [("vllm", False), ("vllm", True), ("sarathi", False), ("orca", False), ("competition", False)]
+RULES = [
+    ("vllm", False),
+    ("vllm", True),
+    ("sarathi", False),
+    ("orca", False),
+    ("padded", False),
+    ("competition", False),
+]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -212,6 +219,8 @@ def test_with_memory_every_schedule_validates_and_every_request_finishes_whole(
     assert requests.prompt_tokens.tolist() == prompt and requests.output_tokens.tolist() == output
     assert requests.arrival.tolist() == arrival
     assert np.all(np.isfinite(schedule.latency)) and schedule.latency.size == n
+    if name == "padded":
+        return  # padded insertion reports no bound: none is proven for its padded prices
     if isinstance(schedule, FusedSchedule):
         budget = schedule.token_budget
         if name == "orca":  # Orca may carry one whole prompt past its cap
