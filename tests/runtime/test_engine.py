@@ -74,3 +74,56 @@ def test_chunked_layers_give_the_same_tokens(model, prompts, alone) -> None:
     assert Engine(model, 1, 16, chunk_tokens=None).chunk_tokens is None
     with pytest.raises(ValueError, match="chunk_tokens must be a positive integer"):
         Engine(model, 1, 16, chunk_tokens=0)
+
+
+@pytest.mark.parametrize("layout", ["in-place", "gathered"])
+@pytest.mark.parametrize("mode", ["apart", "padded", "static"])
+def test_a_paged_cache_gives_the_tokens_of_a_run_alone(model, prompts, alone, layout: str, mode: str) -> None:
+    """With the keys and values in blocks of a pool (every pass writing through its slot's
+    block table and attention gathering its blocks), every request's tokens equal its tokens
+    alone, in every pass the insertion modes use; at the end every block is back in the pool."""
+    engine = Engine(model, 3, 128, attention=layout, block_size=5)
+    assert engine.paged and engine.blocks == 3 * 26
+    result = run_insertion(engine, WORKLOAD, mode, prompts)
+    assert result.tokens == alone
+    assert 0 < engine.peak_blocks <= engine.blocks
+    engine.reset()
+    assert engine.blocks_in_use == 0 and engine.peak_blocks == 0
+
+
+def test_paged_blocks_follow_the_slots_and_a_full_pool_is_refused_before_any_work(model) -> None:
+    """A slot holds ceil(tokens / block size) blocks as it grows (a reservation ahead of its
+    writes counts), gives them back on release, and a pass that needs more blocks than are
+    free raises KVCacheFull and changes nothing."""
+    from llmsched.runtime.engine import KVCacheFull
+
+    engine = Engine(model, 3, 64, block_size=4, blocks=6)
+    engine.prefill([[1, 2, 3, 4, 5], [6, 7]], [0, 1])
+    assert [engine.slot_blocks(s) for s in range(3)] == [2, 1, 0] and engine.blocks_in_use == 3
+    engine.reserve(2, 9)  # a request taken: its prompt's blocks and its first token's
+    assert engine.slot_blocks(2) == 3 and engine.blocks_short() == 0
+    for _ in range(2):
+        engine.decode([0, 1])
+    assert engine.lengths[:2] == [7, 4] and engine.blocks_in_use == 6
+    assert engine.blocks_short() == 1  # slot 1's next token needs a block (slot 0's fits its second)
+    state = (list(engine.lengths), list(engine.pending), engine.counters.forwards)
+    with pytest.raises(KVCacheFull, match="needs 1 more KV-cache blocks of 4 tokens; 0 of the pool's 6"):
+        engine.decode([0, 1])
+    assert (list(engine.lengths), list(engine.pending), engine.counters.forwards) == state
+    engine.release(1)
+    assert engine.blocks_in_use == 5 and engine.blocks_short() == -1
+    engine.decode([0])
+    assert engine.peak_blocks == 6
+    with pytest.raises(KVCacheFull):
+        engine.reserve(1, 13)
+    with pytest.raises(ValueError, match="more than max_len=64"):
+        engine.reserve(1, 65)
+    with pytest.raises(ValueError, match="block_size must be a positive integer"):
+        Engine(model, 1, 16, block_size=0)
+    with pytest.raises(ValueError, match="blocks must be a positive integer"):
+        Engine(model, 1, 16, block_size=4, blocks=0)
+    with pytest.raises(ValueError, match="blocks needs a block_size"):
+        Engine(model, 1, 16, blocks=4)
+    unpaged = Engine(model, 1, 16)
+    unpaged.reserve(0, 9)
+    assert not unpaged.paged and unpaged.blocks_in_use == 0 and unpaged.blocks_short() == 0

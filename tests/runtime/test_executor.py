@@ -203,3 +203,70 @@ def test_a_mixed_step_checks_its_slots_before_any_work(engine: Engine, prompts) 
         engine.mixed_step([0], [(1, [])])
     assert engine.counters.forwards == 1  # the prefill alone
     engine.reset()
+
+
+LONG = Workload([4, 6, 5, 7, 3, 8], [40, 36, 30, 25, 38, 20], name="long outputs")
+
+
+@pytest.fixture(scope="module")
+def long_prompts(model) -> list[list[int]]:
+    from llmsched.runtime.executor import make_prompts
+
+    return make_prompts(LONG, model.config.vocab_size, seed=4)
+
+
+@pytest.fixture(scope="module")
+def long_alone(model, long_prompts) -> list[list[int]]:
+    from llmsched.runtime import run_alone
+
+    return run_alone(Engine(model, 1, 64), LONG, long_prompts)
+
+
+@pytest.mark.parametrize("rule", ["competition", "vllm", "sarathi", "orca", "padded"])
+def test_a_pool_too_small_preempts_recomputes_and_finishes_every_request(
+    model, long_prompts, long_alone, rule: str
+) -> None:
+    """On a paged engine whose pool cannot hold three growing requests, every rule admits by
+    free blocks and preempts by recompute when decoding runs out, for real: the engine's pool
+    is the loop's memory (the executor checks, at each preemption, that the pool could not run
+    the next iteration), the victims' slots are freed, and their prompts and tokens so far are
+    prefilled anew. Every request ends with the tokens it makes alone, the measured schedule
+    passes the memory rule, the simulator predicted the same preemptions, and the engine's peak
+    of blocks is the schedule's."""
+    from llmsched.runtime import run_batching
+
+    engine = Engine(model, 3, 64, block_size=4, blocks=20)
+    if rule == "competition":
+        run = run_policies(LONG, engine, COST, 3, "fcfs", "prefill-first", long_prompts)
+    else:
+        run = run_batching(LONG, engine, COST, 3, rule, "fcfs", 64, long_prompts)
+    measured, predicted = run.measured, run.predicted
+    assert run.tokens == long_alone
+    assert measured.memory is not None and measured.memory.blocks == 20
+    assert measured.validate(skip=("stage_time",)) == []
+    pieces = len(measured.workload) - len(LONG)
+    assert run.info["preemptions"] == pieces == len(predicted.workload) - len(LONG) > 0
+    # A continuation's prompt is its request's prompt and the tokens made before it stopped.
+    assert run.info["recomputed_tokens"] == int(measured.workload.prompt_tokens[len(LONG) :].sum())
+    assert run.info["peak_blocks"] == int(measured.memory_in_use()["blocks"].max()) == 20
+    assert engine.blocks_in_use == 0  # every request finished, every block back
+
+
+def test_the_loop_s_memory_must_be_the_engine_s_pool(model, long_prompts) -> None:
+    """A memory that is not the paged engine's pool is refused before any work; a loop that
+    preempts while the engine's pool has room (its memory smaller than the pool) is caught at
+    the first preemption."""
+    from llmsched import KVMemory
+    from llmsched.engines.batching import batching_rule
+    from llmsched.runtime import run_batching
+
+    with pytest.raises(ValueError, match=r"needs an engine with that pool .* the engine has no block pool"):
+        unpaged = Engine(model, 3, 64)
+        run_batching(LONG, unpaged, COST, 3, "vllm", prompts=long_prompts, memory=KVMemory(20, 4))
+    paged = Engine(model, 3, 64, block_size=4, blocks=40)
+    with pytest.raises(ValueError, match="the engine has 40 blocks of 4"):
+        run_batching(LONG, paged, COST, 3, "vllm", prompts=long_prompts, memory=KVMemory(20, 4))
+    executor = EngineExecutor(paged, long_prompts)
+    rule = batching_rule("vllm", 64, memory=KVMemory(20, 4))
+    with pytest.raises(RuntimeError, match="while the engine's pool had room"):
+        run_loop(LONG, COST, 3, make_request_policy("fcfs"), None, executor, False, rule)

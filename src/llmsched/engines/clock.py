@@ -73,6 +73,12 @@ class Executor(Protocol):
     knowledge of the policies or of the batching rule: every rule's iterations come as a
     prefill stage, a run of decode iterations or one mixed iteration.
 
+    Under KV-cache memory, an executor that holds requests' keys and values may define
+    ``preempt(victims)``: the loop calls it with ``(client, request, continuation)`` for each
+    request it preempts before the next iteration (all of one round at once, before any is
+    released), so the executor frees their memory; ``continuation`` is the request number of
+    what is left of it, whose prompt is its prompt and the tokens it has decoded.
+
     Attributes
     ----------
     measured

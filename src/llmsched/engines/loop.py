@@ -612,6 +612,8 @@ def _run(
     arrive, ready_now, take, release = requests.arrive, requests.ready, requests.take, requests.release
     plan, taken_by = rule.plan, rule.taken
     run_prefill, run_decode, run_mixed = executor.prefill, executor.decode, executor.mixed
+    # An executor that holds requests' keys and values hears of each preemption (optional).
+    run_preempt = getattr(executor, "preempt", None)
     # A rule that pads its mixed iterations has them run padded (by the executor's own method).
     run_padded = getattr(executor, "padded", None) if getattr(rule, "padded", False) else None
     if getattr(rule, "padded", False) and not callable(run_padded):
@@ -686,6 +688,7 @@ def _run(
             if need > total_blocks:
                 if parent is None:
                     parent = []
+                victims: list[tuple[int, int, int]] = []  # (client, request, its continuation)
                 while need > total_blocks:
                     # The request taken last among those that have decoded (one always has: a
                     # request taken holds the blocks of its first token), by the order of the
@@ -734,6 +737,9 @@ def _run(
                     waiting_arrival_sum += arrival[piece]
                     heappush(waiting_pieces, (arrival[piece], piece))
                     resume(piece)
+                    victims.append((client, victim, piece))
+                if run_preempt is not None:
+                    run_preempt(victims)
         active = len(heap)
         ready = ready_now() if free and active < rule.admit_below else 0
         if type(ready) is not int or ready < 0:

@@ -1,13 +1,18 @@
-"""The decode loop: a slot KV cache for J clients and the forward passes that use it.
+"""The decode loop: a KV cache for J clients and the forward passes that use it.
 
-Each client owns a slot: a region of the key/value cache with room for ``max_len`` tokens,
-filled from position 0. Three forward passes:
+Each client owns a slot, filled from position 0 with up to ``max_len`` tokens. Its keys and
+values live either in a region of the cache of its own (the default) or, with ``block_size``,
+in blocks of that many tokens taken from a pool of ``blocks`` as the slot grows and given
+back when it is released, as vLLM's paged attention holds them (a slot's block table maps
+its positions into the pool; :class:`KVCacheFull` when the pool has too few). Four forward
+passes:
 
 * :meth:`Engine.prefill` runs a batch of prompts packed into one sequence (no padding between
   them: the projections and the MLP see exactly the prompts' tokens; attention runs in one
   call, each prompt masked to its own keys) and writes each prompt's keys and values into
   its client's slot, "prefill apart, then embed" as Baton calls it;
 * :meth:`Engine.decode` runs one iteration for a set of slots, each at its own length;
+* :meth:`Engine.mixed_step` runs decoding slots beside prompt chunks in one packed pass;
 * :meth:`Engine.padded_step` runs rows padded to a common length, as static batching and
   insertion with padding do; pad tokens are computed and counted, but never written to the
   cache and never attended to.
@@ -31,7 +36,7 @@ from torch.nn import functional
 
 from llmsched.runtime.model import DecoderLayer, LlamaModel, apply_rotary
 
-__all__ = ["ATTENTION_LAYOUTS", "CPU_CHUNK_TOKENS", "Counters", "Engine"]
+__all__ = ["ATTENTION_LAYOUTS", "CPU_CHUNK_TOKENS", "Counters", "Engine", "KVCacheFull"]
 
 #: Tokens the CPU runs through the layers after attention at a time (see ``Engine``).
 CPU_CHUNK_TOKENS = 256
@@ -44,6 +49,11 @@ ATTENTION_LAYOUTS = {
     "gathered": "the batch's slots copied out and padded to the longest sequence: cost grows "
     "with the batch times the longest context, and prefill with prompts times the widest",
 }
+
+
+class KVCacheFull(RuntimeError):
+    """A pass needs more KV-cache blocks than the engine's pool has free (the pool is as the
+    engine was built; a scheduler that knows it preempts before this happens)."""
 
 
 @dataclass
@@ -84,6 +94,13 @@ class Engine:
         ``"in-place"`` (each sequence attends to a view of its own slot, so work grows with
         the context tokens read) or ``"gathered"`` (slots gathered and padded to the longest,
         the layout before in-place reads; kept to compare the two).
+    block_size, blocks
+        Paged KV memory: with ``block_size`` (tokens per block), every slot's keys and values
+        live in blocks from one pool of ``blocks`` (default: enough for every slot at
+        ``max_len``), allocated as the slot's tokens are written (or reserved ahead by :meth:`reserve`)
+        and returned by :meth:`release`; a pass that needs more blocks than are free raises
+        :class:`KVCacheFull` before it computes anything. Attention then reads each slot's
+        blocks through its block table (a gather). None: a fixed region per slot.
     """
 
     def __init__(
@@ -96,6 +113,8 @@ class Engine:
         threads: int | None = None,
         attention: str = "in-place",
         chunk_tokens: int | Literal["auto"] | None = "auto",
+        block_size: int | None = None,
+        blocks: int | None = None,
     ):
         if not isinstance(model, LlamaModel):
             raise TypeError(f"model must be a LlamaModel, got {type(model).__name__}")
@@ -137,9 +156,39 @@ class Engine:
         self.config = cfg
         self.slots = slots
         self.max_len = max_len
-        shape = (cfg.num_hidden_layers, slots, cfg.num_key_value_heads, max_len, cfg.head_dim)
+        if block_size is None:
+            if blocks is not None:
+                raise ValueError("blocks needs a block_size (paged KV memory)")
+            shape: tuple[int, ...] = (
+                cfg.num_hidden_layers,
+                slots,
+                cfg.num_key_value_heads,
+                max_len,
+                cfg.head_dim,
+            )
+            self.blocks = 0
+        else:
+            if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+                raise ValueError(f"block_size must be a positive integer or None, got {block_size!r}")
+            if blocks is None:
+                blocks = slots * -(-max_len // block_size)
+            if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
+                raise ValueError(f"blocks must be a positive integer, got {blocks!r}")
+            # The pool along the token axis: block b holds pool positions [b * B, (b + 1) * B).
+            shape = (cfg.num_hidden_layers, cfg.num_key_value_heads, blocks * block_size, cfg.head_dim)
+            self.blocks = blocks
+        self.block_size = block_size
         self.keys = torch.zeros(shape, device=self.device, dtype=dtype)
         self.values = torch.zeros(shape, device=self.device, dtype=dtype)
+        self._tables: list[list[int]] = [[] for _ in range(slots)]  # each slot's blocks, in order
+        self._free = list(range(self.blocks - 1, -1, -1))  # a stack: the lowest block is taken first
+        self.peak_blocks = 0  # the most blocks in use at once since the last reset
+        if block_size is not None:
+            # Each slot position's place in the pool (0 where no block is mapped: never read,
+            # as every pass masks or slices a slot to its own tokens).
+            width = -(-max_len // block_size) * block_size
+            self._pool_index = torch.zeros((slots, width), device=self.device, dtype=torch.long)
+            self._offsets = torch.arange(block_size, device=self.device)
         self.lengths = [0] * slots
         self.pending: list[int | None] = [None] * slots
         self.last_fed: dict[int, int] = {}  # slot -> token fed by the last padded step
@@ -159,15 +208,109 @@ class Engine:
         return time.perf_counter()
 
     def release(self, slot: int) -> None:
-        """Free a slot for another request (its cache is overwritten from position 0)."""
+        """Free a slot for another request (its cache is overwritten from position 0; its
+        blocks, when paged, go back to the pool)."""
         self._check_slot(slot)
         self.lengths[slot] = 0
         self.pending[slot] = None
+        table = self._tables[slot]
+        if table:
+            self._free.extend(reversed(table))
+            table.clear()
 
     def reset(self) -> None:
         for slot in range(self.slots):
             self.release(slot)
         self.counters = Counters()
+        self.peak_blocks = 0
+
+    # ------------------------------------------------------------------ paged memory
+    @property
+    def paged(self) -> bool:
+        """Whether the cache is paged (built with ``block_size``)."""
+        return self.block_size is not None
+
+    @property
+    def blocks_in_use(self) -> int:
+        """Blocks the slots hold now (0 unpaged)."""
+        return self.blocks - len(self._free)
+
+    def slot_blocks(self, slot: int) -> int:
+        """Blocks ``slot`` holds (0 unpaged)."""
+        self._check_slot(slot)
+        return len(self._tables[slot])
+
+    def reserve(self, slot: int, tokens: int) -> None:
+        """Make ``slot`` hold blocks for at least ``tokens`` tokens (as a scheduler that admits
+        a request reserves its prompt's blocks and its first token's); a no-op unpaged, past
+        the check against ``max_len``.
+
+        Raises
+        ------
+        KVCacheFull
+            When the pool has too few free blocks (nothing is allocated then).
+        """
+        self._check_slot(slot)
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"tokens must be a non-negative integer, got {tokens!r}")
+        if tokens > self.max_len:
+            raise ValueError(f"slot {slot} would hold {tokens} tokens, more than max_len={self.max_len}")
+        self._grow({slot: tokens})
+
+    def blocks_short(self) -> int:
+        """Blocks the pool lacks for every decoding slot (one with a pending token) to write
+        one more token: positive when the next decode iteration of all of them cannot run
+        (0 unpaged)."""
+        if self.block_size is None:
+            return 0
+        size = self.block_size
+        need = sum(
+            max(0, -(-(self.lengths[slot] + 1) // size) - len(self._tables[slot]))
+            for slot in range(self.slots)
+            if self.pending[slot] is not None
+        )
+        return need - len(self._free)
+
+    def _grow(self, tokens: dict[int, int]) -> None:
+        """Give each slot of ``tokens`` blocks for that many tokens, all or none."""
+        size = self.block_size
+        if size is None:
+            return
+        wants = {
+            slot: -(-n // size) - len(self._tables[slot])
+            for slot, n in tokens.items()
+            if -(-n // size) > len(self._tables[slot])
+        }
+        needed = sum(wants.values())
+        if needed > len(self._free):
+            raise KVCacheFull(
+                f"the pass needs {needed} more KV-cache blocks of {size} tokens; {len(self._free)} of "
+                f"the pool's {self.blocks} are free"
+            )
+        for slot, count in wants.items():
+            table = self._tables[slot]
+            taken = [self._free.pop() for _ in range(count)]
+            first = len(table) * size
+            table.extend(taken)
+            starts = torch.tensor(taken, device=self.device) * size
+            positions = (starts[:, None] + self._offsets).reshape(-1)
+            self._pool_index[slot, first : first + count * size] = positions
+        self.peak_blocks = max(self.peak_blocks, self.blocks - len(self._free))
+
+    def _kv(self, layer: int, slot: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of ``slot``'s first ``span`` positions, ``[kv, span, d]``: a view of
+        its region, or gathered from its blocks."""
+        if self.block_size is None:
+            return self.keys[layer, slot, :, :span], self.values[layer, slot, :, :span]
+        index = self._pool_index[slot, :span]
+        return self.keys[layer].index_select(1, index), self.values[layer].index_select(1, index)
+
+    def _kv_rows(self, layer: int, slots: torch.Tensor, span: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of several slots' first ``span`` positions, ``[B, kv, span, d]`` (a copy)."""
+        if self.block_size is None:
+            return self.keys[layer, slots, :, :span], self.values[layer, slots, :, :span]
+        index = self._pool_index[slots, :span]  # [B, span]
+        return self.keys[layer][:, index].transpose(0, 1), self.values[layer][:, index].transpose(0, 1)
 
     def occupy(self, slots: Sequence[int], lengths: Sequence[int]) -> None:
         """Mark each empty slot ``slots[i]`` as holding ``lengths[i]`` tokens, without
@@ -190,6 +333,7 @@ class Engine:
             if isinstance(length, bool) or not isinstance(length, int) or length < 1:
                 raise ValueError(f"a slot's length must be a positive integer, got {length!r}")
             self._room(slot, length + 1)
+        self._grow(dict(zip(slots, lengths, strict=True)))
         for slot, length in zip(slots, lengths, strict=True):
             self.lengths[slot] = length
             self.pending[slot] = 0
@@ -238,6 +382,7 @@ class Engine:
                 raise ValueError("a prompt needs at least one token")
             self._check_tokens(prompt)
             self._room(slot, len(prompt) + 1)
+        self._grow({slot: len(prompt) for prompt, slot in zip(prompts, slots, strict=True)})
         lengths = [len(p) for p in prompts]
         tokens = torch.tensor([t for p in prompts for t in p], device=self.device, dtype=torch.long)
         positions = torch.cat([torch.arange(n, device=self.device) for n in lengths])
@@ -258,9 +403,10 @@ class Engine:
                 out = torch.empty_like(q)
                 for slot, start, n in segments:
                     rows = q[start : start + n].transpose(0, 1).unsqueeze(0)  # [1, h, n, d]
-                    k = self.keys[layer, slot, :, :n].unsqueeze(0)  # [1, kv, n, d], a view
-                    v = self.values[layer, slot, :, :n].unsqueeze(0)
-                    out[start : start + n] = self._attention(rows, k, v, None, causal=True)[0].transpose(0, 1)
+                    k, v = self._kv(layer, slot, n)  # [kv, n, d], a view (unpaged)
+                    out[start : start + n] = self._attention(
+                        rows, k.unsqueeze(0), v.unsqueeze(0), None, causal=True
+                    )[0].transpose(0, 1)
                 return out
 
         else:
@@ -278,8 +424,7 @@ class Engine:
             def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
                 rows = q.new_zeros((len(prompts), widest, q.shape[1], q.shape[2]))
                 rows[row_of, positions] = q
-                k = self.keys[layer, slot_index, :, :widest]  # [B, kv, widest, d]: a copy
-                v = self.values[layer, slot_index, :, :widest]
+                k, v = self._kv_rows(layer, slot_index, widest)  # [B, kv, widest, d]: a copy
                 out = self._attention(rows.transpose(1, 2), k, v, mask[:, None], causal=False)
                 return out.transpose(1, 2)[row_of, positions]
 
@@ -300,6 +445,7 @@ class Engine:
         if len(set(slots)) != len(slots):
             raise ValueError(f"decode slots repeat: {list(slots)}")
         fed = self._feeds(slots)
+        self._grow({slot: self.lengths[slot] + 1 for slot in slots})
         tokens = torch.tensor(fed, device=self.device, dtype=torch.long)
         positions = torch.tensor([self.lengths[s] for s in slots], device=self.device)
         slot_index = torch.tensor(list(slots), device=self.device)
@@ -315,14 +461,13 @@ class Engine:
             group = self.config.num_attention_heads // kv_heads
 
             def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
-                keys, values = self.keys[layer], self.values[layer]
                 grouped = q.view(len(spans), 1, kv_heads, group, q.shape[-1])  # [B, 1, kv, group, d]
-                outs = [
-                    functional.scaled_dot_product_attention(
-                        grouped[row], keys[slot, :, :span].unsqueeze(0), values[slot, :, :span].unsqueeze(0)
-                    )
-                    for row, (slot, span) in enumerate(spans)
-                ]  # each [1, kv, group, d]; keys and values are views of the slot: nothing copied
+                outs = []
+                for row, (slot, span) in enumerate(spans):
+                    k, v = self._kv(layer, slot, span)  # views of the slot (unpaged): nothing copied
+                    outs.append(
+                        functional.scaled_dot_product_attention(grouped[row], k.unsqueeze(0), v.unsqueeze(0))
+                    )  # [1, kv, group, d]
                 return torch.cat(outs).view(q.shape)
 
         else:
@@ -332,8 +477,7 @@ class Engine:
             mask = torch.arange(span, device=self.device)[None, :] <= positions[:, None]  # [B, span]
 
             def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
-                k = self.keys[layer, slot_index, :, :span]  # [B, kv, span, d]
-                v = self.values[layer, slot_index, :, :span]
+                k, v = self._kv_rows(layer, slot_index, span)  # [B, kv, span, d]
                 return self._attention(q.unsqueeze(2), k, v, mask[:, None, None, :], causal=False)[:, :, 0]
 
         hidden = self._layers(tokens, positions, slot_index, positions, attend, batched=True)
@@ -374,6 +518,8 @@ class Engine:
         if len(set(slots)) != len(slots):
             raise ValueError(f"mixed-iteration slots repeat: {slots}")
         fed = self._feeds(decode_slots)
+        grow = {slot: self.lengths[slot] + len(tokens) for slot, tokens, _ in pieces}
+        self._grow(grow | {slot: self.lengths[slot] + 1 for slot in decode_slots})
         # Packed rows: the chunks' tokens, then one per decoding slot.
         segments = []  # (slot, row offset, tokens, first position)
         flat: list[int] = []
@@ -404,9 +550,10 @@ class Engine:
             out = torch.empty_like(q)
             for (slot, row, n, first), mask in zip(segments, masks, strict=True):
                 rows = q[row : row + n].transpose(0, 1).unsqueeze(0)  # [1, h, n, d]
-                k = self.keys[layer, slot, :, : first + n].unsqueeze(0)  # its prefix and itself
-                v = self.values[layer, slot, :, : first + n].unsqueeze(0)
-                out[row : row + n] = self._attention(rows, k, v, mask, causal=False)[0].transpose(0, 1)
+                k, v = self._kv(layer, slot, first + n)  # its prefix and itself
+                out[row : row + n] = self._attention(
+                    rows, k.unsqueeze(0), v.unsqueeze(0), mask, causal=False
+                )[0].transpose(0, 1)
             return out
 
         hidden = self._layers(tokens_t, positions, slot_of, positions, attend)
@@ -454,6 +601,7 @@ class Engine:
                 feeds.append([pending])
                 self.last_fed[slot] = pending
                 self._room(slot, 1)
+        self._grow({slot: self.lengths[slot] + len(f) for slot, f in zip(slots, feeds, strict=True)})
         width = max(len(f) for f in feeds)
         n_rows = len(rows)
         valid = torch.zeros(n_rows, width, dtype=torch.bool, device=self.device)
@@ -474,8 +622,7 @@ class Engine:
         flat_valid = valid.reshape(-1)
 
         def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
-            k = self.keys[layer, slot_index, :, :span]
-            v = self.values[layer, slot_index, :, :span]
+            k, v = self._kv_rows(layer, slot_index, span)
             qr = q.reshape(n_rows, width, q.shape[1], q.shape[2]).transpose(1, 2)  # [rows, h, w, d]
             out = self._attention(qr, k, v, mask[:, None], causal=False)
             return out.transpose(1, 2).reshape(n_rows * width, q.shape[1], q.shape[2])
@@ -534,6 +681,7 @@ class Engine:
             w_slots, w_pos = write_slots[write], write_positions[write]
         else:
             w_slots, w_pos = write_slots, write_positions
+        pool = None if self.block_size is None else self._pool_index[w_slots, w_pos]  # where, paged
         x = model.model.embed_tokens(tokens)
         layers = cast("list[DecoderLayer]", list(model.model.layers))
         for index, layer in enumerate(layers):
@@ -544,8 +692,12 @@ class Engine:
             v = attn.v_proj(h).view(-1, kv_heads, d)
             if write is not None:
                 k, v = k[write], v[write]
-            self.keys[index, w_slots, :, w_pos] = k
-            self.values[index, w_slots, :, w_pos] = v
+            if pool is None:
+                self.keys[index, w_slots, :, w_pos] = k
+                self.values[index, w_slots, :, w_pos] = v
+            else:
+                self.keys[index].index_copy_(1, pool, k.transpose(0, 1))
+                self.values[index].index_copy_(1, pool, v.transpose(0, 1))
             o = attend(index, q).reshape(-1, heads * d)  # type: ignore[operator]
             chunk = self.chunk_tokens
             if chunk is None or len(x) <= chunk:

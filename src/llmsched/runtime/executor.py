@@ -28,8 +28,10 @@ import numpy as np
 
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
+from llmsched.core.memory import KVMemory
 from llmsched.core.workload import Workload
 from llmsched.engines.clock import Chunk
+from llmsched.engines.competition.rule import CompetitionRule
 from llmsched.engines.competition.schedule import Schedule
 from llmsched.engines.loop import DecodeRun, admits, replay_policies, run_loop, simulate_policies
 from llmsched.online.registry import make_iteration_policy, make_request_policy
@@ -39,6 +41,7 @@ from llmsched.runtime.engine import Engine
 __all__ = [
     "EngineExecutor",
     "Execution",
+    "engine_memory",
     "execute_schedule",
     "make_prompts",
     "run_alone",
@@ -112,6 +115,13 @@ class EngineExecutor:
     the loop's arrivals are honoured on the same clock (it sleeps until one is due when
     nothing can run). The greedy tokens of each request are kept in ``tokens``.
 
+    A request's slot is freed when it decodes its last token. Its prompt's blocks and its
+    first token's are reserved when it is taken (:meth:`Engine.reserve`, as vLLM allocates
+    them at admission), so a paged engine holds what the loop's memory model counts. Under
+    KV-cache memory the loop preempts by recompute (:meth:`preempt`): the request's slot is
+    freed and its continuation's prompt is its prompt and the tokens it has made, prefilled
+    anew when taken again; ``preemptions`` and ``recomputed_tokens`` count them.
+
     Parameters
     ----------
     engine
@@ -126,11 +136,19 @@ class EngineExecutor:
         self.engine = engine
         self.prompts = prompts
         self.tokens: list[list[int]] = []
+        self.preemptions = 0
+        self.recomputed_tokens = 0
+        self._outputs: list[int] = []
+        self._owner: dict[int, int] = {}  # a continuation -> the request it continues
+        self._continued: dict[int, list[int]] = {}  # a continuation -> its prompt
         self._t0 = 0.0
         self._decoded_until: float | None = None  # end of the last iteration of an open decode stage
 
     def start(self, workload: Workload, cost: CostModel, clients: int) -> None:
         self.tokens = [[] for _ in range(len(workload))]
+        self._outputs = [int(n) for n in workload.output_tokens]
+        self._owner, self._continued = {}, {}
+        self.preemptions = self.recomputed_tokens = 0
         self._decoded_until = None
         self._t0 = self.engine.clock()
 
@@ -144,14 +162,32 @@ class EngineExecutor:
             self._decoded_until = None  # the engine idled: the next run starts now
         return self.now()
 
+    def _prompt(self, request: int) -> Sequence[int]:
+        """A request's prompt, or a continuation's (its request's prompt and tokens so far)."""
+        return self._continued[request] if request in self._owner else self.prompts[request]
+
+    def _take(self, request: int, client: int) -> Sequence[int]:
+        """Free ``client``'s slot for ``request`` and reserve its prompt's blocks and its first
+        token's; return its prompt."""
+        prompt = self._prompt(request)
+        self.engine.release(client)
+        self.engine.reserve(client, len(prompt) + 1)
+        return prompt
+
+    def _record(self, running: Mapping[int, int], fed: Sequence[int]) -> None:
+        """Give each running request the token it fed; free the slots of those now finished."""
+        for client, token in zip(running, fed, strict=True):
+            owner = self._owner.get(running[client], running[client])
+            made = self.tokens[owner]
+            made.append(token)
+            if len(made) == self._outputs[owner]:
+                self.engine.release(client)
+
     def prefill(self, pairs: Sequence[tuple[int, int]], tokens: int) -> tuple[float, float]:
         clients = [c for _, c in pairs]
-        # A client's last request finished before the loop let it take this one; its slot
-        # is freed here rather than at the finish (the loop does not report finishes).
-        for client in clients:
-            self.engine.release(client)
+        prompts = [self._take(r, c) for r, c in pairs]
         start = self.now()
-        self.engine.prefill([self.prompts[r] for r, _ in pairs], clients)
+        self.engine.prefill(prompts, clients)
         self._decoded_until = None
         return start, self.now()
 
@@ -159,7 +195,8 @@ class EngineExecutor:
         self, running: Mapping[int, int], iterations: int, due: float, context: int = 0
     ) -> list[DecodeRun]:
         clients = list(running)
-        requests = [self.tokens[running[c]] for c in clients]
+        owners = [self._owner.get(running[c], running[c]) for c in clients]
+        requests = [self.tokens[owner] for owner in owners]
         runs: list[DecodeRun] = []
         # An iteration starts where the one before it in its decode stage ended: the loop's
         # bookkeeping between them is part of the engine's time, and the runs tile the stage.
@@ -173,6 +210,10 @@ class EngineExecutor:
             start = self._decoded_until = end
             if admits(end, due):
                 break
+        # No request finishes inside a run of iterations: the slots of those done are freed now.
+        for client, owner in zip(clients, owners, strict=True):
+            if len(self.tokens[owner]) == self._outputs[owner]:
+                self.engine.release(client)
         return runs
 
     def mixed(
@@ -182,37 +223,53 @@ class EngineExecutor:
         every request in ``running`` decodes a token and each chunk ``(request, client, start,
         size)`` writes that piece of its prompt into its client's slot; timed like a decode
         iteration (the runs tile the engine's busy time)."""
-        clients = list(running)
         pieces = []
         for request, client, start, size in chunks:
-            if start == 0:
-                # The client's last request finished before the loop let it take this one.
-                self.engine.release(client)
-            prompt = self.prompts[request]
+            prompt = self._take(request, client) if start == 0 else self._prompt(request)
             pieces.append((client, prompt[start : start + size], start + size == len(prompt)))
         begin = self.now() if self._decoded_until is None else self._decoded_until
-        fed = self.engine.mixed_step(clients, pieces)
+        fed = self.engine.mixed_step(list(running), pieces)
         end = self._decoded_until = self.now()
-        for client, token in zip(clients, fed, strict=True):
-            self.tokens[running[client]].append(token)
+        self._record(running, fed)
         return begin, 1, end - begin, 0.0
 
     def padded(self, running: Mapping[int, int], chunks: Sequence[Chunk], context: int) -> DecodeRun:
         """One padded iteration on the engine (:meth:`~llmsched.runtime.engine.Engine.padded_step`):
         the whole prompts of ``chunks`` and every running request's next token, each row
         padded to the longest prompt; timed like :meth:`mixed`."""
-        clients = list(running)
-        rows: list[tuple[int, Sequence[int]]] = []
-        for request, client, _, _ in chunks:
-            self.engine.release(client)  # its last request finished before this one was taken
-            rows.append((client, self.prompts[request]))
-        rows += [(client, []) for client in clients]
+        rows: list[tuple[int, Sequence[int]]] = [
+            (client, self._take(request, client)) for request, client, _, _ in chunks
+        ]
+        rows += [(client, []) for client in running]
         begin = self.now() if self._decoded_until is None else self._decoded_until
         self.engine.padded_step(rows)
         end = self._decoded_until = self.now()
-        for client in clients:
-            self.tokens[running[client]].append(self.engine.last_fed[client])
+        self._record(running, [self.engine.last_fed[client] for client in running])
         return begin, 1, end - begin, 0.0
+
+    def preempt(self, victims: Sequence[tuple[int, int, int]]) -> None:
+        """Preempt by recompute (the loop's call under KV-cache memory): free each victim's
+        slot; its continuation's prompt is its prompt and the tokens it has made.
+
+        Raises
+        ------
+        RuntimeError
+            On a paged engine whose pool could still run the next iteration: the loop's
+            memory and the engine's disagree (they must be the same blocks).
+        """
+        if self.engine.paged and self.engine.blocks_short() <= 0:
+            raise RuntimeError(
+                f"the loop preempted {len(victims)} request(s) while the engine's pool had room for "
+                f"the next iteration ({self.engine.blocks - self.engine.blocks_in_use} blocks free): "
+                "the loop's KV-cache memory must be the engine's"
+            )
+        for client, request, continuation in victims:
+            owner = self._owner.get(request, request)
+            self.engine.release(client)
+            self._owner[continuation] = owner
+            self._continued[continuation] = [*self.prompts[owner], *self.tokens[owner]]
+            self.preemptions += 1
+            self.recomputed_tokens += len(self._continued[continuation])
 
     def info(self) -> dict[str, Any]:
         return {"executed": True, "device": str(self.engine.device)}
@@ -266,6 +323,43 @@ def _prepared(
     return prompts
 
 
+def engine_memory(engine: Engine, memory: KVMemory | None = None) -> KVMemory | None:
+    """The KV-cache memory a live run on ``engine`` schedules with: ``memory`` (which must be a
+    paged engine's pool, block for block), or a paged engine's own pool (vLLM's 1% watermark),
+    or None for an unpaged engine.
+
+    Raises
+    ------
+    ValueError
+        When ``memory`` is given for an unpaged engine or differs from its pool.
+    """
+    if memory is None:
+        if not engine.paged:
+            return None
+        assert engine.block_size is not None
+        return KVMemory(engine.blocks, engine.block_size)
+    if not isinstance(memory, KVMemory):
+        raise TypeError(f"memory must be a llmsched.KVMemory or None, got {type(memory).__name__}")
+    if (engine.blocks, engine.block_size) != (memory.blocks, memory.block_size):
+        held = f"{engine.blocks} blocks of {engine.block_size}" if engine.paged else "no block pool"
+        raise ValueError(
+            f"memory of {memory.blocks} blocks of {memory.block_size} tokens needs an engine with that "
+            f"pool (Engine(..., block_size={memory.block_size}, blocks={memory.blocks})); the engine "
+            f"has {held}"
+        )
+    return memory
+
+
+def _measured(measured: Any, executor: EngineExecutor, predicted: Any, start_wall: float) -> Execution:
+    engine = executor.engine
+    info = {
+        "preemptions": executor.preemptions,
+        "recomputed_tokens": executor.recomputed_tokens,
+        "peak_blocks": engine.peak_blocks if engine.paged else None,
+    }
+    return Execution(measured, executor.tokens, predicted, time.perf_counter() - start_wall, info)
+
+
 def _fresh(policy: Any, make: Any) -> Any:
     """The policy ``make`` gives for ``policy``, copied when the caller passed an object: two
     runs (the prediction and the execution) must not share a policy's state."""
@@ -283,6 +377,7 @@ def run_batching(
     max_num_batched_tokens: int = 512,
     prompts: Sequence[Sequence[int]] | None = None,
     seed: int = 0,
+    memory: KVMemory | None = None,
 ) -> Execution:
     """Run an engine's batching rule (:func:`llmsched.engines.batching.batching_rule`:
     ``vllm``, ``sarathi``, ``orca`` or ``padded``) live on the torch engine, through the loop
@@ -293,21 +388,34 @@ def run_batching(
     ``cost`` is what the rule and the policy may consult and what the measured schedule names;
     the times are the clock's, so the measured schedule passes every rule of its validator but
     ``stage_time``. The prediction beside it is the same rule on ``cost``'s clock.
+
+    On a paged engine (``Engine(block_size=..., blocks=...)``) the rule admits by the engine's
+    free blocks and preempts by recompute when they run out (:func:`engine_memory`; ``memory``,
+    when given, must be that pool): the preempted requests' slots are freed and their prompts
+    and tokens so far prefilled anew. ``info`` counts ``preemptions``, ``recomputed_tokens`` and
+    the engine's ``peak_blocks``.
     """
     from llmsched.engines.batching import batching_rule
     from llmsched.online.simulate import simulate_batching
 
+    memory = engine_memory(engine, memory)
     prompts = _prepared(workload, engine, cost, clients, prompts, seed)
     predicted = simulate_batching(
-        workload, cost, clients, batching, _fresh(request_policy, make_request_policy), max_num_batched_tokens
+        workload,
+        cost,
+        clients,
+        batching,
+        _fresh(request_policy, make_request_policy),
+        max_num_batched_tokens,
+        memory=memory,
     )
     engine.reset()
     start_wall = time.perf_counter()
     executor = EngineExecutor(engine, prompts)
     requests = _fresh(request_policy, make_request_policy)
-    rule = batching_rule(batching, max_num_batched_tokens)
+    rule = batching_rule(batching, max_num_batched_tokens, memory=memory)
     measured = run_loop(workload, cost, clients, requests, None, executor, False, rule)
-    return Execution(measured, executor.tokens, predicted, time.perf_counter() - start_wall)
+    return _measured(measured, executor, predicted, start_wall)
 
 
 def run_policies(
@@ -319,6 +427,7 @@ def run_policies(
     iteration_policy: str | IterationPolicy = "prefill-first",
     prompts: Sequence[Sequence[int]] | None = None,
     seed: int = 0,
+    memory: KVMemory | None = None,
 ) -> Execution:
     """Drive the policies live on the engine, through the loop :func:`llmsched.simulate`
     runs on the cost model: the same decision points, the engine's clock and state.
@@ -326,8 +435,9 @@ def run_policies(
     ``cost`` is what the policies may consult (a fitted model) and what the measured
     schedule names; the times are the clock's. Arrivals are honoured on the clock. The
     prediction returned beside the measurement is the same policies (fresh copies) on
-    ``cost``'s clock.
+    ``cost``'s clock. On a paged engine, KV-cache memory as for :func:`run_batching`.
     """
+    memory = engine_memory(engine, memory)
     prompts = _prepared(workload, engine, cost, clients, prompts, seed)
     predicted = simulate_policies(
         workload,
@@ -335,12 +445,16 @@ def run_policies(
         clients,
         _fresh(request_policy, make_request_policy),
         _fresh(iteration_policy, make_iteration_policy),
+        memory=memory,
     )
     engine.reset()
     start_wall = time.perf_counter()
     executor = EngineExecutor(engine, prompts)
     requests = _fresh(request_policy, make_request_policy)
-    measured = run_loop(
-        workload, cost, clients, requests, _fresh(iteration_policy, make_iteration_policy), executor
-    )
-    return Execution(measured, executor.tokens, predicted, time.perf_counter() - start_wall)
+    iterations = _fresh(iteration_policy, make_iteration_policy)
+    if memory is None:
+        measured = run_loop(workload, cost, clients, requests, iterations, executor)
+    else:
+        rule = CompetitionRule(iterations, memory)
+        measured = run_loop(workload, cost, clients, requests, None, executor, False, rule)
+    return _measured(measured, executor, predicted, start_wall)
