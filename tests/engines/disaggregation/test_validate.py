@@ -24,6 +24,9 @@ def test_each_rule_is_caught_alone() -> None:
     busiest = int(np.argmax(s.run_active))
     late = int(np.argmax(s.workload.arrival))
     lone = int(np.argmin(s.request_decode_start))
+    longest = int(np.argmax(s.transfer_time))
+    assert s.transfer_time[longest] > 0
+    sent = s.stage_end[s.request_stage[longest]]
     broken = {
         "pools": replace(s, cluster=replace(s.cluster, mixed=False))
         if (~s.cluster.is_prompt(s.stage_machine)).any()
@@ -41,8 +44,16 @@ def test_each_rule_is_caught_alone() -> None:
         else None,
         "decoding": replace(s, run_active=_set(s.run_active, busiest, s.run_active[busiest] + 1)),
         "context": replace(s, run_context=_set(s.run_context, mid, s.run_context[mid] + 1)),
+        # Sooner than the link allows, though after the stage: the transfer's time alone.
+        "transfer_time": replace(
+            s,
+            request_transfer_end=_set(
+                s.request_transfer_end, longest, (sent + s.request_transfer_end[longest]) / 2
+            ),
+        ),
+        # Before the stage ends (checked with transfer_time skipped: that arrival is off the model too).
         "transfer": replace(
-            s, request_transfer_end=_set(s.request_transfer_end, lone, s.request_transfer_end[lone] + 1e-4)
+            s, request_transfer_end=_set(s.request_transfer_end, lone, s.prefill_end[lone] - 1e-4)
         ),
         "arrival": replace(
             s,
@@ -78,6 +89,10 @@ def test_each_rule_is_caught_alone() -> None:
         if rule in ("timeline", "memory"):
             continue
         assert schedule is not None, rule
+        if rule == "transfer":
+            assert _rules(schedule) == {"transfer", "transfer_time"}
+            assert {v.rule for v in validate_disaggregated(schedule, skip="transfer_time")} == {rule}
+            continue
         assert _rules(schedule) == {rule}, (rule, validate_disaggregated(schedule)[:4])
     assert run >= 0 and stage >= 0
     assert set(broken) | {"structure"} == set(DISAGGREGATED_RULES)

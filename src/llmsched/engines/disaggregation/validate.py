@@ -37,6 +37,7 @@ DISAGGREGATED_RULES = (
     "stage_time",
     "timeline",
     "transfer",
+    "transfer_time",
     "memory",
     "decoding",
     "context",
@@ -66,11 +67,14 @@ def validate_disaggregated(
       decoding requests starts where the machine's previous run ended when a request
       decodes across both, or, in a cluster that lends busy token machines
       (``lend_busy_above``), where the stages run in between end, back to back;
-    * ``transfer``: keys and values arrive :meth:`DisaggregatedCluster.transfer` after the
-      stage ends (at the stage's end on the same machine), and the request's first decode
-      iteration starts no earlier; under ``token_memory`` a transfer that started after its
-      stage began (``request_transfer_start``) arrives its whole transfer time after that
-      start or the stage's end, whichever is later;
+    * ``transfer``: keys and values arrive no earlier than the stage ends (and, under
+      ``token_memory``, than the transfer starts, which is not before the stage starts), and
+      the request's first decode iteration starts no earlier than they arrive;
+    * ``transfer_time``: they arrive :meth:`DisaggregatedCluster.transfer` after the stage
+      ends (at the stage's end on the same machine); under ``token_memory`` a transfer that
+      started after its stage began (``request_transfer_start``) arrives its whole transfer
+      time after that start or the stage's end, whichever is later (a schedule measured on
+      devices, whose copies take the clock's time, skips it as it does ``stage_time``);
     * ``memory``: under ``token_memory``, the blocks reserved on a machine that decodes (each
       request's prompt and ``max_output_tokens``, from its transfer's start, or its lent
       stage's, to its last token) never exceed the machine's;
@@ -358,8 +362,17 @@ def validate_disaggregated(
                 f"not at its stage's start {s.stage_start[stage_of[i]]:.9g}s"
             ),
         )
+    after = s.stage_end[stage_of] if reserved_at is None else np.maximum(s.stage_end[stage_of], reserved_at)
     add(
         "transfer",
+        np.flatnonzero(s.request_transfer_end < after - tol - rtol * np.abs(after)),
+        lambda i: (
+            f"request {i}'s keys and values arrive at {s.request_transfer_end[i]:.9g}s, before they "
+            f"are all computed and sent ({after[i]:.9g}s)"
+        ),
+    )
+    add(
+        "transfer_time",
         np.flatnonzero(np.abs(s.request_transfer_end - expected) > tol + rtol * np.abs(expected)),
         lambda i: (
             f"request {i}'s keys and values arrive at {s.request_transfer_end[i]:.9g}s, "
