@@ -297,6 +297,59 @@ class Engine:
             self._pool_index[slot, first : first + count * size] = positions
         self.peak_blocks = max(self.peak_blocks, self.blocks - len(self._free))
 
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of keys and values one token holds in the cache (every layer)."""
+        cfg = self.config
+        return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * cfg.head_dim * self.keys.element_size()
+
+    @torch.inference_mode()
+    def receive(self, source: Engine, source_slot: int, slot: int) -> int:
+        """Copy the keys and values ``source`` holds in ``source_slot`` (a prefilled request,
+        its first token pending) into this engine's empty ``slot``, every layer at once, from
+        the other engine's device to this one's; the slot then decodes as if it had been
+        prefilled here. Both engines must run the same model in the same precision. Returns
+        the bytes copied (the copy is queued on the device: time it with :meth:`clock`).
+
+        Raises
+        ------
+        ValueError
+            On another model or precision, a source slot with no prefilled request, or a busy
+            slot here.
+        KVCacheFull
+            When this engine's pool has too few free blocks.
+        """
+        if not isinstance(source, Engine):
+            raise TypeError(f"source must be an Engine, got {type(source).__name__}")
+        if source.config != self.config or source.dtype != self.dtype:
+            raise ValueError("keys and values move only between engines of the same model and precision")
+        source._check_slot(source_slot)
+        self._check_slot(slot)
+        token = source.pending[source_slot]
+        if token is None:
+            raise ValueError(f"source slot {source_slot} has no prefilled request to send")
+        if self.lengths[slot] or self.pending[slot] is not None:
+            raise ValueError(f"slot {slot} is busy; release it before receiving into it")
+        n = source.lengths[source_slot]
+        self._room(slot, n + 1)
+        self._grow({slot: n})
+        if source.block_size is None:
+            keys, values = source.keys[:, source_slot, :, :n], source.values[:, source_slot, :, :n]
+        else:
+            index = source._pool_index[source_slot, :n]
+            keys, values = source.keys.index_select(2, index), source.values.index_select(2, index)
+        keys, values = keys.to(self.device, non_blocking=True), values.to(self.device, non_blocking=True)
+        if self.block_size is None:
+            self.keys[:, slot, :, :n] = keys
+            self.values[:, slot, :, :n] = values
+        else:
+            index = self._pool_index[slot, :n]
+            self.keys.index_copy_(2, index, keys)
+            self.values.index_copy_(2, index, values)
+        self.lengths[slot] = n
+        self.pending[slot] = token
+        return n * self.kv_bytes_per_token
+
     def _kv(self, layer: int, slot: int, span: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of ``slot``'s first ``span`` positions, ``[kv, span, d]``: a view of
         its region, or gathered from its blocks."""

@@ -21,6 +21,11 @@ def test_the_transfer_overlaps_layer_by_layer() -> None:
     assert transfer_seconds(1000, 0.01, LLAMA_65B, 25.0, 80, overlap=True) == pytest.approx(
         x - 0.01 * 79 / 80
     )
+    # A link's latency is paid by every transfer, on top of its bytes.
+    assert transfer_seconds(1000, 1.0, LLAMA_65B, 25.0, 80, False, 1e-4) == pytest.approx(x + 1e-4)
+    assert _cluster(kv_latency=2e-3, overlap=False).transfer(0, 0.0) == pytest.approx(2e-3)
+    with pytest.raises(ValueError, match="kv_latency"):
+        _cluster(kv_latency=-1.0)
 
 
 def test_bad_input_is_refused() -> None:

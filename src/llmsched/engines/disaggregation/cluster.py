@@ -48,12 +48,14 @@ def transfer_seconds(
     bandwidth_gbs: float,
     layers: int,
     overlap: bool,
+    latency_s: float = 0.0,
 ) -> Any:
     """Seconds from a prefill stage's end until a prompt's keys and values have arrived.
 
     ``x = prompt_tokens * bytes_per_token / (bandwidth_gbs * 1e9)``; without ``overlap``,
     ``x``; with it, ``max(x / layers, x - stage_seconds * (layers - 1) / layers)`` (each
-    layer sent once computed, the stage's time spread evenly over its layers).
+    layer sent once computed, the stage's time spread evenly over its layers); plus
+    ``latency_s``, what a transfer costs whatever its size (0 by default).
 
     Raises
     ------
@@ -68,6 +70,7 @@ def transfer_seconds(
     x = np.asarray(prompt_tokens, dtype=np.float64) * bytes_per_token / (bandwidth_gbs * 1e9)
     if overlap:
         x = np.maximum(x / layers, x - np.asarray(stage_seconds, dtype=np.float64) * (layers - 1) / layers)
+    x = x + real("latency_s", latency_s, low=0.0)
     return float(x) if x.ndim == 0 else x
 
 
@@ -127,6 +130,9 @@ class DisaggregatedCluster:
         counted from the stage's start). Needs ``max_output_tokens``.
     max_output_tokens
         The most output tokens a request may make, reserved for each (with ``token_memory``).
+    kv_latency
+        Seconds every transfer takes whatever its size (0 by default; a link's per-transfer
+        overhead, as fitted by :func:`llmsched.runtime.disaggregated.fit_link`).
     """
 
     prompt_machines: int
@@ -143,6 +149,7 @@ class DisaggregatedCluster:
     lend_busy_above: int | None = None
     token_memory: KVMemory | None = None
     max_output_tokens: int | None = None
+    kv_latency: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "prompt_machines", positive_int("prompt_machines", self.prompt_machines))
@@ -156,6 +163,7 @@ class DisaggregatedCluster:
         object.__setattr__(
             self, "kv_bandwidth", real("kv_bandwidth", self.kv_bandwidth, low=0.0, low_open=True)
         )
+        object.__setattr__(self, "kv_latency", real("kv_latency", self.kv_latency, low=0.0))
         object.__setattr__(self, "layers", positive_int("layers", self.layers))
         object.__setattr__(self, "overlap", flag("overlap", self.overlap))
         object.__setattr__(self, "mixed", flag("mixed", self.mixed))
@@ -204,6 +212,7 @@ class DisaggregatedCluster:
             self.kv_bandwidth,
             self.layers,
             self.overlap,
+            self.kv_latency,
         )
 
     def reserved_blocks(self, prompt_tokens: Any) -> Any:
