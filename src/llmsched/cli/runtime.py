@@ -13,6 +13,7 @@ from llmsched.cli.options import (
     TEXT,
     Command,
     Option,
+    choice,
     integer,
     number,
     print_json,
@@ -75,6 +76,25 @@ OPTIONS = (
     Option(
         "threads", integer(1, 1024), 1, "CPU threads of torch, for CPU runs", shown="1, for steady timings"
     ),
+    Option(
+        "rule",
+        choice("competition", "sarathi", "vllm", "orca", "disaggregated", "all", metavar="RULE"),
+        None,
+        "run a batching rule (competition, sarathi, vllm, orca, disaggregated or all) on a paged "
+        "engine under the drift-aware protocol of llmsched.runtime.protocol, instead of the "
+        "strategies; --executions runs of each",
+        shown="the strategies",
+    ),
+    Option("budget", integer(1, 1 << 20), 256, "token budget of sarathi, vllm and orca (with --rule)"),
+    Option(
+        "block_size", integer(1, 4096), 16, "tokens per KV-cache block of the paged engines (with --rule)"
+    ),
+    Option(
+        "preemption",
+        FLAG,
+        True,
+        "with --rule, also run vllm on a pool of half the blocks the batch needs (it preempts)",
+    ),
     Option("seed", integer(0), 0, "seed of the workload, prompts and weights"),
     Option("dtype", TEXT, "float32", "float32 (exact token check), float16 or bfloat16"),
     JSON,
@@ -96,6 +116,8 @@ def run(args: Any) -> int:
     from llmsched.runtime import validate_runtime
 
     config = resolve(args, VALIDATE).config
+    if config.rule is not None:
+        return _run_rules(config)
     report = validate_runtime(
         model=config.model,
         device=config.device,
@@ -166,6 +188,107 @@ def print_report(report: dict[str, Any]) -> None:
         f"  machine            reference iteration {reference} ms (before profiling, after, after "
         f"executing)" + (f"; other CPUs {busy:.0%} busy" if busy is not None else "")
     )
+
+
+def _run_rules(config: Any) -> int:
+    """``--rule``: 0 when every rule's runs are valid with exact tokens (float32), else 1."""
+    from llmsched.runtime.protocol import RULES, validate_rules
+
+    report = validate_rules(
+        model=config.model,
+        rules=RULES if config.rule == "all" else (config.rule,),
+        runs=config.executions or 3,
+        device=config.device,
+        requests=config.requests,
+        clients=config.clients,
+        scale=config.scale,
+        seed=config.seed,
+        threads=config.threads,
+        dtype=config.dtype,
+        budget=config.budget,
+        block_size=config.block_size,
+        preemption=config.preemption,
+        progress=progress(config),
+    )
+    if config.json:
+        print_json(report)
+    else:
+        print_rules(report)
+    exact = report["dtype"] == "float32"
+    rows = [*report["rules"].values(), *([report["preemption"]] if report["preemption"] else [])]
+    return 0 if all(r["valid"] and (r["tokens_exact"] or not exact) for r in rows) else 1
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None or value != value else f"{value:+.1%}"
+
+
+def print_rules(report: dict[str, Any]) -> None:
+    """``llmsched runtime validate --rule``'s figures as text."""
+    threads = f", {report['threads']} thread(s)" if report["threads"] else ""
+    print(
+        f"{report['model']} model ({report['parameters']:,} parameters) on {report['device']}{threads}, "
+        f"{report['workload']} on {report['clients']} clients, paged ({report['blocks']} blocks of "
+        f"{report['block_size']}), token budget {report['budget']}"
+    )
+    parts = []
+    for m, fit in report["fit_error"].items():
+        if m in ("context", "linear"):
+            parts.append(
+                f"{m} {fit['mape']:.1%} (prefill {fit['prefill_mape']:.1%}, decode {fit['decode_mape']:.1%})"
+            )
+    print("  held-out profile error: " + "; ".join(parts))
+    machine = report["machine"]
+    print(
+        f"  steady: both reference iterations within {report['steady_within']:.0%} of the fitted speed "
+        f"({machine['fitted_speed_s'] * 1e3:.3f} ms)"
+    )
+    for rule, row in report["rules"].items():
+        state = "valid" if row["valid"] else "INVALID"
+        tokens = "tokens exact" if row["tokens_exact"] else "tokens DIFFER"
+        print(f"  {rule}: {tokens}, {state}, {row['steady_runs']}/{len(row['runs'])} runs steady")
+        for i, run in enumerate(row["runs"]):
+            predicted, error = run["predicted_makespan_s"], run["error"]
+            print(
+                f"    run {i}: measured {run['measured_makespan_s']:.3f} s, predicted "
+                f"{predicted['context']:.3f} s context ({_pct(error['context'])}, "
+                f"corrected {_pct(run['corrected_error']['context'])}), "
+                f"{predicted['linear']:.3f} s linear ({_pct(error['linear'])}); "
+                f"drift {run['drift']:.1%}{'' if run['steady'] else ' (moved)'}"
+            )
+        executed = row["executed_error"]
+        seen, said = row["latency"]["measured"], row["latency"]["context"]
+        print(
+            f"    executed stages: context {executed['context']['mape']:.1%}, "
+            f"linear {executed['linear']['mape']:.1%}; "
+            f"TTFT p50/p90 {seen['ttft_p50_s']:.3f}/{seen['ttft_p90_s']:.3f} s "
+            f"(predicted {said['ttft_p50_s']:.3f}/{said['ttft_p90_s']:.3f}), "
+            f"TBT p50/p90 {seen['tbt_p50_s'] * 1e3:.2f}/{seen['tbt_p90_s'] * 1e3:.2f} ms "
+            f"(predicted {said['tbt_p50_s'] * 1e3:.2f}/{said['tbt_p90_s'] * 1e3:.2f})"
+        )
+        peak, pre = row["peak_blocks"], row["preemptions"]
+        print(
+            f"    peak blocks {peak['measured']} (predicted {peak['predicted']}), preemptions "
+            f"{pre['measured']} (predicted {pre['predicted']})"
+        )
+        copy = row["copy"]
+        if copy is not None:
+            print(
+                f"    KV copy: mean {copy['measured_s'] * 1e6:.1f} us measured, "
+                f"{copy['predicted_s'] * 1e6:.1f} us predicted ({_pct(copy['error'])} mean per request)"
+            )
+        for v in row["violations"][:5]:
+            print(f"    {v}")
+    scene = report["preemption"]
+    if scene is not None:
+        print(
+            f"  preemption (vllm, {scene['blocks']} blocks, {scene['blocks_needed_at_once']} needed at "
+            f"once): {scene['preemptions']} preemptions (predicted "
+            f"{scene['predicted_preemptions']['context']}), {scene['recomputed_tokens']} tokens "
+            f"recomputed, peak {scene['peak_blocks']} blocks, "
+            f"{'tokens exact' if scene['tokens_exact'] else 'tokens DIFFER'}, "
+            f"{'valid' if scene['valid'] else 'INVALID'}"
+        )
 
 
 VALIDATE = Command(
