@@ -20,6 +20,12 @@ length on 64 clients; on the CPU, the small preset in float32 on the workload of
    (target on a GPU: hybrid >= 1.2x static batching).
 4. Where ``transformers`` is installed: its ``generate`` with static batches of J on the same
    architecture and weights, as an outside reference.
+5. Every batching rule (competition, sarathi, vllm, orca, disaggregated) under the drift-aware
+   protocol of ``llmsched runtime validate --rule all`` (:mod:`llmsched.runtime.protocol`), three
+   runs each on a paged engine, on the model's ``llmsched runtime validate`` workload, with the
+   preemption scenario; its table is printed and, with ``--table FILE``, written as Markdown.
+
+``--parts`` picks the parts (default all: ``strategies,insertion,reference,rules``).
 """
 
 from __future__ import annotations
@@ -34,11 +40,13 @@ import numpy as np
 import torch
 
 from llmsched import simulate, validate
+from llmsched.cli.runtime import print_rules
 from llmsched.runtime import PRESETS, Engine, LlamaModel, execute_schedule, run_alone, run_insertion
 from llmsched.runtime.check import DEFAULTS, STRATEGIES, profile_and_fit, scaled_gsm8k, workload_plan
 from llmsched.runtime.executor import make_prompts
 from llmsched.runtime.insertion import static_cache_need
 from llmsched.runtime.profiling import schedule_stage_times, stage_errors
+from llmsched.runtime.protocol import validate_rules
 
 
 def _hf_reference(
@@ -102,7 +110,16 @@ def main() -> None:
         help="fit decode as a table over batch sizes (profiles every size; default: on)",
     )
     parser.add_argument("--json", help="write every figure to this file")
+    parser.add_argument("--table", help="write the rules' table (part 5) to this Markdown file")
+    parser.add_argument(
+        "--parts", default="strategies,insertion,reference,rules", help="comma-separated parts to run"
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs of each rule in part 5 (default 3)")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    unknown = parts - {"strategies", "insertion", "reference", "rules"}
+    if unknown:
+        parser.error(f"unknown parts {sorted(unknown)}")
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -140,6 +157,9 @@ def main() -> None:
         "output_tokens": int(workload.output_tokens.sum()),
     }
 
+    if "strategies" not in parts:
+        _rules(args, model_name, device, dtype, report, started)
+        return
     # 1. profile and fit both cost models on the same rows
     capacity, plan = workload_plan(workload, clients, seed=args.seed, every_batch=args.batch_table)
     report["held_out"] = plan.held_out()
@@ -197,20 +217,21 @@ def main() -> None:
 
     # 3. insertion modes
     report["insertion"] = {}
-    for mode in ("static", "padded", "apart"):
+    for mode in ("static", "padded", "apart") if "insertion" in parts else ():
         result = run_insertion(engine, workload, mode, prompts)  # type: ignore[arg-type]
         report["insertion"][mode] = result.as_dict()
         print(
             f"{mode:9s} {result.seconds:8.3f} s  {result.tokens_per_s:9.1f} tokens/s; forward tokens "
             f"{result.forward_tokens}, padded {result.padded_tokens}, idle {result.idle_tokens}"
         )
-    hybrid = report["strategies"]["hybrid"]["context"]["measured_tokens_per_s"]
-    static = report["insertion"]["static"]["tokens_per_s"]
-    report["hybrid_over_static"] = hybrid / static
-    print(f"hybrid / static batching throughput: {hybrid / static:.2f}x")
+    if "insertion" in parts:
+        hybrid = report["strategies"]["hybrid"]["context"]["measured_tokens_per_s"]
+        static = report["insertion"]["static"]["tokens_per_s"]
+        report["hybrid_over_static"] = hybrid / static
+        print(f"hybrid / static batching throughput: {hybrid / static:.2f}x")
 
     # 4. outside reference
-    if not args.no_hf:
+    if not args.no_hf and "reference" in parts:
         fresh = LlamaModel(config, seed=args.seed)  # the engine cast its model in place
         reference = _hf_reference(fresh, prompts, workload.output_tokens.tolist(), clients, device)
         report["transformers_static"] = reference
@@ -221,11 +242,60 @@ def main() -> None:
                 f"transformers {reference['version']} generate, static batches of {clients}: "
                 f"{reference['seconds']:.3f} s, {reference['tokens_per_s']:.1f} tokens/s"
             )
+    _rules(args, model_name, device, dtype, report, started)
+
+
+def _rules(
+    args: Any, model_name: str, device: str, dtype: Any, report: dict[str, Any], started: float
+) -> None:
+    """Part 5 (when asked for), then the total and the files."""
+    if "rules" in args.parts.split(","):
+        rules = validate_rules(
+            model_name,
+            runs=args.runs,
+            device=device,
+            dtype="float16" if dtype == torch.float16 else "float32",
+            seed=args.seed,
+            threads=args.threads,
+            progress=True,
+        )
+        print_rules(rules)
+        report["rules"] = rules
+        table = rules_table(rules)
+        print(table)
+        if args.table:
+            with open(args.table, "w") as fh:
+                fh.write(table)
     report["wall_s"] = time.perf_counter() - started
     print(f"total {report['wall_s']:.1f} s")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(_clean(report), fh, indent=2)
+
+
+def rules_table(rules: dict[str, Any]) -> str:
+    """Part 5 as a Markdown table: one row per rule, the context-aware model's figures."""
+    lines = [
+        f"{rules['model']} on {rules['device']} ({rules['dtype']}), {rules['workload']} on "
+        f"{rules['clients']} clients",
+        "",
+        "| rule | tokens exact | valid | steady runs | makespan error (steady runs) | drift | "
+        "executed stages | TTFT p50 measured / predicted | peak blocks | preemptions |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for rule, row in rules["rules"].items():
+        steady = [r for r in row["runs"] if r["steady"]]
+        errors = ", ".join(f"{r['error']['context']:+.1%}" for r in steady) or "none steady"
+        drift = ", ".join(f"{r['drift']:.1%}" for r in row["runs"])
+        latency = row["latency"]
+        lines.append(
+            f"| {rule} | {row['tokens_exact']} | {row['valid']} | {len(steady)}/{len(row['runs'])} | "
+            f"{errors} | "
+            f"{drift} | {row['executed_error']['context']['mape']:.1%} | "
+            f"{latency['measured']['ttft_p50_s']:.3f} / {latency['context']['ttft_p50_s']:.3f} s | "
+            f"{row['peak_blocks']['measured']} | {row['preemptions']['measured']} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _clean(value: Any) -> Any:

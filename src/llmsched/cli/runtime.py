@@ -241,7 +241,8 @@ def print_rules(report: dict[str, Any]) -> None:
     machine = report["machine"]
     print(
         f"  steady: both reference iterations within {report['steady_within']:.0%} of the fitted speed "
-        f"({machine['fitted_speed_s'] * 1e3:.3f} ms)"
+        f"({machine['fitted_speed_s'] * 1e3:.3f} ms); the reference repeated back to back spread "
+        f"{machine['probe_spread']:.1%}"
     )
     for rule, row in report["rules"].items():
         state = "valid" if row["valid"] else "INVALID"

@@ -6,14 +6,18 @@ below load their modules on first use:
 
 * :class:`LlamaConfig`, :class:`LlamaModel`, :data:`PRESETS`, :func:`load_pretrained`
   (:mod:`~llmsched.runtime.model`): a Llama-family decoder with seeded random weights;
-* :class:`Engine` (:mod:`~llmsched.runtime.engine`): the slot KV cache and forward passes;
+* :class:`Engine`, :class:`KVCacheFull` (:mod:`~llmsched.runtime.engine`): the KV cache (a
+  region per slot, or paged blocks from a pool) and the forward passes;
 * :class:`EngineExecutor`, :func:`execute_schedule`, :func:`run_policies`, :func:`run_batching`
-  (any engine's batching rule, mixed iterations included), :func:`run_alone`
-  (:mod:`~llmsched.runtime.executor`): the decision loop on the engine;
+  (any engine's batching rule, mixed iterations included, preemption by recompute on a paged
+  engine), :func:`run_alone` (:mod:`~llmsched.runtime.executor`): the decision loop on the engine;
+* :func:`execute_disaggregated`, :func:`fit_link` (:mod:`~llmsched.runtime.disaggregated`): a
+  prompt engine and a token engine, the keys and values copied between them;
 * :func:`run_insertion` (:mod:`~llmsched.runtime.insertion`): static, padded and apart insertion;
 * :func:`profile`, :func:`fit_cost`, :func:`stage_errors` (:mod:`~llmsched.runtime.profiling`):
   stage times against batch, context and prompt mix, the context-aware and the linear fit;
-* :func:`validate_runtime`, :func:`scaled_gsm8k` (:mod:`~llmsched.runtime.check`).
+* :func:`validate_runtime`, :func:`scaled_gsm8k` (:mod:`~llmsched.runtime.check`) and
+  :func:`validate_rules` (:mod:`~llmsched.runtime.protocol`): ``llmsched runtime validate``.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ __all__ = [
     "PRESETS",
     "Engine",
     "EngineExecutor",
+    "KVCacheFull",
     "LlamaConfig",
     "LlamaModel",
+    "execute_disaggregated",
     "execute_schedule",
     "fit_cost",
+    "fit_link",
     "load_pretrained",
     "profile",
     "require_torch",
@@ -41,6 +48,7 @@ __all__ = [
     "scaled_gsm8k",
     "stage_errors",
     "torch_available",
+    "validate_rules",
     "validate_runtime",
 ]
 
@@ -50,6 +58,10 @@ _WHERE = {
     "LlamaModel": "model",
     "load_pretrained": "model",
     "Engine": "engine",
+    "KVCacheFull": "engine",
+    "execute_disaggregated": "disaggregated",
+    "fit_link": "disaggregated",
+    "validate_rules": "protocol",
     "EngineExecutor": "executor",
     "execute_schedule": "executor",
     "run_alone": "executor",

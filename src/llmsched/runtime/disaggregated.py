@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from llmsched.core.checks import positive_int
 from llmsched.engines.clock import admits
 from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 from llmsched.engines.disaggregation.schedule import DisaggregatedSchedule
-from llmsched.runtime.engine import Engine
+from llmsched.runtime.engine import Engine, KVCacheFull
 from llmsched.runtime.executor import Execution, check_fit, make_prompts
 
 __all__ = ["execute_disaggregated", "fit_link"]
@@ -53,23 +54,36 @@ def fit_link(
     prompt_engine: Engine, token_engine: Engine, tokens: Sequence[int], repeats: int = 5
 ) -> dict[str, Any]:
     """Time copies of ``tokens[i]`` tokens' keys and values from ``prompt_engine`` to
-    ``token_engine`` (the median of ``repeats`` after one warm-up each) and fit the link by
-    least squares: ``latency_s + bytes / (bandwidth_gbs * 1e9)`` (a cluster's ``kv_latency``
-    and ``kv_bandwidth``; through the origin when the line's intercept would be negative).
-    ``rows`` holds (tokens, bytes, seconds).
+    ``token_engine`` and fit the link by least squares: ``latency_s + bytes / (bandwidth_gbs *
+    1e9)`` (a cluster's ``kv_latency`` and ``kv_bandwidth``; through the origin when the line's
+    intercept would be negative). ``rows`` holds (tokens, bytes, seconds): the median of
+    ``repeats`` copies per size, after one not counted.
 
-    Both engines are reset.
+    Each copy goes from a slot of its own into an empty slot of the token engine that the last
+    copies did not use (its blocks, when paged, fresh from the pool), as a run's copies do: copied
+    again into the same warm memory, a copy runs faster than in a run. Both engines are reset.
     """
     if not tokens or min(tokens) < 1:
         raise ValueError("tokens must be a non-empty sequence of positive token counts")
+    repeats = positive_int("repeats", repeats)
     rows = []
+    target = 0
     for n in tokens:
         prompt_engine.reset()
-        prompt_engine.occupy([0], [int(n)])
+        sources = list(range(min(prompt_engine.slots, repeats + 1)))
+        prompt_engine.occupy(sources, [int(n)] * len(sources))
         times = []
-        for _ in range(repeats + 1):
-            token_engine.reset()
-            seconds, copied = _timed_copy(prompt_engine, token_engine, 0, 0)
+        for r in range(repeats + 1):
+            if target == token_engine.slots:
+                token_engine.reset()
+                target = 0
+            try:
+                seconds, copied = _timed_copy(prompt_engine, token_engine, sources[r % len(sources)], target)
+            except KVCacheFull:
+                token_engine.reset()
+                target = 0
+                seconds, copied = _timed_copy(prompt_engine, token_engine, sources[r % len(sources)], target)
+            target += 1
             times.append(seconds)
         rows.append((int(n), copied, statistics.median(times[1:])))
     prompt_engine.reset()

@@ -6,9 +6,12 @@ On a shared machine the same schedule's time moves with the machine by more than
 model's error, so a prediction is judged only where the machine held steady, by a rule stated
 before anything is measured (:data:`STEADY`):
 
-1. the engine is profiled and both cost models fitted (context-aware and linear; their error on
-   held-out profile points is reported), and a fixed reference iteration is timed before and
-   after the profile: their mean is the speed the models were fitted at;
+1. a fixed reference iteration (a decode iteration of half the clients at the mean prompt's
+   context, the median of 20) is timed five times back to back: their spread is the probe's
+   own repeatability, which a steadiness bound below it cannot resolve; then the engine is
+   profiled and both cost models fitted (context-aware and linear; their error on held-out
+   profile points is reported), and the reference is timed again: the mean of the median
+   before and the one after is the speed the models were fitted at;
 2. the rules take turns, run after run (a slow spell falls on each alike), and the reference
    iteration is timed before and after every run;
 3. a run is *steady* when both references stay within :data:`STEADY` of the fitted speed; a
@@ -189,7 +192,8 @@ def validate_rules(
         model, over the median run's stages), ``latency`` (measured and predicted TTFT and TBT
         percentiles of the median run), ``peak_blocks`` (measured and predicted) and
         ``preemptions``; ``preemption`` (the scenario, when run); ``machine`` (the reference
-        iteration's times); ``seconds``.
+        iteration's times, its five repeats before profiling and their ``probe_spread``);
+        ``seconds``.
     """
     import torch
 
@@ -234,7 +238,9 @@ def validate_rules(
         engine = Engine(weights, clients, max_len, threads=threads if device == "cpu" else None, **on)
         probe = (clients // 2, int(workload.prompt_tokens.mean()))
         _reference_iteration(engine, *probe)  # warm-up: first calls, first touches
-        reference = [_reference_iteration(engine, *probe)]
+        # The probe's own repeatability: a steadiness bound below it cannot be seen.
+        repeated = [_reference_iteration(engine, *probe) for _ in range(5)]
+        reference = [statistics.median(repeated)]
         mark = time.perf_counter()
         fitted = profile_and_fit(
             engine,
@@ -350,7 +356,13 @@ def validate_rules(
         else {k: v for k, v in link.items() if k != "rows"} | {"rows": link["rows"]},
         "rules": report_rules,
         "preemption": scenario,
-        "machine": {"reference_iteration_s": reference, "fitted_speed_s": fitted_speed, "probe": list(probe)},
+        "machine": {
+            "reference_iteration_s": reference,
+            "fitted_speed_s": fitted_speed,
+            "probe": list(probe),
+            "probe_repeated_s": repeated,
+            "probe_spread": max(repeated) / min(repeated) - 1.0,
+        },
         "seconds": seconds,
     }
 
@@ -374,7 +386,9 @@ def _preemption(
     least = int(ends[0]) + clients + 2  # the longest request alone, with a block for every client
     blocks = max(least, needed // 2)
     engine = Engine(weights, clients, max_len, **{**on, "blocks": blocks})
-    cap = max(budget, int(workload.prompt_tokens.max()))
+    # A preempted request comes back with its prompt and the tokens it made: vLLM's batch must
+    # hold the longest such prompt whole (as it asks max_num_batched_tokens >= max_model_len).
+    cap = max(budget, int((workload.prompt_tokens + workload.output_tokens).max()) - 1)
     done = run_batching(workload, engine, models["context"], clients, "vllm", "fcfs", cap, prompts)
     memory = KVMemory(blocks, size)
     linear = simulate_batching(workload, models["linear"], clients, "vllm", "fcfs", cap, memory=memory)
