@@ -270,3 +270,24 @@ def test_the_loop_s_memory_must_be_the_engine_s_pool(model, long_prompts) -> Non
     rule = batching_rule("vllm", 64, memory=KVMemory(20, 4))
     with pytest.raises(RuntimeError, match="while the engine's pool had room"):
         run_loop(LONG, COST, 3, make_request_policy("fcfs"), None, executor, False, rule)
+
+
+def test_a_probe_inside_a_run_is_left_out_of_its_clock(engine: Engine, prompts, alone) -> None:
+    """A measurement of the machine run every 25 steps of a run (here a half-second sleep)
+    takes none of the run's time: the measured schedule is as if it had not run."""
+    import time
+
+    from llmsched.runtime import run_batching
+
+    calls = []
+
+    def probe() -> None:
+        calls.append(1)
+        time.sleep(0.5)
+
+    run = run_batching(WORKLOAD, engine, COST, 3, "sarathi", "fcfs", 16, prompts, probe=probe)
+    assert len(calls) >= 1 and run.tokens == alone
+    assert run.measured.makespan < 0.5 * len(calls)
+    assert run.wall_s >= 0.5 * len(calls)
+    with pytest.raises(ValueError, match="probe_every"):
+        EngineExecutor(engine, prompts, probe, probe_every=0)

@@ -240,9 +240,10 @@ def print_rules(report: dict[str, Any]) -> None:
     print("  held-out profile error: " + "; ".join(parts))
     machine = report["machine"]
     print(
-        f"  steady: both reference iterations within {report['steady_within']:.0%} of the fitted speed "
-        f"({machine['fitted_speed_s'] * 1e3:.3f} ms); the reference repeated back to back spread "
-        f"{machine['probe_spread']:.1%}"
+        f"  steady: the references inside a run within {report['steady_within']:.0%} of the fitted speed "
+        f"({machine['fitted_speed_s'] * 1e3:.3f} ms, the median of {machine['probe_samples_during_profile']} "
+        f"references during the profile, 10th-90th percentile {machine['probe_spread_during_profile']:.1%} "
+        "of it)"
     )
     for rule, row in report["rules"].items():
         state = "valid" if row["valid"] else "INVALID"
@@ -255,7 +256,8 @@ def print_rules(report: dict[str, Any]) -> None:
                 f"{predicted['context']:.3f} s context ({_pct(error['context'])}, "
                 f"corrected {_pct(run['corrected_error']['context'])}), "
                 f"{predicted['linear']:.3f} s linear ({_pct(error['linear'])}); "
-                f"drift {run['drift']:.1%}{'' if run['steady'] else ' (moved)'}"
+                f"drift {run['drift']:.1%} over {run['probes']} references"
+                + ("" if run["steady"] else " (moved)")
             )
         executed = row["executed_error"]
         seen, said = row["latency"]["measured"], row["latency"]["context"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,6 +102,8 @@ def execute_disaggregated(
     token_engine: Engine,
     prompts: Sequence[Sequence[int]] | None = None,
     seed: int = 0,
+    probe: Callable[[], object] | None = None,
+    probe_every: int = 25,
 ) -> Execution:
     """Run a disaggregated ``schedule`` (one prompt machine, one token machine, no lending) on a
     prompt engine and a token engine; see the module's docstring.
@@ -109,7 +111,9 @@ def execute_disaggregated(
     The prompt engine needs a slot for every request of its largest stage; the token engine a
     slot for every request on it at once, decoding or arrived and waiting for a client (a paged
     token engine holds a waiting request's blocks only). ``prompts`` are the token ids
-    (default: :func:`~llmsched.runtime.executor.make_prompts` with ``seed``).
+    (default: :func:`~llmsched.runtime.executor.make_prompts` with ``seed``). ``probe``, a
+    measurement of the machine beside the work, runs after every ``probe_every`` stages and
+    iterations (between two pieces of work, so no machine's timeline holds it).
 
     Returns
     -------
@@ -188,8 +192,11 @@ def execute_disaggregated(
     prompt_t = token_t = 0.0
     link_t = 0.0  # the link copies one request at a time
     next_stage = finished = g = 0
+    probe_every = positive_int("probe_every", probe_every)
     wall = time.perf_counter()
     while finished < n:
+        if probe is not None and (len(stage_start) + g) and (len(stage_start) + g) % probe_every == 0:
+            probe()
         prompt_next = (
             max(prompt_t, float(arrival[members[next_stage]].max())) if next_stage < len(members) else np.inf
         )

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from llmsched.core.checks import positive_int
 from llmsched.core.cost import CostModel
 from llmsched.core.instance import check_instance
 from llmsched.core.memory import KVMemory
@@ -128,13 +129,26 @@ class EngineExecutor:
         The engine; its slots are the clients.
     prompts
         Token ids of each request's prompt.
+    probe, probe_every
+        A measurement of the machine beside the work (:class:`~llmsched.runtime.protocol.Probe`),
+        called after every ``probe_every`` prefill stages and iterations; the time it takes is
+        left out of the run's clock (the run's times are as if it had not run), or None.
     """
 
     measured = True
 
-    def __init__(self, engine: Engine, prompts: Sequence[Sequence[int]]):
+    def __init__(
+        self,
+        engine: Engine,
+        prompts: Sequence[Sequence[int]],
+        probe: Callable[[], object] | None = None,
+        probe_every: int = 25,
+    ):
         self.engine = engine
         self.prompts = prompts
+        self.probe = probe
+        self.probe_every = positive_int("probe_every", probe_every)
+        self._since_probe = 0
         self.tokens: list[list[int]] = []
         self.preemptions = 0
         self.recomputed_tokens = 0
@@ -154,6 +168,17 @@ class EngineExecutor:
 
     def now(self) -> float:
         return self.engine.clock() - self._t0
+
+    def _step(self) -> None:
+        """Count a stage or iteration; every ``probe_every``, run the probe off the clock."""
+        if self.probe is None:
+            return
+        self._since_probe += 1
+        if self._since_probe >= self.probe_every:
+            self._since_probe = 0
+            begin = self.engine.clock()
+            self.probe()
+            self._t0 += self.engine.clock() - begin  # the probe's time is not the run's
 
     def wait_until(self, time_s: float) -> float:
         wait = time_s - self.now()
@@ -189,7 +214,9 @@ class EngineExecutor:
         start = self.now()
         self.engine.prefill(prompts, clients)
         self._decoded_until = None
-        return start, self.now()
+        end = self.now()
+        self._step()
+        return start, end
 
     def decode(
         self, running: Mapping[int, int], iterations: int, due: float, context: int = 0
@@ -208,6 +235,7 @@ class EngineExecutor:
                 tokens.append(token)
             runs.append((start, 1, end - start, 0.0))
             start = self._decoded_until = end
+            self._step()
             if admits(end, due):
                 break
         # No request finishes inside a run of iterations: the slots of those done are freed now.
@@ -231,6 +259,7 @@ class EngineExecutor:
         fed = self.engine.mixed_step(list(running), pieces)
         end = self._decoded_until = self.now()
         self._record(running, fed)
+        self._step()
         return begin, 1, end - begin, 0.0
 
     def padded(self, running: Mapping[int, int], chunks: Sequence[Chunk], context: int) -> DecodeRun:
@@ -245,6 +274,7 @@ class EngineExecutor:
         self.engine.padded_step(rows)
         end = self._decoded_until = self.now()
         self._record(running, [self.engine.last_fed[client] for client in running])
+        self._step()
         return begin, 1, end - begin, 0.0
 
     def preempt(self, victims: Sequence[tuple[int, int, int]]) -> None:
@@ -378,6 +408,7 @@ def run_batching(
     prompts: Sequence[Sequence[int]] | None = None,
     seed: int = 0,
     memory: KVMemory | None = None,
+    probe: Callable[[], object] | None = None,
 ) -> Execution:
     """Run an engine's batching rule (:func:`llmsched.engines.batching.batching_rule`:
     ``vllm``, ``sarathi``, ``orca`` or ``padded``) live on the torch engine, through the loop
@@ -393,7 +424,7 @@ def run_batching(
     free blocks and preempts by recompute when they run out (:func:`engine_memory`; ``memory``,
     when given, must be that pool): the preempted requests' slots are freed and their prompts
     and tokens so far prefilled anew. ``info`` counts ``preemptions``, ``recomputed_tokens`` and
-    the engine's ``peak_blocks``.
+    the engine's ``peak_blocks``. ``probe``: see :class:`EngineExecutor`.
     """
     from llmsched.engines.batching import batching_rule
     from llmsched.online.simulate import simulate_batching
@@ -411,7 +442,7 @@ def run_batching(
     )
     engine.reset()
     start_wall = time.perf_counter()
-    executor = EngineExecutor(engine, prompts)
+    executor = EngineExecutor(engine, prompts, probe)
     requests = _fresh(request_policy, make_request_policy)
     rule = batching_rule(batching, max_num_batched_tokens, memory=memory)
     measured = run_loop(workload, cost, clients, requests, None, executor, False, rule)
@@ -428,6 +459,7 @@ def run_policies(
     prompts: Sequence[Sequence[int]] | None = None,
     seed: int = 0,
     memory: KVMemory | None = None,
+    probe: Callable[[], object] | None = None,
 ) -> Execution:
     """Drive the policies live on the engine, through the loop :func:`llmsched.simulate`
     runs on the cost model: the same decision points, the engine's clock and state.
@@ -435,7 +467,8 @@ def run_policies(
     ``cost`` is what the policies may consult (a fitted model) and what the measured
     schedule names; the times are the clock's. Arrivals are honoured on the clock. The
     prediction returned beside the measurement is the same policies (fresh copies) on
-    ``cost``'s clock. On a paged engine, KV-cache memory as for :func:`run_batching`.
+    ``cost``'s clock. On a paged engine, KV-cache memory as for :func:`run_batching`;
+    ``probe``: see :class:`EngineExecutor`.
     """
     memory = engine_memory(engine, memory)
     prompts = _prepared(workload, engine, cost, clients, prompts, seed)
@@ -449,7 +482,7 @@ def run_policies(
     )
     engine.reset()
     start_wall = time.perf_counter()
-    executor = EngineExecutor(engine, prompts)
+    executor = EngineExecutor(engine, prompts, probe)
     requests = _fresh(request_policy, make_request_policy)
     iterations = _fresh(iteration_policy, make_iteration_policy)
     if memory is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,6 +229,7 @@ def profile(
     rounds: int = 2,
     warmup: int = 1,
     seed: int = 0,
+    between: Callable[[], object] | None = None,
 ) -> Any:
     """Time prefill stages and decode iterations; one row per measurement.
 
@@ -256,6 +257,9 @@ def profile(
         prefill stage and decode iteration.
     seed
         Seeds the tokens and the order.
+    between
+        Called after every visit (untimed): a measurement of the machine beside the profile
+        (:class:`~llmsched.runtime.protocol.Probe`), or None.
 
     Raises
     ------
@@ -323,6 +327,8 @@ def profile(
                 time_prefill(index, stages[index], record=True)
             else:
                 time_decode(index, iterations[index], record=True)
+            if between is not None:
+                between()
     engine.reset()
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     return frame.sort_values(["kind", "point"], kind="stable", ignore_index=True)

@@ -6,18 +6,20 @@ On a shared machine the same schedule's time moves with the machine by more than
 model's error, so a prediction is judged only where the machine held steady, by a rule stated
 before anything is measured (:data:`STEADY`):
 
-1. a fixed reference iteration (a decode iteration of half the clients at the mean prompt's
-   context, the median of 20) is timed five times back to back: their spread is the probe's
-   own repeatability, which a steadiness bound below it cannot resolve; then the engine is
-   profiled and both cost models fitted (context-aware and linear; their error on held-out
-   profile points is reported), and the reference is timed again: the mean of the median
-   before and the one after is the speed the models were fitted at;
+1. a fixed reference iteration (:class:`Probe`: a decode iteration of half the clients at the
+   mean prompt's context, on an engine of its own) is timed between the profile's visits, and
+   the engine profiled and both cost models fitted (context-aware and linear; their error on
+   held-out profile points is reported): the median of those references is the speed the
+   models were fitted at, and their spread (10th to 90th percentile) how much the machine
+   moved while they were;
 2. the rules take turns, run after run (a slow spell falls on each alike), and the reference
-   iteration is timed before and after every run;
-3. a run is *steady* when both references stay within :data:`STEADY` of the fitted speed; a
-   prediction is judged on the steady runs only. Every run's raw error is reported, with the
-   reference's drift beside it and the error once the prediction is scaled by the run's own
-   reference speed (``corrected``), so a figure taken while the machine moved says so.
+   is timed every 25 stages or iterations *inside* each run, off the run's clock (the run's
+   times are as if it had not run), so that it samples the machine over the whole run;
+3. a run's *drift* is its references' median against the fitted speed; it is *steady* when the
+   drift is under :data:`STEADY`, and a prediction is judged on the steady runs only. Every
+   run's raw error is reported, with the drift beside it and the error once the prediction is
+   scaled by the run's own reference speed (``corrected``), so a figure taken while the
+   machine moved says so.
 
 Each rule runs on a paged engine (:class:`~llmsched.runtime.engine.Engine` with
 ``block_size``), so every measured schedule carries the KV-cache memory and passes the
@@ -52,7 +54,6 @@ from llmsched.online.registry import make_iteration_policy, make_request_policy
 from llmsched.online.simulate import simulate_batching
 from llmsched.runtime.check import (
     DEFAULTS,
-    _reference_iteration,
     profile_and_fit,
     scaled_gsm8k,
     workload_plan,
@@ -62,18 +63,52 @@ from llmsched.runtime.engine import Engine
 from llmsched.runtime.executor import Execution, make_prompts, run_alone, run_batching, run_policies
 from llmsched.runtime.model import PRESETS, LlamaModel
 
-__all__ = ["RULES", "STEADY", "executed_errors", "validate_rules"]
+__all__ = ["RULES", "STEADY", "Probe", "executed_errors", "validate_rules"]
 
 #: The rules ``--rule`` runs: the competition engine (FCFS, prefill first), the engines people
 #: run (:mod:`llmsched.engines.batching`) and the disaggregated cluster.
 RULES = ("competition", "sarathi", "vllm", "orca", "disaggregated")
 
-#: A run is steady when the reference iteration before and after it stays within this share of
-#: the speed the models were fitted at (stated before measuring).
+#: A run is steady when its references' median stays within this share of the speed the models
+#: were fitted at (stated before measuring).
 STEADY = 0.02
 
 _MODELS = ("context", "linear")
 _FIGURES = ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tbt_p50_s", "tbt_p90_s", "tbt_p99_s")
+
+
+class Probe:
+    """The reference: one fixed decode iteration (``batch`` slots at ``context`` tokens) on an
+    engine of its own (the model's weights shared), after one untimed; each call times it
+    once and keeps the seconds in ``samples``.
+    """
+
+    def __init__(self, model: LlamaModel, batch: int, context: int, **engine: Any):
+        self.engine = Engine(model, batch, context + 3, **engine)
+        self.slots = list(range(batch))
+        self.context = context
+        self.samples: list[float] = []
+
+    def __call__(self) -> float:
+        engine = self.engine
+        engine.reset()
+        engine.occupy(self.slots, [self.context] * len(self.slots))
+        engine.decode(self.slots)
+        start = engine.clock()
+        engine.decode(self.slots)
+        seconds = engine.clock() - start
+        self.samples.append(seconds)
+        return seconds
+
+    def since(self, mark: int) -> list[float]:
+        """The samples taken since there were ``mark``."""
+        return self.samples[mark:]
+
+
+def _spread(samples: list[float]) -> float:
+    """The 10th-to-90th percentile range of ``samples`` over their median."""
+    low, mid, high = np.percentile(samples, [10, 50, 90])
+    return float((high - low) / mid)
 
 
 def executed_errors(schedule: Any, cost: CostModel) -> dict[str, float]:
@@ -186,14 +221,15 @@ def validate_rules(
     dict
         ``fit_error`` (each model's held-out profile error), ``link`` (the copy's fit), per rule
         in ``rules``: ``tokens_exact``, ``valid`` and ``violations`` over its runs, ``runs`` (each
-        run's measured makespan, both predictions, raw and corrected errors, the reference's
-        ``drift`` and ``steady``), ``steady_runs``, ``within_5pct_when_steady`` (per model: every
+        run's measured makespan, both predictions, raw and corrected errors, its references'
+        ``probes``, ``speed`` against the fitted one, ``drift``, ``probe_spread`` and ``steady``),
+        ``steady_runs``, ``within_5pct_when_steady`` (per model: every
         steady run's raw error within 5%, None without a steady run), ``executed_error`` (per
         model, over the median run's stages), ``latency`` (measured and predicted TTFT and TBT
         percentiles of the median run), ``peak_blocks`` (measured and predicted) and
-        ``preemptions``; ``preemption`` (the scenario, when run); ``machine`` (the reference
-        iteration's times, its five repeats before profiling and their ``probe_spread``);
-        ``seconds``.
+        ``preemptions``; ``preemption`` (the scenario, when run); ``machine`` (the fitted
+        speed, the reference's batch and context, its samples during the profile and their
+        spread); ``seconds``.
     """
     import torch
 
@@ -236,12 +272,11 @@ def validate_rules(
     with progress_bar(progress, steps, f"runtime rules ({model})", unit="step") as bar:
         bar.set_postfix_str("profile")
         engine = Engine(weights, clients, max_len, threads=threads if device == "cpu" else None, **on)
-        probe = (clients // 2, int(workload.prompt_tokens.mean()))
-        _reference_iteration(engine, *probe)  # warm-up: first calls, first touches
-        # The probe's own repeatability: a steadiness bound below it cannot be seen.
-        repeated = [_reference_iteration(engine, *probe) for _ in range(5)]
-        reference = [statistics.median(repeated)]
+        probe = Probe(weights, clients // 2, int(workload.prompt_tokens.mean()), **on)
+        for _ in range(5):  # warm-up: first calls, first touches
+            probe()
         mark = time.perf_counter()
+        start_samples = len(probe.samples)
         fitted = profile_and_fit(
             engine,
             plan,
@@ -250,9 +285,10 @@ def validate_rules(
             rounds=size["rounds"],
             seed=seed,
             batch_table=True,
+            between=probe,
         )
-        reference.append(_reference_iteration(engine, *probe))
-        fitted_speed = statistics.fmean(reference)
+        during_profile = probe.since(start_samples)
+        fitted_speed = statistics.median(during_profile)
         models: dict[str, CostModel] = {m: fitted[m] for m in _MODELS}
         seconds["profile"] = time.perf_counter() - mark
         bar.update()
@@ -290,7 +326,14 @@ def validate_rules(
             linear: Any
             if rule == "competition":
                 done = run_policies(
-                    workload, engine, models["context"], clients, "fcfs", "prefill-first", prompts
+                    workload,
+                    engine,
+                    models["context"],
+                    clients,
+                    "fcfs",
+                    "prefill-first",
+                    prompts,
+                    probe=probe,
                 )
                 linear = simulate_policies(
                     workload,
@@ -303,11 +346,13 @@ def validate_rules(
             elif rule == "disaggregated":
                 assert prompt_engine is not None and token_engine is not None
                 predicted = simulate_disaggregated(workload, clusters["context"])
-                done = execute_disaggregated(predicted, prompt_engine, token_engine, prompts)
+                done = execute_disaggregated(predicted, prompt_engine, token_engine, prompts, probe=probe)
                 linear = simulate_disaggregated(workload, clusters["linear"])
             else:
                 cap = max(budget, int(workload.prompt_tokens.max())) if rule == "vllm" else budget
-                done = run_batching(workload, engine, models["context"], clients, rule, "fcfs", cap, prompts)
+                done = run_batching(
+                    workload, engine, models["context"], clients, rule, "fcfs", cap, prompts, probe=probe
+                )
                 linear = simulate_batching(
                     workload, models["linear"], clients, rule, "fcfs", cap, memory=memory
                 )
@@ -318,10 +363,11 @@ def validate_rules(
         for turn in range(runs):
             for rule in rules:
                 bar.set_postfix_str(f"{rule} ({turn + 1}/{runs})")
-                before = _reference_iteration(engine, *probe)
+                mark_samples = len(probe.samples)
                 done, predicted = execute(rule)
-                after = _reference_iteration(engine, *probe)
-                results[rule].append({"done": done, "predicted": predicted, "before": before, "after": after})
+                results[rule].append(
+                    {"done": done, "predicted": predicted, "samples": probe.since(mark_samples)}
+                )
                 bar.update()
         seconds["execute"] = time.perf_counter() - mark
         scenario = None
@@ -357,11 +403,10 @@ def validate_rules(
         "rules": report_rules,
         "preemption": scenario,
         "machine": {
-            "reference_iteration_s": reference,
             "fitted_speed_s": fitted_speed,
-            "probe": list(probe),
-            "probe_repeated_s": repeated,
-            "probe_spread": max(repeated) / min(repeated) - 1.0,
+            "probe": [len(probe.slots), probe.context],
+            "probe_samples_during_profile": len(during_profile),
+            "probe_spread_during_profile": _spread(during_profile),
         },
         "seconds": seconds,
     }
@@ -422,8 +467,9 @@ def _score(
     for row in results:
         done: Execution = row["done"]
         measured = done.measured.makespan
-        speed = statistics.fmean([row["before"], row["after"]]) / fitted_speed
-        drift = max(abs(row["before"] / fitted_speed - 1.0), abs(row["after"] / fitted_speed - 1.0))
+        samples = row["samples"]
+        speed = statistics.median(samples) / fitted_speed if samples else float("nan")
+        drift = abs(speed - 1.0)
         rows.append(
             {
                 "measured_makespan_s": measured,
@@ -433,8 +479,10 @@ def _score(
                     m: measured / (row["predicted"][m].makespan * speed) - 1.0 for m in _MODELS
                 },
                 "drift": drift,
-                "reference_s": [row["before"], row["after"]],
-                "steady": drift < STEADY,
+                "speed": speed,
+                "probes": len(samples),
+                "probe_spread": _spread(samples) if samples else float("nan"),
+                "steady": bool(drift < STEADY),
             }
         )
     makespans = [r["measured_makespan_s"] for r in rows]
