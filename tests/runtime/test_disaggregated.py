@@ -33,7 +33,7 @@ def _cluster(model, link, **changes) -> DisaggregatedCluster:
 
 @pytest.fixture(scope="module")
 def link(model) -> dict:
-    return fit_link(Engine(model, 1, 128), Engine(model, 1, 128, block_size=4), [4, 32, 96], repeats=3)
+    return fit_link(Engine(model, 3, 128), Engine(model, 4, 128, block_size=4), [4, 32, 96], repeats=3)
 
 
 def test_a_disaggregated_schedule_runs_on_two_engines_with_its_copies_timed(

@@ -51,41 +51,49 @@ def _timed_copy(prompt_engine: Engine, token_engine: Engine, source: int, slot: 
 
 
 def fit_link(
-    prompt_engine: Engine, token_engine: Engine, tokens: Sequence[int], repeats: int = 5
+    prompt_engine: Engine, token_engine: Engine, tokens: Sequence[int], repeats: int = 5, seed: int = 0
 ) -> dict[str, Any]:
     """Time copies of ``tokens[i]`` tokens' keys and values from ``prompt_engine`` to
     ``token_engine`` and fit the link by least squares: ``latency_s + bytes / (bandwidth_gbs *
     1e9)`` (a cluster's ``kv_latency`` and ``kv_bandwidth``; through the origin when the line's
     intercept would be negative). ``rows`` holds (tokens, bytes, seconds): the median of
-    ``repeats`` copies per size, after one not counted.
+    ``repeats`` copies per size.
 
-    Each copy goes from a slot of its own into an empty slot of the token engine that the last
-    copies did not use (its blocks, when paged, fresh from the pool), as a run's copies do: copied
-    again into the same warm memory, a copy runs faster than in a run. Both engines are reset.
+    The copies go as a run's do: for each size, a prefill stage of ``repeats`` prompts of that
+    many random tokens (seeded) on the prompt engine, then each prompt's keys and values copied
+    into an empty slot of the token engine that the last copies did not use (its blocks, when
+    paged, fresh from the pool). Copied again and again from and into the same warm memory, a
+    copy runs about twice as fast as in a run on a CPU. Both engines are reset.
     """
     if not tokens or min(tokens) < 1:
         raise ValueError("tokens must be a non-empty sequence of positive token counts")
     repeats = positive_int("repeats", repeats)
+    if repeats > prompt_engine.slots:
+        raise ValueError(
+            f"repeats={repeats} copies need as many slots; the prompt engine has {prompt_engine.slots}"
+        )
+    rng = np.random.default_rng(seed)
+    vocab = prompt_engine.config.vocab_size
     rows = []
     target = 0
     for n in tokens:
         prompt_engine.reset()
-        sources = list(range(min(prompt_engine.slots, repeats + 1)))
-        prompt_engine.occupy(sources, [int(n)] * len(sources))
+        sources = list(range(repeats))
+        prompt_engine.prefill([rng.integers(0, vocab, size=int(n)).tolist() for _ in sources], sources)
         times = []
-        for r in range(repeats + 1):
+        for source in sources:
             if target == token_engine.slots:
                 token_engine.reset()
                 target = 0
             try:
-                seconds, copied = _timed_copy(prompt_engine, token_engine, sources[r % len(sources)], target)
+                seconds, copied = _timed_copy(prompt_engine, token_engine, source, target)
             except KVCacheFull:
                 token_engine.reset()
                 target = 0
-                seconds, copied = _timed_copy(prompt_engine, token_engine, sources[r % len(sources)], target)
+                seconds, copied = _timed_copy(prompt_engine, token_engine, source, target)
             target += 1
             times.append(seconds)
-        rows.append((int(n), copied, statistics.median(times[1:])))
+        rows.append((int(n), copied, statistics.median(times)))
     prompt_engine.reset()
     token_engine.reset()
     x = np.array([r[1] for r in rows], dtype=np.float64)
