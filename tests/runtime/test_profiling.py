@@ -165,3 +165,30 @@ def test_schedule_rows_carry_squares_and_context() -> None:
     np.testing.assert_allclose(
         predict(aware, decode) - predict(SMALL_COST, decode), 0.01 * np.array(by_hand, dtype=float)
     )
+
+
+def test_a_reference_takes_the_machine_s_drift_out_of_the_profile(model, monkeypatch) -> None:
+    """With a reference taken after every visit, each visit's times are divided by the median
+    of the five references nearest it over the median of all: on a clock where every stage
+    takes 1 ms, a machine that runs at half speed for the second half of the visits (its
+    references twice as long) leaves the first visits at 1 ms and the last at 1 ms x the
+    median over 2; a steady reference changes nothing."""
+    engine = Engine(model, 2, 64)
+    ticks = iter(np.arange(1, 1_000_000) * 1e-3)
+    monkeypatch.setattr(engine, "clock", lambda: float(next(ticks)))
+    prefill, decode = [[3, 4], [8], [2, 2]], [[5, 9], [12]]
+    steady = profile(engine, prefill, decode, repeats=2, rounds=4, reference=lambda: 1.0)
+    assert np.allclose(steady["seconds"], 1e-3) and steady.attrs["reference_s"] == [1.0] * 20
+    calls: list[int] = []
+
+    def slowing() -> float:
+        calls.append(1)
+        return 1.0 if len(calls) <= 10 else 2.0
+
+    rows = profile(engine, prefill, decode, repeats=2, rounds=4, reference=slowing)
+    assert rows.attrs["reference_s"] == [1.0] * 10 + [2.0] * 10
+    middle = 1.5  # the median of ten 1s and ten 2s
+    assert sorted(set(np.round(rows["seconds"] / 1e-3, 9))) == pytest.approx(
+        sorted({1 / (1 / middle), 1 / (2 / middle)})
+    )
+    assert "reference_s" not in profile(engine, prefill, decode, repeats=2, rounds=1).attrs

@@ -123,7 +123,7 @@ def profile_and_fit(
     rounds: int = 6,
     seed: int = 0,
     batch_table: bool = False,
-    between: Any = None,
+    reference: Any = None,
 ) -> dict[str, Any]:
     """Profile the plan's points, fitted and held out together in one random order (a slow
     spell of the machine then falls on both alike), and fit both cost models on the fitted
@@ -137,7 +137,8 @@ def profile_and_fit(
     With ``batch_table`` (for a plan that profiles every batch size: ``every_batch``) the
     context-aware model has a batch table (``decode_by_batch``); ``fit_error`` then also
     scores the context-aware model with a line in the batch instead, fitted on the same
-    rows, as ``context_line``. ``between`` is :func:`~llmsched.runtime.profiling.profile`'s.
+    rows, as ``context_line``. ``reference`` is :func:`~llmsched.runtime.profiling.profile`'s
+    (the machine's drift taken out of the rows).
     """
     rows = profile(
         engine,
@@ -146,7 +147,7 @@ def profile_and_fit(
         repeats=repeats,
         rounds=rounds,
         seed=seed,
-        between=between,
+        reference=reference,
     )
     fitted = np.where(rows["kind"] == "prefill", len(plan.fit_prefill), len(plan.fit_decode))
     is_fit = rows["point"].to_numpy() < fitted

@@ -229,7 +229,7 @@ def profile(
     rounds: int = 2,
     warmup: int = 1,
     seed: int = 0,
-    between: Callable[[], object] | None = None,
+    reference: Callable[[], float] | None = None,
 ) -> Any:
     """Time prefill stages and decode iterations; one row per measurement.
 
@@ -257,9 +257,12 @@ def profile(
         prefill stage and decode iteration.
     seed
         Seeds the tokens and the order.
-    between
-        Called after every visit (untimed): a measurement of the machine beside the profile
-        (:class:`~llmsched.runtime.protocol.Probe`), or None.
+    reference
+        A fixed measurement of the machine (:class:`~llmsched.runtime.protocol.Probe`: seconds
+        of one reference iteration), taken after every visit, or None. With it the machine's
+        drift is taken out: each visit's times are divided by the median of the five references
+        nearest it over the median of all of them, so a slow spell does not bend the fit; the
+        references are in the frame's ``attrs["reference_s"]``.
 
     Raises
     ------
@@ -320,18 +323,31 @@ def profile(
     if iterations:
         time_decode(0, iterations[0], record=False)
     visits = [("prefill", i) for i in range(len(stages))] + [("decode", i) for i in range(len(iterations))]
+    samples: list[float] = []
+    spans: list[tuple[int, int]] = []  # each visit's rows
     for _ in range(rounds):
         for position in rng.permutation(len(visits)):
             kind, index = visits[position]
+            first = len(rows)
             if kind == "prefill":
                 time_prefill(index, stages[index], record=True)
             else:
                 time_decode(index, iterations[index], record=True)
-            if between is not None:
-                between()
+            if reference is not None:
+                samples.append(float(reference()))
+                spans.append((first, len(rows)))
     engine.reset()
+    if samples:
+        middle = float(np.median(samples))
+        for visit, (first, last) in enumerate(spans):
+            factor = float(np.median(samples[max(0, visit - 2) : visit + 3])) / middle
+            for i in range(first, last):
+                rows[i] = (*rows[i][:5], rows[i][5] / factor)
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    return frame.sort_values(["kind", "point"], kind="stable", ignore_index=True)
+    frame = frame.sort_values(["kind", "point"], kind="stable", ignore_index=True)
+    if samples:
+        frame.attrs["reference_s"] = samples
+    return frame
 
 
 def _check_columns(samples: Any) -> None:

@@ -7,11 +7,12 @@ model's error, so a prediction is judged only where the machine held steady, by 
 before anything is measured (:data:`STEADY`):
 
 1. a fixed reference iteration (:class:`Probe`: a decode iteration of half the clients at the
-   mean prompt's context, on an engine of its own) is timed between the profile's visits, and
-   the engine profiled and both cost models fitted (context-aware and linear; their error on
-   held-out profile points is reported): the median of those references is the speed the
-   models were fitted at, and their spread (10th to 90th percentile) how much the machine
-   moved while they were;
+   mean prompt's context, on an engine of its own) is timed after each of the profile's
+   visits, the machine's drift taken out of the profile with it
+   (:func:`~llmsched.runtime.profiling.profile`'s ``reference``), and both cost models fitted
+   (context-aware and linear; their error on held-out profile points is reported): the median
+   of those references is the speed the models were fitted at, and their spread (10th to 90th
+   percentile) how much the machine moved meanwhile;
 2. the rules take turns, run after run (a slow spell falls on each alike), and the reference
    is timed every 25 stages or iterations *inside* each run, off the run's clock (the run's
    times are as if it had not run), so that it samples the machine over the whole run;
@@ -285,7 +286,7 @@ def validate_rules(
             rounds=size["rounds"],
             seed=seed,
             batch_table=True,
-            between=probe,
+            reference=probe,
         )
         during_profile = probe.since(start_samples)
         fitted_speed = statistics.median(during_profile)
