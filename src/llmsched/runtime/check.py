@@ -220,6 +220,35 @@ class _CpuLoad:
         return (end[0] - self.start[0]) / (end[1] - self.start[1])
 
 
+def check_setup(model: str, device: str, dtype: str) -> Any:
+    """The torch dtype named ``dtype``, after checking ``model`` (a preset), ``device`` (``cpu``
+    or ``cuda``, which must be there) and ``dtype``; ValueError otherwise."""
+    import torch
+
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    if model not in PRESETS:
+        raise ValueError(f"unknown model {model!r}; choose one of {sorted(PRESETS)}")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if dtype not in dtypes:
+        raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
+    return dtypes[dtype]
+
+
+def sizes(model: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The model's :data:`DEFAULTS` with the ``given`` values that are not None, its clients
+    checked (at least two: the decode fits need two batch sizes)."""
+    size = {**DEFAULTS.get(model, DEFAULTS["1b"]), **{k: v for k, v in given.items() if v is not None}}
+    clients = size["clients"]
+    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 2:
+        raise ValueError(
+            f"clients must be an integer >= 2 (decode fits need two batch sizes), got {clients!r}"
+        )
+    return size
+
+
 def _reference_iteration(engine: Engine, batch: int, context: int, iterations: int = 20) -> float:
     """Median seconds of a fixed decode iteration (``batch`` slots at ``context``): the
     same measurement before profiling, after it and after executing shows whether the
@@ -314,17 +343,9 @@ def validate_runtime(
     """
     import torch
 
-    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if model not in PRESETS:
-        raise ValueError(f"unknown model {model!r}; choose one of {sorted(PRESETS)}")
+    torch_dtype = check_setup(model, device, dtype)
     if strategy not in (*STRATEGIES, "both"):
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {[*sorted(STRATEGIES), 'both']}")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if dtype not in dtypes:
-        raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
     given = {
         "requests": requests,
         "clients": clients,
@@ -334,12 +355,8 @@ def validate_runtime(
         "repeats": repeats,
         "check_tokens": check_tokens,
     }
-    size = {**DEFAULTS.get(model, DEFAULTS["1b"]), **{k: v for k, v in given.items() if v is not None}}
+    size = sizes(model, given)
     clients = size["clients"]
-    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 2:
-        raise ValueError(
-            f"clients must be an integer >= 2 (decode fits need two batch sizes), got {clients!r}"
-        )
     requests = positive_int("requests", size["requests"])
     executions = positive_int("executions", size["executions"])
     repeats = positive_int("repeats", size["repeats"])
@@ -364,7 +381,7 @@ def validate_runtime(
             clients,
             longest + repeats + 2,  # the profile times iterations past the longest context
             device=device,
-            dtype=dtypes[dtype],
+            dtype=torch_dtype,
             threads=threads if device == "cpu" else None,
         )
         _reference_iteration(engine, clients, longest // 2)  # warm-up: first calls, first touches

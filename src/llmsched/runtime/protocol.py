@@ -53,12 +53,7 @@ from llmsched.engines.loop import simulate_policies
 from llmsched.fleet.disaggregated import simulate_disaggregated
 from llmsched.online.registry import make_iteration_policy, make_request_policy
 from llmsched.online.simulate import simulate_batching
-from llmsched.runtime.check import (
-    DEFAULTS,
-    profile_and_fit,
-    scaled_gsm8k,
-    workload_plan,
-)
+from llmsched.runtime.check import check_setup, profile_and_fit, scaled_gsm8k, sizes, workload_plan
 from llmsched.runtime.disaggregated import execute_disaggregated, fit_link
 from llmsched.runtime.engine import Engine
 from llmsched.runtime.executor import Execution, make_prompts, run_alone, run_batching, run_policies
@@ -234,30 +229,18 @@ def validate_rules(
     """
     import torch
 
-    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if model not in PRESETS:
-        raise ValueError(f"unknown model {model!r}; choose one of {sorted(PRESETS)}")
+    torch_dtype = check_setup(model, device, dtype)
     rules = list(rules)
     unknown = [r for r in rules if r not in RULES]
     if unknown or not rules:
         raise ValueError(f"rules must be names from {list(RULES)}, got {rules!r}")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if dtype not in dtypes:
-        raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for, but torch sees no CUDA GPU")
     runs = positive_int("runs", runs)
     budget = positive_int("budget", budget)
     block_size = positive_int("block_size", block_size)
     preemption = flag("preemption", preemption)
     given = {"requests": requests, "clients": clients, "scale": scale}
-    size = {**DEFAULTS.get(model, DEFAULTS["1b"]), **{k: v for k, v in given.items() if v is not None}}
+    size = sizes(model, given)
     clients = size["clients"]
-    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 2:
-        raise ValueError(
-            f"clients must be an integer >= 2 (decode fits need two batch sizes), got {clients!r}"
-        )
     n = positive_int("requests", size["requests"])
     start = time.perf_counter()
     seconds: dict[str, float] = {}
@@ -269,7 +252,7 @@ def validate_rules(
     max_len = longest + size["repeats"] + 2
     steps = 3 + runs * len(rules) + int(preemption)
     weights = LlamaModel(config, seed=seed)
-    on: dict[str, Any] = {"device": device, "dtype": dtypes[dtype], "block_size": block_size}
+    on: dict[str, Any] = {"device": device, "dtype": torch_dtype, "block_size": block_size}
     with progress_bar(progress, steps, f"runtime rules ({model})", unit="step") as bar:
         bar.set_postfix_str("profile")
         engine = Engine(weights, clients, max_len, threads=threads if device == "cpu" else None, **on)
