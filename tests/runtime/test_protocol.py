@@ -38,6 +38,10 @@ def test_every_rule_runs_exact_and_valid_with_its_drift_beside_each_run(report) 
         for run in row["runs"]:
             assert run["probes"] >= 1  # tiny runs are short: a reference every 25 steps
             assert run["drift"] == pytest.approx(abs(run["speed"] - 1))
+            assert len(run["reference_s"]) == run["probes"]
+            assert run["speed"] == pytest.approx(
+                float(np.median(run["reference_s"])) / machine["fitted_speed_s"]
+            )
             assert run["steady"] == (run["drift"] < STEADY)
             for m in ("context", "linear"):
                 predicted = run["predicted_makespan_s"][m]

@@ -218,9 +218,10 @@ def validate_rules(
         ``fit_error`` (each model's held-out profile error), ``link`` (the copy's fit), per rule
         in ``rules``: ``tokens_exact``, ``valid`` and ``violations`` over its runs, ``runs`` (each
         run's measured makespan, both predictions, raw and corrected errors, its references'
-        ``probes``, ``speed`` against the fitted one, ``drift``, ``probe_spread`` and ``steady``),
-        ``steady_runs``, ``within_5pct_when_steady`` (per model: every
-        steady run's raw error within 5%, None without a steady run), ``executed_error`` (per
+        ``probes`` and their times ``reference_s``, ``speed`` (their median) against the fitted
+        one, ``drift``, ``probe_spread`` and ``steady``), ``steady_runs``,
+        ``within_5pct_when_steady`` (per model: every steady run's raw error within 5%, None
+        without a steady run), ``executed_error`` (per
         model, over the median run's stages), ``latency`` (measured and predicted TTFT and TBT
         percentiles of the median run), ``peak_blocks`` (measured and predicted) and
         ``preemptions``; ``preemption`` (the scenario, when run); ``machine`` (the fitted
@@ -465,6 +466,7 @@ def _score(
                 "drift": drift,
                 "speed": speed,
                 "probes": len(samples),
+                "reference_s": list(samples),
                 "probe_spread": _spread(samples) if samples else float("nan"),
                 "steady": bool(drift < STEADY),
             }
