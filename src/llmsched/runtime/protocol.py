@@ -225,7 +225,7 @@ def validate_rules(
         model, over the median run's stages), ``latency`` (measured and predicted TTFT and TBT
         percentiles of the median run), ``peak_blocks`` (measured and predicted) and
         ``preemptions``; ``preemption`` (the scenario, when run); ``machine`` (the fitted
-        speed, the reference's batch and context, its samples during the profile and their
+        speed, the reference's batch and context, its times during the profile and their
         spread); ``seconds``.
     """
     import torch
@@ -391,6 +391,7 @@ def validate_rules(
             "fitted_speed_s": fitted_speed,
             "probe": [len(probe.slots), probe.context],
             "probe_samples_during_profile": len(during_profile),
+            "profile_reference_s": during_profile,
             "probe_spread_during_profile": _spread(during_profile),
         },
         "seconds": seconds,
