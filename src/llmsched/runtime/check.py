@@ -249,6 +249,22 @@ def sizes(model: str, given: dict[str, Any]) -> dict[str, Any]:
     return size
 
 
+def run_facts(model: str, device: str, dtype: str, requests: int, clients: int) -> dict[str, Any]:
+    """The head of a runtime report: the model and its size, where and in what precision it ran
+    (with torch's CPU threads), and the workload's requests and clients."""
+    import torch
+
+    return {
+        "model": model,
+        "parameters": PRESETS[model].parameters_count(),
+        "device": device,
+        "dtype": dtype,
+        "threads": torch.get_num_threads() if device == "cpu" else None,
+        "requests": requests,
+        "clients": clients,
+    }
+
+
 def _reference_iteration(engine: Engine, batch: int, context: int, iterations: int = 20) -> float:
     """Median seconds of a fixed decode iteration (``batch`` slots at ``context``): the
     same measurement before profiling, after it and after executing shows whether the
@@ -341,7 +357,6 @@ def validate_runtime(
     In float16 or bfloat16 a request's greedy tokens can change with the batch around it
     (rounding in the matrix products), so the token check is exact only in float32.
     """
-    import torch
 
     torch_dtype = check_setup(model, device, dtype)
     if strategy not in (*STRATEGIES, "both"):
@@ -430,13 +445,7 @@ def validate_runtime(
         bar.update()
     seconds["total"] = time.perf_counter() - start
     return {
-        "model": model,
-        "parameters": config.parameters_count(),
-        "device": device,
-        "dtype": dtype,
-        "threads": torch.get_num_threads() if device == "cpu" else None,
-        "requests": requests,
-        "clients": clients,
+        **run_facts(model, device, dtype, requests, clients),
         "scale": size["scale"],
         "workload": workload.name,
         "output_tokens": int(workload.output_tokens.sum()),

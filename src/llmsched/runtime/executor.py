@@ -380,8 +380,26 @@ def engine_memory(engine: Engine, memory: KVMemory | None = None) -> KVMemory | 
     return memory
 
 
-def _measured(measured: Any, executor: EngineExecutor, predicted: Any, start_wall: float) -> Execution:
-    engine = executor.engine
+def _run_live(
+    workload: Workload,
+    engine: Engine,
+    cost: CostModel,
+    clients: int,
+    prompts: Sequence[Sequence[int]],
+    probe: Callable[[], object] | None,
+    request_policy: str | RequestPolicy,
+    iteration_policy: IterationPolicy | None,
+    rule: Any,
+    predicted: Any,
+) -> Execution:
+    """The loop run live on ``engine`` (reset first) with a fresh copy of the request policy and
+    ``iteration_policy`` (competition's default rule) or ``rule``; the measured schedule beside
+    ``predicted``, with the executor's counts in ``info``."""
+    engine.reset()
+    start_wall = time.perf_counter()
+    executor = EngineExecutor(engine, prompts, probe)
+    requests = _fresh(request_policy, make_request_policy)
+    measured = run_loop(workload, cost, clients, requests, iteration_policy, executor, False, rule)
     info = {
         "preemptions": executor.preemptions,
         "recomputed_tokens": executor.recomputed_tokens,
@@ -440,13 +458,8 @@ def run_batching(
         max_num_batched_tokens,
         memory=memory,
     )
-    engine.reset()
-    start_wall = time.perf_counter()
-    executor = EngineExecutor(engine, prompts, probe)
-    requests = _fresh(request_policy, make_request_policy)
     rule = batching_rule(batching, max_num_batched_tokens, memory=memory)
-    measured = run_loop(workload, cost, clients, requests, None, executor, False, rule)
-    return _measured(measured, executor, predicted, start_wall)
+    return _run_live(workload, engine, cost, clients, prompts, probe, request_policy, None, rule, predicted)
 
 
 def run_policies(
@@ -480,14 +493,11 @@ def run_policies(
         _fresh(iteration_policy, make_iteration_policy),
         memory=memory,
     )
-    engine.reset()
-    start_wall = time.perf_counter()
-    executor = EngineExecutor(engine, prompts, probe)
-    requests = _fresh(request_policy, make_request_policy)
     iterations = _fresh(iteration_policy, make_iteration_policy)
-    if memory is None:
-        measured = run_loop(workload, cost, clients, requests, iterations, executor)
+    if memory is not None:  # the competition rule with memory holds the iteration policy
+        rule, iterations = CompetitionRule(iterations, memory), None
     else:
-        rule = CompetitionRule(iterations, memory)
-        measured = run_loop(workload, cost, clients, requests, None, executor, False, rule)
-    return _measured(measured, executor, predicted, start_wall)
+        rule = None
+    return _run_live(
+        workload, engine, cost, clients, prompts, probe, request_policy, iterations, rule, predicted
+    )

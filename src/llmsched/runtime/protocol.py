@@ -53,7 +53,7 @@ from llmsched.engines.loop import simulate_policies
 from llmsched.fleet.disaggregated import simulate_disaggregated
 from llmsched.online.registry import make_iteration_policy, make_request_policy
 from llmsched.online.simulate import simulate_batching
-from llmsched.runtime.check import check_setup, profile_and_fit, scaled_gsm8k, sizes, workload_plan
+from llmsched.runtime.check import check_setup, profile_and_fit, run_facts, scaled_gsm8k, sizes, workload_plan
 from llmsched.runtime.disaggregated import execute_disaggregated, fit_link
 from llmsched.runtime.engine import Engine
 from llmsched.runtime.executor import Execution, make_prompts, run_alone, run_batching, run_policies
@@ -228,7 +228,6 @@ def validate_rules(
         speed, the reference's batch and context, its times during the profile and their
         spread); ``seconds``.
     """
-    import torch
 
     torch_dtype = check_setup(model, device, dtype)
     rules = list(rules)
@@ -368,13 +367,7 @@ def validate_rules(
     }
     seconds["total"] = time.perf_counter() - start
     return {
-        "model": model,
-        "parameters": config.parameters_count(),
-        "device": device,
-        "dtype": dtype,
-        "threads": torch.get_num_threads() if device == "cpu" else None,
-        "requests": n,
-        "clients": clients,
+        **run_facts(model, device, dtype, n, clients),
         "workload": workload.name,
         "budget": budget,
         "block_size": block_size,
