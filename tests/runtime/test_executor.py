@@ -273,7 +273,7 @@ def test_the_loop_s_memory_must_be_the_engine_s_pool(model, long_prompts) -> Non
 
 
 def test_a_probe_inside_a_run_is_left_out_of_its_clock(engine: Engine, prompts, alone) -> None:
-    """A measurement of the machine run every 25 steps of a run (here a half-second sleep)
+    """A measurement of the machine run every 10 steps of a run (here a half-second sleep)
     takes none of the run's time: the measured schedule is as if it had not run."""
     import time
 

@@ -111,7 +111,7 @@ def execute_disaggregated(
     prompts: Sequence[Sequence[int]] | None = None,
     seed: int = 0,
     probe: Callable[[], object] | None = None,
-    probe_every: int = 25,
+    probe_every: int = 10,
 ) -> Execution:
     """Run a disaggregated ``schedule`` (one prompt machine, one token machine, no lending) on a
     prompt engine and a token engine; see the module's docstring.

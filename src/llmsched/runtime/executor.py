@@ -142,7 +142,7 @@ class EngineExecutor:
         engine: Engine,
         prompts: Sequence[Sequence[int]],
         probe: Callable[[], object] | None = None,
-        probe_every: int = 25,
+        probe_every: int = 10,
     ):
         self.engine = engine
         self.prompts = prompts

@@ -10,17 +10,22 @@ before anything is measured (:data:`STEADY`):
    mean prompt's context, on an engine of its own) is timed after each of the profile's
    visits, the machine's drift taken out of the profile with it
    (:func:`~llmsched.runtime.profiling.profile`'s ``reference``), and both cost models fitted
-   (context-aware and linear; their error on held-out profile points is reported): the median
-   of those references is the speed the models were fitted at, and their spread (10th to 90th
+   (context-aware and linear; their error on held-out profile points is reported): the
+   *reading* of those references (:func:`reading`, their mean once the lowest and highest
+   tenth are set aside) is the speed the models were fitted at, and their spread (10th to 90th
    percentile) how much the machine moved meanwhile;
 2. the rules take turns, run after run (a slow spell falls on each alike), and the reference
-   is timed every 25 stages or iterations *inside* each run, off the run's clock (the run's
+   is timed every 10 stages or iterations *inside* each run, off the run's clock (the run's
    times are as if it had not run), so that it samples the machine over the whole run;
-3. a run's *drift* is its references' median against the fitted speed; it is *steady* when the
-   drift is under :data:`STEADY`, and a prediction is judged on the steady runs only. Every
-   run's raw error is reported, with the drift beside it and the error once the prediction is
-   scaled by the run's own reference speed (``corrected``), so a figure taken while the
-   machine moved says so.
+3. a run's *drift* is the reading of its references against the fitted speed; it is *steady*
+   when the drift is under :data:`STEADY`, and a prediction is judged on the steady runs only.
+   Every run's raw error is reported, with the drift beside it and the error once the
+   prediction is scaled by the run's own reference speed (``corrected``), so a figure taken
+   while the machine moved says so.
+
+A run's time is a sum over its iterations, so a slow spell over a fifth of it shows in its
+time; a median of its references would not see it, a mean does, and trimming a tenth from
+either end keeps a single stalled reference from moving it.
 
 Each rule runs on a paged engine (:class:`~llmsched.runtime.engine.Engine` with
 ``block_size``), so every measured schedule carries the KV-cache memory and passes the
@@ -33,8 +38,8 @@ against the simulator's prediction. ``disaggregated`` runs a prompt engine and a
 
 from __future__ import annotations
 
-import statistics
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -59,7 +64,7 @@ from llmsched.runtime.engine import Engine
 from llmsched.runtime.executor import Execution, make_prompts, run_alone, run_batching, run_policies
 from llmsched.runtime.model import PRESETS, LlamaModel
 
-__all__ = ["RULES", "STEADY", "Probe", "executed_errors", "validate_rules"]
+__all__ = ["RULES", "STEADY", "Probe", "executed_errors", "reading", "validate_rules"]
 
 #: The rules ``--rule`` runs: the competition engine (FCFS, prefill first), the engines people
 #: run (:mod:`llmsched.engines.batching`) and the disaggregated cluster.
@@ -99,6 +104,17 @@ class Probe:
     def since(self, mark: int) -> list[float]:
         """The samples taken since there were ``mark``."""
         return self.samples[mark:]
+
+
+def reading(samples: Sequence[float]) -> float:
+    """The machine's speed read from reference times: their mean over the samples between the
+    10th and the 90th percentile (all of them where there are fewer than ten)."""
+    if not len(samples):
+        raise ValueError("reading needs at least one reference time")
+    times = np.asarray(samples, dtype=float)
+    low, high = np.percentile(times, [10, 90])
+    kept = times[(times >= low) & (times <= high)] if len(times) >= 10 else times
+    return float(kept.mean())
 
 
 def _spread(samples: list[float]) -> float:
@@ -218,7 +234,7 @@ def validate_rules(
         ``fit_error`` (each model's held-out profile error), ``link`` (the copy's fit), per rule
         in ``rules``: ``tokens_exact``, ``valid`` and ``violations`` over its runs, ``runs`` (each
         run's measured makespan, both predictions, raw and corrected errors, its references'
-        ``probes`` and their times ``reference_s``, ``speed`` (their median) against the fitted
+        ``probes`` and their times ``reference_s``, ``speed`` (their :func:`reading`) against the fitted
         one, ``drift``, ``probe_spread`` and ``steady``), ``steady_runs``,
         ``within_5pct_when_steady`` (per model: every steady run's raw error within 5%, None
         without a steady run), ``executed_error`` (per
@@ -272,7 +288,7 @@ def validate_rules(
             reference=probe,
         )
         during_profile = probe.since(start_samples)
-        fitted_speed = statistics.median(during_profile)
+        fitted_speed = reading(during_profile)
         models: dict[str, CostModel] = {m: fitted[m] for m in _MODELS}
         seconds["profile"] = time.perf_counter() - mark
         bar.update()
@@ -447,7 +463,7 @@ def _score(
         done: Execution = row["done"]
         measured = done.measured.makespan
         samples = row["samples"]
-        speed = statistics.median(samples) / fitted_speed if samples else float("nan")
+        speed = reading(samples) / fitted_speed if samples else float("nan")
         drift = abs(speed - 1.0)
         rows.append(
             {
