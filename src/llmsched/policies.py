@@ -83,6 +83,10 @@ class KnownRequests:
     finished, total_finished_output
         How many requests have finished, and their output tokens: a request's output
         length is known once it has produced its last token, whatever the run reveals.
+    now
+        The time of the loop's current decision point (seconds since the run started): the
+        loop sets it before it asks the request policy ``ready()``, so ``ready`` and the
+        ``take`` that follows it read the time they are asked at (0.0 before the run).
     """
 
     __slots__ = (
@@ -91,6 +95,7 @@ class KnownRequests:
         "clairvoyant",
         "finished",
         "name",
+        "now",
         "output_tokens",
         "predicted_output",
         "prompt_tokens",
@@ -115,6 +120,7 @@ class KnownRequests:
         self.total_output = 0
         self.finished = 0
         self.total_finished_output = 0
+        self.now = 0.0
 
     @classmethod
     def everything(cls, workload: Workload, lengths: bool = False) -> KnownRequests:
@@ -260,7 +266,13 @@ class RequestPolicy(Protocol):
     On an engine with KV-cache memory (:mod:`llmsched.core.memory`) a preempted request comes
     back as a new request (a *piece* with its own index) through the optional
     ``resume(request)``, which puts it where the policy resumes preempted work (FCFS: first
-    in line, as vLLM does), or, without it, through ``arrive``.
+    in line, as vLLM does), or, without it, through ``arrive``. Which decoding request memory
+    preempts is the policy's through the optional ``preempt_rank(request)``: the highest rank
+    goes first (ties: the one taken last); without it, the request taken last, as vLLM's FCFS
+    scheduler does.
+
+    ``known.now`` is the time of the decision point at which ``ready()`` is asked (and the
+    ``take`` after it): a policy may admit by time (:class:`~llmsched.online.priority.DeadlineFirst`).
     """
 
     def start(self, known: KnownRequests, clients: int) -> None: ...

@@ -642,6 +642,7 @@ def _run(
             raise TypeError("a cluster's machine runs without KV-cache memory (its driver follows requests)")
         total_blocks = memory.blocks
         resume = getattr(requests, "resume", arrive)  # a continuation's place among the waiting
+        preempt_rank = getattr(requests, "preempt_rank", None)  # optional: which to preempt first
     next_arrival = finished = started = 0
     oldest = 0  # position in ``order`` of the oldest arrived request that may not have started
     waiting_pieces: list[tuple[float, int]] = []  # (arrival, piece): continuations, a heap
@@ -694,9 +695,11 @@ def _run(
                     # request taken holds the blocks of its first token), by the order of the
                     # takes and within one the order the policy gave (not by index: a fleet's
                     # engine numbers pieces among the requests routed to it).
-                    victim = max(
-                        (r for r in running.values() if g > decode_start[r]), key=taken_rank.__getitem__
-                    )
+                    candidates = (r for r in running.values() if g > decode_start[r])
+                    if preempt_rank is None:
+                        victim = max(candidates, key=taken_rank.__getitem__)
+                    else:  # the policy's lowest priority first; ties: the one taken last
+                        victim = max(candidates, key=lambda r: (preempt_rank(r), taken_rank[r]))
                     client = client_of[victim]
                     decoded = g - decode_start[victim]
                     need -= memory.blocks_for(prompt[victim] + decoded + 1)
@@ -741,6 +744,7 @@ def _run(
                 if run_preempt is not None:
                     run_preempt(victims)
         active = len(heap)
+        known.now = now  # the time the request policy is asked at
         ready = ready_now() if free and active < rule.admit_below else 0
         if type(ready) is not int or ready < 0:
             ready = check_ready(ready, requests)
