@@ -10,7 +10,9 @@ from llmsched import LinearCostModel, Workload, simulate, validate
 from llmsched.online import (
     FCFS,
     HYBRID_OVERHEAD,
+    AgedShortestFirst,
     BatchWise,
+    DeadlineFirst,
     LongestFirst,
     OfflineQueues,
     PrefillFirst,
@@ -54,6 +56,15 @@ REQUEST_NAMES = {
     "shortest-first-oracle": (ShortestFirst, {"sizes": "oracle"}),
     "longest-first": (LongestFirst, {"sizes": "predicted"}),
     "longest-first-oracle": (LongestFirst, {"sizes": "oracle"}),
+    "aged-shortest-first": (
+        AgedShortestFirst,
+        {"seconds_per_token": 0.002, "output_weight": 1.0, "sizes": "predicted"},
+    ),
+    "aged-shortest-first-oracle": (
+        AgedShortestFirst,
+        {"seconds_per_token": 0.002, "output_weight": 1.0, "sizes": "oracle"},
+    ),
+    "deadline-first": (DeadlineFirst, {"ttft_base": 1.0, "ttft_per_token": 0.0, "defer": True}),
 }
 ITERATION_NAMES = {
     "prefill-first": PrefillFirst,

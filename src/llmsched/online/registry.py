@@ -24,6 +24,12 @@ Request policies:
 ``shortest-first``,               :class:`~llmsched.online.requests.ShortestFirst`,
 ``longest-first``                 :class:`~llmsched.online.requests.LongestFirst` (``sizes``);
                                   ``-oracle`` aliases
+``aged-shortest-first``           :class:`~llmsched.online.priority.AgedShortestFirst`
+                                  (``seconds_per_token``, ``output_weight``, ``sizes``): shortest
+                                  predicted work first, with aging; ``-oracle`` alias
+``deadline-first``                :class:`~llmsched.online.priority.DeadlineFirst` (``ttft_base``,
+                                  ``ttft_per_token``, ``defer``): earliest TTFT deadline first,
+                                  requests past their deadline deferred
 ================================  ==============================================================
 
 Iteration policies: ``prefill-first`` (:class:`~llmsched.online.baselines.PrefillFirst`),
@@ -44,6 +50,7 @@ from typing import Any
 from llmsched.online.baselines import FCFS, BatchWise, PrefillFirst, StaticQueues
 from llmsched.online.iteration import Lagrangian, LagrangianAsWritten, SLOAware, Threshold
 from llmsched.online.offline import OfflineQueues
+from llmsched.online.priority import AgedShortestFirst, DeadlineFirst
 from llmsched.online.requests import HYBRID_OVERHEAD, LongestFirst, ShortestFirst, SortedPreemptive
 from llmsched.policies import IterationPolicy, RequestPolicy
 
@@ -156,6 +163,9 @@ _REQUEST.register("shortest-first", ShortestFirst)
 _REQUEST.alias("shortest-first-oracle", "shortest-first", sizes="oracle")
 _REQUEST.register("longest-first", LongestFirst)
 _REQUEST.alias("longest-first-oracle", "longest-first", sizes="oracle")
+_REQUEST.register("aged-shortest-first", AgedShortestFirst)
+_REQUEST.alias("aged-shortest-first-oracle", "aged-shortest-first", sizes="oracle")
+_REQUEST.register("deadline-first", DeadlineFirst)
 
 _ITERATION.register("prefill-first", PrefillFirst)
 _ITERATION.register("lagrangian", Lagrangian)
