@@ -65,6 +65,7 @@ __all__ = [
     "gsm8k",
     "gsm8k_lengths",
     "gsm8k_like",
+    "gsm8k_questions",
     "mico_like",
     "poisson_arrivals",
     "prepare",
@@ -106,6 +107,46 @@ def gsm8k_lengths() -> tuple[np.ndarray, np.ndarray]:
     prompt.setflags(write=False)
     answer.setflags(write=False)
     return prompt, answer
+
+
+def gsm8k_questions(folder: str | PathLike[str]) -> list[str]:
+    """The GSM8K test split's questions, in file order (the order of :func:`gsm8k_lengths`),
+    read from ``folder``'s ``test.jsonl`` (one JSON object with a ``question`` a line).
+
+    The package ships the token counts only; the text is read from a copy of the dataset the
+    caller has (GSM8K, MIT license), for the predictors that read prompts
+    (:class:`~llmsched.online.text.TextRidge`).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``folder`` holds no ``test.jsonl``.
+    ValueError
+        A line that is not a JSON object with a str ``question``, or a count of questions other
+        than the 1,319 of the token counts.
+    """
+    import json
+    from pathlib import Path
+
+    path = Path(folder) / "test.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"no GSM8K test split at {path}: give the folder that holds test.jsonl")
+    questions = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}, line {number}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("question"), str):
+                raise ValueError(f"{path}, line {number}: no str 'question'")
+            questions.append(row["question"])
+    expected = len(gsm8k_lengths()[0])
+    if len(questions) != expected:
+        raise ValueError(f"{path} holds {len(questions)} questions; the GSM8K test split has {expected}")
+    return questions
 
 
 def gsm8k(seed: int | np.random.Generator | None = 0, outputs: str = "llama65b") -> Workload:
