@@ -22,6 +22,7 @@ from llmsched.engines.disaggregation.validate import validate_disaggregated
 from llmsched.engines.fusion.bounds import fused_lower_bounds
 from llmsched.engines.fusion.schedule import FusedSchedule
 from llmsched.engines.fusion.validate import validate_fused
+from llmsched.fleet.admission import TTFTAdmission
 from llmsched.fleet.disaggregated import simulate_disaggregated
 from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.mixed_pool import MixedPoolCluster, MixedPoolSchedule, simulate_mixed_pool
@@ -50,6 +51,7 @@ __all__ = [
     "PrefillLevel",
     "Preset",
     "Schedule",
+    "TTFTAdmission",
     "TableCostModel",
     "Violation",
     "Workload",

@@ -64,4 +64,4 @@ def test_engine() -> None:
     broken = dataclasses.replace(fleet.schedules[0], makespan=fleet.schedules[0].makespan + 1)
     out = validate_fleet(dataclasses.replace(fleet, schedules=(broken, fleet.schedules[1])))
     assert {v.rule for v in out} == {"engine"} and out[0].message.startswith("engine 0: [makespan]")
-    assert set(FLEET_RULES) == {"structure", "routing", "reached", "engine"}
+    assert set(FLEET_RULES) == {"structure", "routing", "reached", "rejected", "engine"}

@@ -76,6 +76,11 @@ class FleetSchedule(ScheduleBase):
     It meets :class:`~llmsched.core.schedule.ScheduleLike`: its machines are its engines, a
     request's machine is the engine that ran it, and its stages are every engine's and the
     backoff pulls (:meth:`stage_frame`).
+
+    A request the fleet's admission turned away (``request_rejected``) has engine, index and
+    client -1, reached NaN, NaN times (TTFT, latency, gaps), no preemption, and meets no
+    target; the latency percentiles of :meth:`summary` are over the requests served, and its
+    ``rejected`` counts the others.
     """
 
     mode: ClassVar[str] = "fleet"
@@ -89,6 +94,7 @@ class FleetSchedule(ScheduleBase):
     request_pulled_from: np.ndarray
     router: str
     info: dict[str, Any] = field(default_factory=dict)
+    request_rejected: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("request_engine", "request_index", "request_pulled_from"):
@@ -96,6 +102,22 @@ class FleetSchedule(ScheduleBase):
         object.__setattr__(
             self, "request_reached", read_only(np.asarray(self.request_reached, dtype=np.float64))
         )
+        rejected = (
+            np.zeros(len(self.request_engine), dtype=bool)
+            if self.request_rejected is None
+            else np.asarray(self.request_rejected, dtype=bool)
+        )
+        object.__setattr__(self, "request_rejected", read_only(rejected))
+
+    @property
+    def rejected(self) -> np.ndarray:
+        """Whether each request was turned away at the fleet's door (bool)."""
+        assert self.request_rejected is not None
+        return self.request_rejected
+
+    @cached_property
+    def _served(self) -> np.ndarray:
+        return ~self.rejected
 
     def __repr__(self) -> str:
         return (
@@ -108,18 +130,24 @@ class FleetSchedule(ScheduleBase):
         sizes = np.array([len(s.requests) for s in self.schedules], dtype=np.int64)
         return np.concatenate(([0], np.cumsum(sizes)[:-1])) if sizes.size else sizes
 
-    def _per_request(self, attribute: str, piece: str | None = None) -> np.ndarray:
+    def _per_request(self, attribute: str, piece: str | None = None, fill: Any = math.nan) -> np.ndarray:
         """Each request's entry of its engine's array ``attribute``: one per user request, or,
         with ``piece`` (``"first"`` or ``"last"``), one per piece read at the request's first
         or last piece (an engine with KV-cache memory splits a preempted request into pieces;
-        ``request_index`` numbers its user requests)."""
+        ``request_index`` numbers its user requests); ``fill`` for a rejected request."""
         parts = []
         for s in self.schedules:
             values = np.asarray(getattr(s, attribute))
             if piece is not None and s.request_parent is not None:
                 values = values[s.first_piece if piece == "first" else s.last_piece]
             parts.append(values)
-        return read_only(gather(parts, self._offsets, self.request_engine, self.request_index))
+        served = self._served
+        if served.all():
+            return read_only(gather(parts, self._offsets, self.request_engine, self.request_index))
+        found = gather(parts, self._offsets, self.request_engine[served], self.request_index[served])
+        out = np.full(len(served), fill, dtype=np.result_type(found.dtype, np.asarray(fill).dtype))
+        out[served] = found
+        return read_only(out)
 
     @cached_property
     def prefill_end(self) -> np.ndarray:
@@ -139,18 +167,18 @@ class FleetSchedule(ScheduleBase):
     @cached_property
     def preemptions(self) -> np.ndarray:
         """How many times each request was preempted (by its engine's KV-cache memory)."""
-        return read_only(self._per_request("preemptions").astype(np.int64))
+        return read_only(self._per_request("preemptions", fill=0).astype(np.int64))
 
     @cached_property
     def recomputed_tokens(self) -> np.ndarray:
         """Tokens each request's engine prefilled anew after preempting it."""
-        return read_only(self._per_request("recomputed_tokens").astype(np.int64))
+        return read_only(self._per_request("recomputed_tokens", fill=0).astype(np.int64))
 
     @cached_property
     def request_client(self) -> np.ndarray:
         """The client (of its engine) each request ran on (its first piece's, when its engine
         preempted it)."""
-        return read_only(self._per_request("request_client", "first").astype(np.int64))
+        return read_only(self._per_request("request_client", "first", fill=-1).astype(np.int64))
 
     @property
     def request_machine(self) -> np.ndarray:
@@ -188,11 +216,22 @@ class FleetSchedule(ScheduleBase):
         return float(sum(e.price for e in self.engines))
 
     @property
+    def served_output_tokens(self) -> int:
+        """The output tokens of the requests served (every request's, without admission)."""
+        return int(self.workload.output_tokens[self._served].sum())
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens served per second of makespan."""
+        span = self.makespan
+        return self.served_output_tokens / span if span > 0 else 0.0
+
+    @property
     def tokens_per_cost(self) -> float:
-        """Output tokens per unit of cost: tokens over (price per hour x makespan in hours);
-        inf for a fleet that costs nothing."""
+        """Output tokens served per unit of cost: tokens over (price per hour x makespan in
+        hours); inf for a fleet that costs nothing."""
         spent = self.price_per_hour * self.makespan / 3600
-        return self.workload.total_output_tokens / spent if spent > 0 else math.inf
+        return self.served_output_tokens / spent if spent > 0 else math.inf
 
     @property
     def utilization(self) -> float:
@@ -213,14 +252,27 @@ class FleetSchedule(ScheduleBase):
 
     def meets_slo(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> np.ndarray:
         """Whether each request meets the targets: TTFT (from its arrival at the fleet)
-        <= ``slo_ttft`` and mean time between tokens <= ``slo_tbt``; None: no target."""
+        <= ``slo_ttft`` and mean time between tokens <= ``slo_tbt``; None: no target. A
+        rejected request meets none."""
         ttft_target, tbt_target = slo_target("slo_ttft", slo_ttft), slo_target("slo_tbt", slo_tbt)
-        meets = np.ones(len(self.workload), dtype=bool)
+        meets = self._served.copy()
         if ttft_target is not None:
             meets &= self.ttft <= ttft_target
         if tbt_target is not None:
             meets &= ~(self.tbt_mean > tbt_target)
         return meets
+
+    def latency_figures(self) -> dict[str, float]:
+        """The serving figures of the requests served (see
+        :meth:`~llmsched.core.schedule.ScheduleBase.latency_figures`): a rejected request has
+        no TTFT nor latency to count."""
+        served = self._served
+        out = latency_figures(self.ttft[served], self.latency[served], *self.tbt_distribution())
+        p50, p90, p99 = percentiles(self.normalized_latency[served])
+        out["normalized_latency_p50_s"] = p50
+        out["normalized_latency_p90_s"] = p90
+        out["normalized_latency_p99_s"] = p99
+        return out
 
     def tbt_distribution(self) -> tuple[np.ndarray, np.ndarray]:
         """Every gap between tokens of every request, as (values, counts)."""
@@ -237,9 +289,9 @@ class FleetSchedule(ScheduleBase):
         latency); ``requests_per_s``, ``goodput_rps``, ``slo_attainment`` against the
         targets; then ``mode`` (``fleet``), ``machines`` (its engines), ``clients``,
         ``prefill_stages`` and ``decode_iterations`` (over all engines), which complete the
-        keys every mode's summary has (:data:`~llmsched.core.schedule.SUMMARY_KEYS`), and
+        keys every mode's summary has (:data:`~llmsched.core.schedule.SUMMARY_KEYS`),
         ``preemptions`` and ``recomputed_tokens`` (over all requests, by the engines' KV-cache
-        memory).
+        memory), and ``rejected`` (the requests the fleet's admission turned away).
 
         Raises
         ------
@@ -269,6 +321,7 @@ class FleetSchedule(ScheduleBase):
         out["decode_iterations"] = self.decode_iterations
         # Last, so that the keys summary() always had keep their order.
         out.update(self._preemption_figures())
+        out["rejected"] = int(self.rejected.sum())
         return out
 
     def _preemption_columns(self) -> dict[str, np.ndarray]:
@@ -314,14 +367,15 @@ class FleetSchedule(ScheduleBase):
         engine again, the column every mode has), ``client``, ``reached``, ``pulled_from``,
         ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``, ``e2e``,
         ``normalized_latency`` and ``meets_slo`` (and ``preemptions`` and ``recomputed_tokens``
-        when an engine's KV-cache memory preempted a request).
+        when an engine's KV-cache memory preempted a request, and ``rejected`` when the
+        fleet's admission turned a request away).
 
         Raises
         ------
         TypeError, ValueError
             A target that is not None or a number > 0 (``inf`` allowed).
         """
-        return self._request_frame(
+        frame = self._request_frame(
             self.meets_slo(slo_ttft, slo_tbt),
             engine=self.request_engine,
             machine=self.request_machine,
@@ -330,6 +384,9 @@ class FleetSchedule(ScheduleBase):
             pulled_from=self.request_pulled_from,
             prefill_end=self.prefill_end,
         )
+        if self.rejected.any():
+            frame["rejected"] = self.rejected
+        return frame
 
     def stage_frame(self) -> pd.DataFrame:
         """What ran when: every engine's stages (engine 0's, in its own order, then engine

@@ -47,6 +47,7 @@ from llmsched.core.workload import Workload
 from llmsched.engines.loop import EngineStream, admits, open_engine, stream_schedule
 from llmsched.engines.orca.rule import most_iteration_tokens
 from llmsched.engines.padded.rule import padded_work_bound
+from llmsched.fleet.admission import Admission
 from llmsched.fleet.engine import Backoff, Engine
 from llmsched.fleet.routers import as_router, router_names
 from llmsched.fleet.routers.base import Loads, Router, RouterSetup, engine_index, read_only_view
@@ -190,6 +191,7 @@ def simulate_fleet(
     seed: int = 0,
     sizes: str = "predicted",
     time_limit: float = math.inf,
+    admission: Admission | None = None,
 ) -> FleetSchedule:
     """Run ``workload`` on a fleet of ``engines`` behind ``router``; return what it ran.
 
@@ -216,6 +218,11 @@ def simulate_fleet(
         Wall-clock seconds for a router's solver (``qcmax``'s), a safety net the caller chooses:
         a number >= 0, ``inf`` (the default) for none, so that the solver stops on its
         deterministic work budget and the fleet is the same on any machine.
+    admission
+        An admission rule at the fleet's door (:mod:`llmsched.fleet.admission`, such as
+        :class:`~llmsched.fleet.admission.TTFTAdmission`), asked as each request arrives, after
+        the router has chosen its engine: a request it turns away reaches no engine and is
+        reported in the schedule's ``rejected``. None: every request is taken.
 
     Raises
     ------
@@ -224,12 +231,18 @@ def simulate_fleet(
         engine cannot hold, a stage some engine cannot time, times beyond the precision the
         validator can check, an unknown router or an object that is not a router, a
         closed-batch router on requests that arrive over time, a weighing router without
-        predictions, a request policy a fleet cannot run, a time limit that is not seconds >= 0.
+        predictions, a request policy a fleet cannot run, a time limit that is not seconds >= 0,
+        an admission rule that is not one.
         While it runs, a ValueError if the router answers anything but an engine's index.
     """
     engines, router, sizes, time_limit = check_fleet(
         workload, engines, router, backoff, seed, sizes, time_limit
     )
+    if admission is not None and (isinstance(admission, type) or not isinstance(admission, Admission)):
+        raise TypeError(
+            "admission must be None or an object with a name and admit(prompt, engine, loads, now), "
+            f"got {type(admission).__name__}"
+        )
     routing = as_router(router)
     n, m = len(workload), len(engines)
     arrival = workload.arrival.tolist()
@@ -307,6 +320,8 @@ def simulate_fleet(
     left: list[set[int]] = [set() for _ in range(m)]  # engine indices pulled away
     reached = [math.nan] * n
     pulled_from = [-1] * n
+    rejected = np.zeros(n, dtype=bool)
+    admit = admission.admit if admission is not None else None
     results: list[Any] = [None] * m
     version = [0] * m
     woken = [False] * m
@@ -432,6 +447,9 @@ def simulate_fleet(
             k = ask(request, loads)
             if k.__class__ is not int or not 0 <= k < m:
                 k = engine_index(routing, request, k, m)
+            if admit is not None and not admit(prompt[request], k, loads, ta):
+                rejected[request] = True  # turned away at the door: it reaches no engine
+                continue
             route(request, k, ta)
             continue
         _, _, k, _ = heappop(events)
@@ -445,8 +463,8 @@ def simulate_fleet(
             raise RuntimeError(f"engine {k} did not end once every request was routed")
 
     schedules: list[Any] = []
-    request_engine = np.empty(n, dtype=np.int64)
-    request_index = np.empty(n, dtype=np.int64)
+    request_engine = np.full(n, -1, dtype=np.int64)  # -1: rejected
+    request_index = np.full(n, -1, dtype=np.int64)
     for k, engine in enumerate(engines):
         s = streams[k]
         kept = (
@@ -470,6 +488,7 @@ def simulate_fleet(
         "backoff": backoff is not None,
         "backoff_delay": backoff.delay if backoff is not None else 0.0,
         "seed": seed if getattr(routing, "seeded", False) else None,
+        "admission": admission.name if admission is not None else None,
     }
     return FleetSchedule(
         workload,
@@ -481,4 +500,5 @@ def simulate_fleet(
         np.asarray(pulled_from),
         routing.name,
         info,
+        rejected,
     )

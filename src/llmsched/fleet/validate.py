@@ -21,7 +21,7 @@ __all__ = ["FLEET_RULES", "validate_fleet"]
 
 
 #: The rules :func:`validate_fleet` checks, in the order it reports them.
-FLEET_RULES = ("structure", "routing", "reached", "engine")
+FLEET_RULES = ("structure", "routing", "reached", "rejected", "engine")
 
 
 def validate_fleet(
@@ -38,6 +38,8 @@ def validate_fleet(
     * ``reached``: a request reaches its engine no earlier than it arrives at the fleet (a
       pulled one no earlier than the backoff delay after that), and its engine's workload
       says it arrived then;
+    * ``rejected``: a request the fleet's admission turned away reached no engine (engine and
+      index -1, reached NaN, never pulled), and the engines ran every other request;
     * ``engine``: each engine's schedule keeps its mode's rules (:func:`llmsched.validate`,
       or :func:`llmsched.validate_fused` for a fused engine, with ``rtol`` and ``atol``); the
       message names the engine and the engine's rule.
@@ -48,14 +50,21 @@ def validate_fleet(
     report = Report(skip_set)
     wl = fleet.workload
     n, m = len(wl), len(fleet.engines)
-    arrays = (fleet.request_engine, fleet.request_index, fleet.request_reached, fleet.request_pulled_from)
+    rejected = fleet.rejected
+    arrays = (
+        fleet.request_engine,
+        fleet.request_index,
+        fleet.request_reached,
+        fleet.request_pulled_from,
+        rejected,
+    )
     problems = []
     if any(a.shape != (n,) for a in arrays):
         problems.append(f"per-request arrays must have {n} entries, got {[a.shape for a in arrays]}")
     elif len(fleet.schedules) != m:
         problems.append(f"{len(fleet.schedules)} schedules for {m} engines")
     else:
-        bad_engine = (fleet.request_engine < 0) | (fleet.request_engine >= m)
+        bad_engine = ((fleet.request_engine < 0) & ~rejected) | (fleet.request_engine >= m)
         if bad_engine.any():
             problems.append(
                 f"request {int(np.flatnonzero(bad_engine)[0])} names an engine outside 0..{m - 1}"
@@ -75,23 +84,43 @@ def validate_fleet(
         return [Violation("structure", p) for p in problems]
     # An engine's user requests: its workload, or, when its memory preempted some, what its
     # pieces make (each engine's own validator checks the pieces).
+    turned = np.flatnonzero(rejected)
+    wrong = turned[
+        (fleet.request_engine[turned] != -1)
+        | (fleet.request_index[turned] != -1)
+        | ~np.isnan(fleet.request_reached[turned])
+        | (fleet.request_pulled_from[turned] != -1)
+    ]
+    report.add(
+        "rejected", wrong, lambda i: f"request {i} was rejected but reached engine {fleet.request_engine[i]}"
+    )
+    if wrong.size:
+        return report.items
+    # The requests the engines ran: every check below reads them, named by their fleet index.
+    ids = np.flatnonzero(~rejected)
     sizes = np.array([len(s.requests) for s in fleet.schedules], dtype=np.int64)
-    engine, index = fleet.request_engine, fleet.request_index
+    engine, index = fleet.request_engine[ids], fleet.request_index[ids]
     out_of_range = (index < 0) | (index >= sizes[engine])
     report.add(
         "structure",
         np.flatnonzero(out_of_range),
-        lambda i: f"request {i} has index {index[i]} on engine {engine[i]}",
+        lambda j: f"request {ids[j]} has index {index[j]} on engine {engine[j]}",
     )
     if out_of_range.any():
         return report.items
     slot = fleet._offsets[engine] + index
     counts = np.bincount(slot, minlength=int(sizes.sum()))
     twice = np.flatnonzero(counts[slot] > 1)
-    report.add("routing", twice, lambda i: f"request {i} shares its place on engine {engine[i]} with another")
-    if int(sizes.sum()) != n:
+    report.add(
+        "routing", twice, lambda j: f"request {ids[j]} shares its place on engine {engine[j]} with another"
+    )
+    if int(sizes.sum()) != ids.size:
         report.items.append(
-            Violation("routing", f"the engines ran {int(sizes.sum())} requests; the fleet has {n}")
+            Violation(
+                "routing",
+                f"the engines ran {int(sizes.sum())} requests; the fleet has {n}"
+                + (f", {turned.size} of them rejected" if turned.size else ""),
+            )
         )
 
     def column(name: str) -> np.ndarray:
@@ -99,34 +128,42 @@ def validate_fleet(
         return gather(parts, fleet._offsets, engine, index)
 
     for name in ("prompt_tokens", "output_tokens"):
-        differs = np.flatnonzero(column(name) != getattr(wl, name))
+        differs = np.flatnonzero(column(name) != getattr(wl, name)[ids])
         report.add(
-            "routing", differs, lambda i, name=name: f"request {i}'s {name} differs on engine {engine[i]}"
+            "routing",
+            differs,
+            lambda j, name=name: f"request {ids[j]}'s {name} differs on engine {engine[j]}",
         )
     if wl.predicted_output is not None and all(
         s.requests.predicted_output is not None for s in fleet.schedules
     ):
-        differs = np.flatnonzero(column("predicted_output") != wl.predicted_output)
-        report.add("routing", differs, lambda i: f"request {i}'s prediction differs on engine {engine[i]}")
-    reached, pulled = fleet.request_reached, fleet.request_pulled_from
+        differs = np.flatnonzero(column("predicted_output") != wl.predicted_output[ids])
+        report.add(
+            "routing", differs, lambda j: f"request {ids[j]}'s prediction differs on engine {engine[j]}"
+        )
+    reached, pulled = fleet.request_reached[ids], fleet.request_pulled_from[ids]
     delay = float(fleet.info.get("backoff_delay", 0.0))
-    earliest = wl.arrival + np.where(pulled >= 0, delay, 0.0)
+    earliest = wl.arrival[ids] + np.where(pulled >= 0, delay, 0.0)
     tol = atol + 64 * np.spacing(np.maximum(np.abs(reached), 1.0))
     early = np.flatnonzero(~(reached >= earliest - tol))
     report.add(
         "reached",
         early,
-        lambda i: f"request {i} reached engine {engine[i]} at {reached[i]:.9g} s, before {earliest[i]:.9g} s",
+        lambda j: (
+            f"request {ids[j]} reached engine {engine[j]} at {reached[j]:.9g} s, before {earliest[j]:.9g} s"
+        ),
     )
     bad_pull = np.flatnonzero((pulled < -1) | (pulled >= m) | (pulled == engine))
     report.add(
-        "reached", bad_pull, lambda i: f"request {i} was pulled from engine {pulled[i]} to engine {engine[i]}"
+        "reached",
+        bad_pull,
+        lambda j: f"request {ids[j]} was pulled from engine {pulled[j]} to engine {engine[j]}",
     )
     mismatch = np.flatnonzero(~np.isclose(column("arrival"), reached, rtol=0, atol=0) & ~np.isnan(reached))
     report.add(
         "reached",
         mismatch,
-        lambda i: f"request {i} arrives on engine {engine[i]} at another time than it reached it",
+        lambda j: f"request {ids[j]} arrives on engine {engine[j]} at another time than it reached it",
     )
     if "engine" not in skip_set:
         for k, s in enumerate(fleet.schedules):
