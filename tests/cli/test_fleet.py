@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from llmsched import LinearCostModel
+from llmsched import LinearCostModel, TTFTAdmission
 from llmsched.cli import main
 from llmsched.fleet.engine import Engine
 from llmsched.fleet.simulate import simulate_fleet
@@ -64,3 +64,29 @@ def test_engines_with_memory_preempt_and_the_fleet_validates(capsys) -> None:
     assert "preemptions" in capsys.readouterr().out
     assert main([*argv, "--backoff"]) == 2
     assert "without backoff or without memory" in capsys.readouterr().err
+
+
+def test_admission_turns_requests_away_and_the_report_counts_them(capsys) -> None:
+    """--admission-ttft (and its per-token part and margin) give the fleet the library's
+    TTFTAdmission: the summary is the library's, its rejected counted; a margin without a
+    target is refused before work."""
+    argv = [
+        *BASE,
+        "--arrivals",
+        "poisson:40",
+        "--admission-ttft",
+        "0.5",
+        "--admission-ttft-per-token",
+        "0.001",
+    ]
+    out = json_report(capsys, [*argv, "--admission-margin", "0.8"])
+    workload = prepare(exegpt_task("S", 80, 0), arrivals="poisson:40", seed=0)
+    fleet = simulate_fleet(
+        workload, [Engine(PAPER, 8)] * 2, "round-robin", admission=TTFTAdmission(0.5, 0.001, 0.8)
+    )
+    assert out["valid"] and out["summary"] == json.loads(json.dumps(fleet.summary(), default=float))
+    assert out["summary"]["rejected"] == int(fleet.rejected.sum()) > 0 and out["info"]["admission"] == "ttft"
+    assert main(argv) == 0
+    assert "turned away by admission" in capsys.readouterr().out
+    assert main([*BASE, "--admission-margin", "0.8"]) == 2
+    assert "--admission-margin needs --admission-ttft" in capsys.readouterr().err

@@ -2,7 +2,9 @@
 
 The engines are alike (``--engines N`` of ``--clients``) or of kinds of their own size, price
 and speed (``--engine NAME:CLIENTS[:PRICE[:SPEED]]``, repeated), each a competition or a fused
-engine; the router sends arrivals to them and backoff lets a dry engine pull waiting requests.
+engine; the router sends arrivals to them and backoff lets a dry engine pull waiting requests;
+admission (``--admission-ttft``) turns away at the door a request whose expected TTFT is past
+its target, reported as rejected.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmsched.cli.options import (
+    ADMISSION,
     BACKOFF,
     ENGINE,
     ENGINE_KIND,
@@ -24,6 +27,7 @@ from llmsched.cli.options import (
     WEIGHING_ROUTERS,
     Command,
     Option,
+    admission,
     backoff,
     check_outputs,
     choice,
@@ -54,6 +58,7 @@ OPTIONS = (
     *MEMORY,
     router("round-robin"),
     *BACKOFF,
+    *ADMISSION,
     Option("engines", integer(1, 100_000), 1, "engines alike (each --engine kind this many times)"),
     Option(
         "engine",
@@ -103,6 +108,7 @@ def run(args: Any) -> int:
             "give --engines N (N alike) or --engine NAME:CLIENTS:PRICE:SPEED (repeated), not both"
         )
     pulls = backoff(resolved)
+    door = admission(resolved)
     check_outputs(resolved)
     cost, workload, _ = load_inputs(resolved)
     policies = (config.request_policy, config.iteration_policy)
@@ -123,7 +129,9 @@ def run(args: Any) -> int:
         ]
     else:
         engines = [Engine(cost, config.clients, default_price, *policies, **mode)] * config.engines
-    fleet = simulate_fleet(workload, engines, config.router, pulls, seed=config.seed, sizes=config.sizes)
+    fleet = simulate_fleet(
+        workload, engines, config.router, pulls, seed=config.seed, sizes=config.sizes, admission=door
+    )
     violations = fleet.validate()
     summary = fleet.summary(slo_ttft=config.slo_ttft, slo_tbt=config.slo_tbt_mean)
     frame = fleet.engine_frame()
@@ -150,6 +158,8 @@ def run(args: Any) -> int:
         for key in ("ttft_p50_s", "ttft_p99_s", "tbt_p99_s", "latency_p99_s"):
             print(f"  {key:<16}{summary[key]:.4f}")
         print(f"  {'pulled':<16}{summary['pulled']}")
+        if door is not None:
+            print(f"  {'rejected':<16}{summary['rejected']} (turned away by admission)")
         if mode["memory"] is not None:
             print(
                 f"  {'preemptions':<16}{summary['preemptions']} "

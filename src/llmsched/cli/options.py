@@ -975,6 +975,30 @@ BACKOFF = (
 )
 
 
+#: Admission at a fleet's door by a TTFT target (fleet): on with either part of the target.
+#:
+#: :meta hide-value:
+ADMISSION = (
+    Option(
+        "admission_ttft",
+        NONNEGATIVE,
+        None,
+        "turn away a request whose expected TTFT is past margin x (S + per-token x prompt)",
+        metavar="S",
+    ),
+    Option(
+        "admission_ttft_per_token",
+        NONNEGATIVE,
+        None,
+        "the admission target's seconds a prompt token",
+        metavar="S",
+    ),
+    Option(
+        "admission_margin", POSITIVE, 0.5, "the share of the target the expected TTFT may take", metavar="F"
+    ),
+)
+
+
 #: The latency targets: TTFT, and each request's mean or the p99 of every gap between tokens.
 SLO_TTFT = Option(
     "slo_ttft",
@@ -1561,6 +1585,27 @@ def backoff(resolved: Resolved) -> Any:
             raise ValueError("--backoff-delay and --backoff-threshold need --backoff")
         return None
     return Backoff(delay=config.backoff_delay, threshold=config.backoff_threshold)
+
+
+def admission(resolved: Resolved) -> Any:
+    """The fleet's :class:`~llmsched.fleet.admission.TTFTAdmission`, or None when neither
+    ``--admission-ttft`` nor ``--admission-ttft-per-token`` is given.
+
+    Raises
+    ------
+    ValueError
+        ``--admission-margin`` without a target, or a target of 0 seconds and 0 a token.
+    """
+    from llmsched.fleet.admission import TTFTAdmission
+
+    config = resolved.config
+    if config.admission_ttft is None and config.admission_ttft_per_token is None:
+        if resolved.given("admission_margin"):
+            raise ValueError("--admission-margin needs --admission-ttft or --admission-ttft-per-token")
+        return None
+    return TTFTAdmission(
+        config.admission_ttft or 0.0, config.admission_ttft_per_token or 0.0, config.admission_margin
+    )
 
 
 def _preset_of(config: Any) -> Any:
