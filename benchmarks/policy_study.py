@@ -52,7 +52,7 @@ import pandas as pd
 
 import llmsched
 from llmsched.experiments.splitwise import MACHINES, SLOS
-from llmsched.online import cross_fit, with_predictions
+from llmsched.online import AgedShortestFirst, DeadlineFirst, cross_fit, with_predictions
 from llmsched.online.registry import register_request_policy
 from llmsched.workloads import from_azure_trace
 
@@ -125,15 +125,9 @@ def main() -> int:
     base = trace()
     ttft0, tbt0 = alone(base)
     line = ttft_line(base, ttft0)
-    register_request_policy(
-        "study-deadline", lambda: llmsched.online.DeadlineFirst(line[0], line[1], defer=True)
-    )
-    register_request_policy(
-        "study-deadline-no-defer", lambda: llmsched.online.DeadlineFirst(line[0], line[1], defer=False)
-    )
-    register_request_policy(
-        "study-aged", lambda: llmsched.online.AgedShortestFirst(args.seconds_per_token)
-    )
+    register_request_policy("study-deadline", lambda: DeadlineFirst(line[0], line[1], defer=True))
+    register_request_policy("study-deadline-no-defer", lambda: DeadlineFirst(line[0], line[1], defer=False))
+    register_request_policy("study-aged", lambda: AgedShortestFirst(args.seconds_per_token))
     door = llmsched.TTFTAdmission(line[0], line[1])
     # label: (the engines' request policy, whether it reads predictions, the fleet's admission)
     policies = {
