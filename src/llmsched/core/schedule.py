@@ -94,6 +94,7 @@ SUMMARY_KEYS = (
     "slo_attainment",
     "slo_ttft_s",
     "slo_tbt_s",
+    "rejected",
 )
 
 #: The columns every mode's ``request_frame`` holds after the workload's (a mode adds its own).
@@ -455,6 +456,11 @@ class ScheduleLike(Protocol):
         ...
 
     @property
+    def rejected(self) -> np.ndarray:
+        """Whether each user request was turned away before it reached an engine (bool)."""
+        ...
+
+    @property
     def tokens_per_s(self) -> float:
         """Output tokens per second of makespan."""
         ...
@@ -659,6 +665,13 @@ class ScheduleBase(RequestTimes):
         def stage_frame(self) -> pd.DataFrame: ...
 
         def chrome_trace(self) -> dict[str, Any]: ...
+
+    @property
+    def rejected(self) -> np.ndarray:
+        """Whether each user request was turned away before it reached an engine (bool): none
+        is in a single engine's or a cluster's run; a fleet's admission may turn some away
+        (:attr:`llmsched.fleet.schedule.FleetSchedule.rejected`)."""
+        return read_only(np.zeros(len(self.requests), dtype=bool))
 
     @property
     def tokens_per_s(self) -> float:

@@ -214,6 +214,7 @@ class MixedPoolSchedule(ScheduleBase):
         out["decoded_on_prompt"] = float(np.mean(self.token_machine < prompt_pool)) if n else 0.0
         out["machines_mixed"] = int(self.info.get("machines_mixed", 0))
         out.update(self._preemption_figures())
+        out["rejected"] = int(self.rejected.sum())
         return out
 
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:

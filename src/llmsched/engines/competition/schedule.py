@@ -599,6 +599,7 @@ class Schedule(NumberedRuns, EngineSchedule):
         out["machines"] = self.machines
         # Last, so that the keys summary() always had keep their order.
         out.update(self._preemption_figures())
+        out["rejected"] = int(self.rejected.sum())
         return out
 
     # ------------------------------------------------------------ dataframes

@@ -291,6 +291,7 @@ class DisaggregatedSchedule(SteppedRuns, ScheduleBase):
         out["transfer_mean_s"] = float(transfer.mean()) if transfer.size else 0.0
         out["transfer_p99_s"] = percentiles(transfer)[2]
         out.update(goodput)
+        out["rejected"] = int(self.rejected.sum())
         return out
 
     def request_frame(self, slo_ttft: float | None = None, slo_tbt: float | None = None) -> pd.DataFrame:

@@ -405,6 +405,7 @@ class FusedSchedule(NumberedRuns, SteppedRuns, EngineSchedule):
         out.update(self.latency_figures())
         out.update(goodput)
         out.update(self._preemption_figures())
+        out["rejected"] = int(self.rejected.sum())
         return out
 
     def to_frame(self) -> pd.DataFrame:
