@@ -36,6 +36,7 @@ from collections import deque
 from llmsched.core.checks import real
 from llmsched.online.baselines import FreeClients
 from llmsched.online.offline import check_sizes
+from llmsched.online.requests import pop_largest
 from llmsched.policies import KnownRequests
 
 __all__ = ["AgedShortestFirst", "DeadlineFirst"]
@@ -87,19 +88,9 @@ class _Prioritised:
         """Give up the waiting request that would start last (for a fleet's backoff); None
         when none waits."""
         if self._late:
-            last = max(range(len(self._late)), key=self._late.__getitem__)
-            request = self._late[last][1]
-            self._late[last] = self._late[-1]
-            self._late.pop()
-            heapq.heapify(self._late)
-            return request
+            return int(pop_largest(self._late)[-1])
         if self._heap:
-            last = max(range(len(self._heap)), key=self._heap.__getitem__)
-            request = self._heap[last][2]
-            self._heap[last] = self._heap[-1]
-            self._heap.pop()
-            heapq.heapify(self._heap)
-            return request
+            return int(pop_largest(self._heap)[-1])
         return self._resumed.pop() if self._resumed else None
 
     def ready(self) -> int:

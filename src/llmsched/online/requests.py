@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 from llmsched.online.baselines import FreeClients
 from llmsched.online.offline import RollingQueues, check_sizes
 from llmsched.policies import KnownRequests
 
-__all__ = ["HYBRID_OVERHEAD", "LongestFirst", "ShortestFirst", "SortedPreemptive"]
+__all__ = ["HYBRID_OVERHEAD", "LongestFirst", "ShortestFirst", "SortedPreemptive", "pop_largest"]
 
 #: Per-request overhead (tokens) of the hybrid strategy's offline balance. Chosen on
 #: gsm8k(seed) for seeds 1-4 with oracle lengths, the paper's cost model and the Lagrangian
@@ -73,6 +74,17 @@ class SortedPreemptive(RollingQueues):
         super().__init__(initial, sizes, time_limit, overhead, steal=True, replan=replan)
 
 
+def pop_largest(heap: list[Any]) -> Any:
+    """Remove the largest entry of a heap (the one it would give last) and return it; O(n), for
+    a fleet's backoff, which gives requests up seldom."""
+    last = max(range(len(heap)), key=heap.__getitem__)
+    entry = heap[last]
+    heap[last] = heap[-1]
+    heap.pop()
+    heapq.heapify(heap)
+    return entry
+
+
 class _SortedShared:
     """One shared queue of the arrived requests, ordered by predicted output length; ties go
     to the request that arrived first, then to the lower index. (A preempted request's
@@ -104,14 +116,7 @@ class _SortedShared:
     def withdraw(self) -> int | None:
         """Give up the waiting request that would start last (for a fleet's backoff); None
         when none waits."""
-        if not self._heap:
-            return None
-        last = max(range(len(self._heap)), key=self._heap.__getitem__)
-        request = self._heap[last][2]
-        self._heap[last] = self._heap[-1]
-        self._heap.pop()
-        heapq.heapify(self._heap)
-        return request
+        return pop_largest(self._heap)[-1] if self._heap else None
 
     def ready(self) -> int:
         return min(len(self._heap), len(self._free))
