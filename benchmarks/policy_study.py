@@ -29,7 +29,8 @@ its time alone on a DGX-A100, as Splitwise measures them) are within Table VI's 
 6x, 5x and 5x; ``goodput`` counts those a second of the trace's span, and ``table_vi`` says
 whether all nine of Table VI's percentile limits hold over the run. Predictions are cross-fitted
 (each request predicted by a model that never saw it): ``mico`` (Mico's ten classes at its
-reported accuracy), ``bucket`` (output classes learned from the prompt length) and ``oracle``.
+reported accuracy), ``bucket`` (output classes learned from the prompt length), ``noisy`` (the
+truth with a log-normal error), ``mean`` and ``oracle``.
 
 Prints one row per rule, load, policy and predictor, then, per rule, the load where FCFS's
 goodput has fallen to half its peak and the best policy there. ``--plot`` draws goodput
@@ -116,7 +117,7 @@ def main() -> int:
     parser.add_argument("--engines", type=int, default=3)
     parser.add_argument("--loads", default="0.5,0.75,1,1.5,2,2.5,3,4,5")
     parser.add_argument("--seconds-per-token", type=float, default=0.002)
-    parser.add_argument("--predictors", default="mico,bucket,oracle")
+    parser.add_argument("--predictors", default="mico,bucket,noisy,mean,oracle")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", help="draw goodput against load to this file")
     parser.add_argument("--json", help="write every row to this file")
