@@ -100,6 +100,9 @@ def test_past_saturation_admission_keeps_the_served_on_time_and_reports_the_rest
     assert door.summary()["ttft_p99_s"] == pytest.approx(np.percentile(door.ttft[served], 99))
     assert door.tokens_per_s == pytest.approx(workload.output_tokens[served].sum() / door.makespan)
     assert door.info["admission"] == "ttft" and all_in.info["admission"] is None
+    trace = door.chrome_trace()  # a rejected request has no engine track to arrive on
+    arrivals = [e for e in trace["traceEvents"] if e.get("cat") == "arrival"]
+    assert len(arrivals) == int(served.sum()) and trace["otherData"]["rejected"] == int(rejected.sum())
 
 
 def test_the_validator_catches_a_rejected_request_that_ran() -> None:
@@ -114,7 +117,10 @@ def test_the_validator_catches_a_rejected_request_that_ran() -> None:
     claims = rejected.copy()
     claims[np.flatnonzero(~rejected)[0]] = True  # says it was turned away, but an engine ran it
     rules = {v.rule for v in validate_fleet(dataclasses.replace(door, request_rejected=claims))}
-    assert rules == {"rejected"}
+    assert rules == {"rejected", "routing"}
+    # Skipping the rule skips no other: the engines still ran a request the fleet says it turned away.
+    skipped = validate_fleet(dataclasses.replace(door, request_rejected=claims), skip="rejected")
+    assert {v.rule for v in skipped} == {"routing"}
 
 
 @settings(max_examples=40, deadline=None)

@@ -13,7 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import llmsched
-from llmsched import LinearCostModel, Workload, simulate, simulate_batching, validate
+from llmsched import (
+    DisaggregatedCluster,
+    LinearCostModel,
+    Workload,
+    simulate,
+    simulate_batching,
+    simulate_disaggregated,
+    validate,
+)
 from llmsched.core.memory import KVMemory
 from llmsched.online import AgedShortestFirst, DeadlineFirst, make_request_policy
 from llmsched.policies import KnownRequests
@@ -162,3 +170,19 @@ def test_aged_shortest_first_needs_predictions_or_the_oracle() -> None:
     with pytest.raises(ValueError, match="predicted_output"):
         simulate(w, COST, 1, "aged-shortest-first")
     assert validate(simulate(w, COST, 1, "aged-shortest-first-oracle")) == []
+
+
+def test_deadline_first_defers_on_a_disaggregated_prompt_machine() -> None:
+    """A prompt machine's policy is asked at the cluster's time too: past saturation it defers
+    the late there as on one engine, and the cluster still runs every request."""
+    rng = np.random.default_rng(4)
+    n = 150
+    w = Workload(rng.integers(200, 900, n), rng.integers(2, 8, n), arrival=np.sort(rng.uniform(0, 10, n)))
+    cost = LinearCostModel(0.02, 2e-4, 0.01, 1e-4, 2000)  # about 6 prompts a second
+    cluster = DisaggregatedCluster(1, 1, cost, cost, 16, kv_bytes_per_token=1e5, kv_bandwidth=100.0)
+    policy = DeadlineFirst(ttft_base=0.5)
+    deferring = simulate_disaggregated(w, cluster, policy)
+    plain = simulate_disaggregated(w, cluster, DeadlineFirst(ttft_base=0.5, defer=False))
+    assert deferring.validate() == [] and plain.validate() == []
+    assert policy.deferred > 0
+    assert int(np.sum(deferring.ttft <= 0.5)) > int(np.sum(plain.ttft <= 0.5))

@@ -114,6 +114,8 @@ def test_bad_input_is_refused_before_work() -> None:
         TextRidge(alphas=[])
     with pytest.raises(ValueError):
         TextRidge(alphas=[-1.0])
+    with pytest.raises(TypeError, match="alphas"):
+        TextRidge(alphas=0.3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="folds"):
         cross_fit_text(texts, y, folds=1)
 

@@ -139,3 +139,8 @@ def test_the_command_runs_a_rule(capsys) -> None:
     out = capsys.readouterr().out
     assert "vllm: tokens exact, valid" in out and "drift" in out and "preemption (" not in out
     assert main(["runtime", "validate", "--rule", "fastest"]) == 2
+
+
+def test_a_reading_of_a_stalled_clock_is_refused() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        reading([0.01, float("nan"), 0.01])

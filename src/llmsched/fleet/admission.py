@@ -50,7 +50,10 @@ class TTFTAdmission:
     The expected TTFT is ``(pending + p) * rate``: ``pending`` the prompt tokens on the chosen
     engine whose prefill has not ended (``Loads.pending_prompt_tokens``, or its held prompt
     tokens where the fleet does not count those apart), ``rate`` the engine's seconds per
-    prompt token when busy (``Loads.rates[engine, 0]``).
+    prompt token when busy (``Loads.rates[engine, 0]``). It is an estimate for engines whose
+    prefill is what a request waits for (vLLM's 128 or more slots, long prompts): on an engine
+    whose clients are all taken a request waits for one to free as well, which it does not see,
+    and most of what it admits there may miss the target whatever the margin.
     """
 
     name = "ttft"

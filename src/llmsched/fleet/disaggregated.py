@@ -451,7 +451,7 @@ class ClusterClock:
             self.waiting_transfers[t] or self.most_reserved(source, self.capacity[t]) > self.free_blocks[t]
         ):
             return  # its memory: transfers wait for it, or a stage might not fit
-        batch = self.queues[source].lend(self.capacity[t])
+        batch = self.queues[source].lend(self.capacity[t], now)
         if not batch:
             return
         if need is not None:  # reserved now, counted from the stage's start

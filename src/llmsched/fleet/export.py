@@ -115,7 +115,8 @@ def chrome_trace(fleet: FleetSchedule) -> dict[str, Any]:
             "reached": float(fleet.request_reached[i]),
         }
         events += flow_events("pull", i, source, target, args)
-    events += arrival_events(fleet.workload.arrival, engine_pid(arrived))
-    return trace_object(
-        events, mode_figures(fleet, engines=len(fleet.engines), router=fleet.router, pulled=fleet.pulled)
-    )
+    # A request the fleet's admission turned away reached no engine: it has no track to arrive on.
+    served = np.flatnonzero(~fleet.rejected)
+    events += arrival_events(fleet.workload.arrival[served], engine_pid(arrived[served]), served)
+    figures = {"engines": len(fleet.engines), "router": fleet.router, "pulled": fleet.pulled}
+    return trace_object(events, mode_figures(fleet, **figures, rejected=int(fleet.rejected.sum())))

@@ -292,6 +292,8 @@ class FleetSchedule(ScheduleBase):
         keys every mode's summary has (:data:`~llmsched.core.schedule.SUMMARY_KEYS`),
         ``preemptions`` and ``recomputed_tokens`` (over all requests, by the engines' KV-cache
         memory), and ``rejected`` (the requests the fleet's admission turned away).
+        ``requests_per_s`` counts every request offered, served or turned away, per second of
+        makespan; ``tokens_per_s`` and ``goodput_rps`` count the served only.
 
         Raises
         ------
@@ -367,8 +369,8 @@ class FleetSchedule(ScheduleBase):
         engine again, the column every mode has), ``client``, ``reached``, ``pulled_from``,
         ``prefill_end``, ``finish``, ``ttft``, ``latency``, ``tbt_mean``, ``e2e``,
         ``normalized_latency`` and ``meets_slo`` (and ``preemptions`` and ``recomputed_tokens``
-        when an engine's KV-cache memory preempted a request, and ``rejected`` when the
-        fleet's admission turned a request away).
+        when an engine's KV-cache memory preempted a request), and ``rejected`` (turned away by
+        the fleet's admission).
 
         Raises
         ------
@@ -384,8 +386,7 @@ class FleetSchedule(ScheduleBase):
             pulled_from=self.request_pulled_from,
             prefill_end=self.prefill_end,
         )
-        if self.rejected.any():
-            frame["rejected"] = self.rejected
+        frame.insert(len(frame.columns) - 1, "rejected", self.rejected)  # meets_slo stays last
         return frame
 
     def stage_frame(self) -> pd.DataFrame:

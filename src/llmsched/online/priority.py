@@ -20,7 +20,8 @@ arrives (the smallest first; ties to the earlier arrival, then the lower index):
 
 A preempted request's continuation (an engine with KV-cache memory) goes first in line, as
 vLLM resumes preempted work. Under memory pressure the loop preempts the decoding request of
-the largest key first (``preempt_rank``): the longest predicted work, or the latest deadline.
+the largest key first (``preempt_rank``): the latest arrival aged by the most predicted work,
+or the latest deadline.
 
 Both are non-anticipative (they read a request's prompt and prediction once it has arrived,
 and the loop's time), need no count of the requests (``open_ended``) and give up the waiting

@@ -144,6 +144,8 @@ class TextRidge:
     def __init__(self, features: int = 1 << 14, ngrams: int = 2, alphas: Sequence[float] = ALPHAS):
         self.features = positive_int("features", features, maximum=1 << 24)
         self.ngrams = positive_int("ngrams", ngrams, maximum=5)
+        if isinstance(alphas, (str, bytes)) or not isinstance(alphas, (Sequence, np.ndarray)):
+            raise TypeError(f"alphas must be a sequence of numbers > 0, got {type(alphas).__name__}")
         values = real_array("alphas", list(alphas), low=0.0, low_open=True, nonempty=True)
         self.alphas = tuple(float(a) for a in values)
         self._fitted = False

@@ -112,6 +112,8 @@ def reading(samples: Sequence[float]) -> float:
     if not len(samples):
         raise ValueError("reading needs at least one reference time")
     times = np.asarray(samples, dtype=float)
+    if not np.all(np.isfinite(times)):
+        raise ValueError("reference times must be finite numbers of seconds")
     low, high = np.percentile(times, [10, 90])
     kept = times[(times >= low) & (times <= high)] if len(times) >= 10 else times
     return float(kept.mean())

@@ -132,9 +132,12 @@ class MachineQueue:
         """Requests decoding here, waiting to join or expected."""
         return self.incoming + len(self.joins) + self.fresh - len(self.released)
 
-    def lend(self, capacity: int) -> list[int]:
+    def lend(self, capacity: int, now: float) -> list[int]:
         """One take of the user's policy for a stage of at most ``capacity`` tokens lent to a
-        token machine; the requests leave this machine (their indices in the workload)."""
+        token machine at ``now``; the requests leave this machine (their indices in the
+        workload)."""
+        if self.known is not None:
+            self.known.now = now  # the user's policy reads the time it is asked at
         batch = self._take(capacity, False)
         stream, waiting, seen = self.stream, self.waiting, self.seen
         for request in batch:
@@ -149,6 +152,7 @@ class MachineQueue:
     def start(self, known: KnownRequests, clients: int) -> None:
         self._start_state()
         self.incoming = 0
+        self._clock = known  # the loop's view: the time of each decision point (known.now)
         if self.policy is not None:
             self.policy.start(self.known, self.clients)  # type: ignore[arg-type]
 
@@ -183,6 +187,8 @@ class MachineQueue:
             or self.fresh > len(self.released)
         ):
             return 0  # nothing waits, or it decodes or expects to (see load)
+        assert self.known is not None
+        self.known.now = self._clock.now  # the user's policy reads the time it is asked at
         ready = policy.ready()
         if type(ready) is not int or ready < 0:
             ready = check_ready(ready, policy)
