@@ -109,6 +109,7 @@ def score(schedule: Any, workload: llmsched.Workload, ttft0: np.ndarray, tbt0: n
         "tbt_p99_ms": 1e3 * float(np.percentile(tbt[served], 99)),
         "preemptions": int(np.asarray(schedule.preemptions).sum()),
         "rejected": int(schedule.rejected.sum()),
+        "deferred": int(schedule.info["deferred"]),
     }
 
 

@@ -100,6 +100,7 @@ def test_past_saturation_admission_keeps_the_served_on_time_and_reports_the_rest
     assert door.summary()["ttft_p99_s"] == pytest.approx(np.percentile(door.ttft[served], 99))
     assert door.tokens_per_s == pytest.approx(workload.output_tokens[served].sum() / door.makespan)
     assert door.info["admission"] == "ttft" and all_in.info["admission"] is None
+    assert door.info["deferred"] == all_in.info["deferred"] == 0  # fcfs defers nothing
     trace = door.chrome_trace()  # a rejected request has no engine track to arrive on
     arrivals = [e for e in trace["traceEvents"] if e.get("cat") == "arrival"]
     assert len(arrivals) == int(served.sum()) and trace["otherData"]["rejected"] == int(rejected.sum())

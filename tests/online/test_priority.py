@@ -186,3 +186,15 @@ def test_deadline_first_defers_on_a_disaggregated_prompt_machine() -> None:
     assert deferring.validate() == [] and plain.validate() == []
     assert policy.deferred > 0
     assert int(np.sum(deferring.ttft <= 0.5)) > int(np.sum(plain.ttft <= 0.5))
+
+
+def test_a_fleet_counts_what_its_engines_deferred() -> None:
+    """A fleet's engines run deadline-first by name; the fleet's info adds up their deferrals."""
+    rng = np.random.default_rng(5)
+    n = 200
+    w = Workload(rng.integers(500, 3000, n), rng.integers(2, 8, n), arrival=np.sort(rng.uniform(0, 20, n)))
+    engines = [llmsched.Engine(LinearCostModel.paper(), 64, request_policy="deadline-first")] * 2
+    fleet = llmsched.simulate_fleet(w, engines, "jsq")
+    assert fleet.validate() == [] and fleet.info["deferred"] > 0
+    fcfs = llmsched.simulate_fleet(w, [llmsched.Engine(LinearCostModel.paper(), 64)] * 2, "jsq")
+    assert fcfs.info["deferred"] == 0

@@ -489,6 +489,8 @@ def simulate_fleet(
         "backoff_delay": backoff.delay if backoff is not None else 0.0,
         "seed": seed if getattr(routing, "seeded", False) else None,
         "admission": admission.name if admission is not None else None,
+        # Requests a policy deferred past their deadline (deadline-first), over every engine.
+        "deferred": sum(int(getattr(p, "deferred", 0)) for p in policies),
     }
     return FleetSchedule(
         workload,
