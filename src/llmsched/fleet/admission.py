@@ -37,23 +37,24 @@ class Admission(Protocol):
 class TTFTAdmission:
     """Admit a request when its expected TTFT is within its target.
 
+    The expected TTFT of a request of ``p`` prompt tokens is ``(pending + p) * rate``:
+    ``pending`` the prompt tokens on the chosen engine whose prefill has not ended
+    (``Loads.pending_prompt_tokens``, or its held prompt tokens where the fleet does not count
+    those apart), ``rate`` the engine's seconds per prompt token when busy
+    (``Loads.rates[engine, 0]``). It is an estimate for engines whose prefill is what a request
+    waits for (vLLM's 128 or more slots, long prompts): on an engine whose clients are all
+    taken a request waits for one to free as well, which it does not see, and most of what it
+    admits there may miss the target whatever the margin.
+
     Parameters
     ----------
     ttft_base, ttft_per_token
-        The TTFT target of a request of ``p`` prompt tokens: ``ttft_base + ttft_per_token * p``
+        The TTFT target of a request of ``p`` prompt tokens, ``ttft_base + ttft_per_token * p``
         seconds (both >= 0, not both 0).
     margin
         The share of the target the expected TTFT may take (> 0). The estimate leaves out each
         prefill stage's fixed time, the decoding between stages and a wait for a free client,
         so it runs short when the engine is busy; the default, half, keeps room for them.
-
-    The expected TTFT is ``(pending + p) * rate``: ``pending`` the prompt tokens on the chosen
-    engine whose prefill has not ended (``Loads.pending_prompt_tokens``, or its held prompt
-    tokens where the fleet does not count those apart), ``rate`` the engine's seconds per
-    prompt token when busy (``Loads.rates[engine, 0]``). It is an estimate for engines whose
-    prefill is what a request waits for (vLLM's 128 or more slots, long prompts): on an engine
-    whose clients are all taken a request waits for one to free as well, which it does not see,
-    and most of what it admits there may miss the target whatever the margin.
     """
 
     name = "ttft"

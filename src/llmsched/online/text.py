@@ -124,6 +124,10 @@ def text_features(texts: Sequence[str], features: int = 1 << 14, ngrams: int = 2
 class TextRidge:
     """Output lengths predicted from the prompts' text by ridge regression on log length.
 
+    :meth:`fit` and :meth:`predict` read prompts (lists of str), not a workload: a workload
+    holds lengths only. :meth:`predict` returns whole token counts from 1 to ``MAX_TOKENS``,
+    ready for :func:`~llmsched.online.predictors.with_predictions`.
+
     Parameters
     ----------
     features
@@ -133,10 +137,6 @@ class TextRidge:
     alphas
         Regularisation strengths to choose among by leave-one-out error on the training
         requests (:data:`ALPHAS` by default).
-
-    Its ``fit(texts, output_tokens)`` and ``predict(texts)`` read prompts, not a workload: a
-    workload holds lengths only. :meth:`predict` returns whole token counts in
-    ``[1, MAX_TOKENS]``, ready for :func:`~llmsched.online.predictors.with_predictions`.
     """
 
     name = "text"
