@@ -41,7 +41,7 @@ def test_a_disaggregated_schedule_runs_on_two_engines_with_its_copies_timed(
 ) -> None:
     """The prompt engine runs the schedule's stages, each request's keys and values are copied
     into a paged token engine (each copy timed, one at a time on the link), and the token
-    engine batches continuously: every request gets its tokens alone, the measured schedule
+    engine decodes as the schedule says (its joins, its clients): every request gets its tokens alone, the measured schedule
     passes every rule but the two that compare times with the models (its transfers arrive
     after their stages, its requests decode after their transfers), and every block and slot
     is given back."""
@@ -62,6 +62,9 @@ def test_a_disaggregated_schedule_runs_on_two_engines_with_its_copies_timed(
         cluster.transfer(WORKLOAD.prompt_tokens, 0.0).tolist()
     )
     assert np.array_equal(measured.request_stage, predicted.request_stage)  # the same stages
+    # The executor decides nothing: every request joins at the schedule's iteration, on its client.
+    assert np.array_equal(measured.request_decode_start, predicted.request_decode_start)
+    assert np.array_equal(measured.request_client, predicted.request_client)
     assert np.all(measured.decode_begin >= measured.request_transfer_end)
     assert token_engine.blocks_in_use == 0 and 0 < run.info["peak_blocks"] <= token_engine.blocks
 

@@ -10,15 +10,18 @@ of one prompt machine and one token machine on two :class:`~llmsched.runtime.eng
 * after a stage, each of its requests' keys and values is copied into the token engine
   (:meth:`Engine.receive <llmsched.runtime.engine.Engine.receive>`), one after another on the
   one link, each copy timed; the request's keys and values arrive when its copy ends;
-* the token machine batches continuously, as the cluster's token machine does: at each
-  iteration boundary the requests whose keys and values have arrived join, first come first
-  served, while a client is free, and every decoding request makes a token.
+* the token machine decodes as the schedule says: each request joins at the schedule's
+  iteration, on the schedule's client (waiting, when its measured copy ends later than the
+  prediction, until it does), and every decoding request makes a token.
 
-The two machines work at once in the cluster; here one process runs their work one piece at
-a time, in the order of the cluster's clock, and each machine's timeline is its own work's
-measured durations back to back (a machine idles only when it has nothing to do): work on
-one machine never waits for the other's wall-clock time. The token machine's joins are made
-from the measured times, so they may fall in other iterations than the prediction's.
+The executor decides nothing: every decision is the schedule's, made by the cluster's rule in
+the one decision loop (:func:`~llmsched.fleet.disaggregated.simulate_disaggregated`), as
+:func:`~llmsched.runtime.executor.execute_schedule` replays a competition schedule. The two
+machines work at once in the cluster; here one process runs their work one piece at a time (a
+stage runs, with its copies, just before the first iteration one of its requests joins), and
+each machine's timeline is its own work's measured durations back to back (a machine idles
+only when it waits for a request to arrive or for its keys and values): work on one machine
+never waits for the other's wall-clock time.
 
 :func:`fit_link` times copies of several sizes and fits the link's bandwidth, which a
 :class:`~llmsched.engines.disaggregation.cluster.DisaggregatedCluster` predicts copies with.
@@ -26,7 +29,6 @@ from the measured times, so they may fall in other iterations than the predictio
 
 from __future__ import annotations
 
-import heapq
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from llmsched.core.checks import positive_int
-from llmsched.engines.clock import admits
 from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 from llmsched.engines.disaggregation.schedule import DisaggregatedSchedule
 from llmsched.runtime.engine import Engine, KVCacheFull
@@ -182,91 +183,93 @@ def execute_disaggregated(
     prompt_engine.reset()
     token_engine.reset()
     prompt, output, arrival = workload.prompt_tokens, workload.output_tokens, workload.arrival
+    # The schedule's decisions, followed as they are: which iteration of the token machine each
+    # request joins at, and on which client.
+    join_at = schedule.request_decode_start.astype(np.int64)
+    client_of = schedule.request_client.astype(np.int64)
+    joining: dict[int, list[int]] = {}
+    for request in np.argsort(join_at, kind="stable").tolist():
+        joining.setdefault(int(join_at[request]), []).append(request)
+    iterations = int((join_at + output).max())
     copy_s = np.zeros(n)
     copy_bytes = np.zeros(n, dtype=np.int64)
     tokens: list[list[int]] = [[] for _ in range(n)]
     stage_start: list[float] = []
     stage_end: list[float] = []
     stage_of = np.full(n, -1, dtype=np.int64)
-    transfer_end = np.zeros(n)
-    client_of = np.full(n, -1, dtype=np.int64)
-    decode_start = np.full(n, -1, dtype=np.int64)
+    transfer_end = np.full(n, np.nan)
     slot_of: dict[int, int] = {}  # request -> its token-engine slot
     free_slots = list(range(token_engine.slots - 1, -1, -1))
-    free_clients = list(range(clients))  # a heap: the lowest free client joins first
-    arrived: list[tuple[float, int]] = []  # (keys and values arrive, request): a heap
     running: dict[int, int] = {}  # client -> request
     runs: list[tuple[float, float, int, int]] = []  # (start, seconds, active, context)
     prompt_t = token_t = 0.0
     link_t = 0.0  # the link copies one request at a time
-    next_stage = finished = g = 0
+    pieces = 0
     probe_every = positive_int("probe_every", probe_every)
     wall = time.perf_counter()
-    while finished < n:
-        if probe is not None and (len(stage_start) + g) and (len(stage_start) + g) % probe_every == 0:
-            probe()
-        prompt_next = (
-            max(prompt_t, float(arrival[members[next_stage]].max())) if next_stage < len(members) else np.inf
-        )
-        if running:
-            token_next = token_t
-        elif arrived:
-            token_next = max(token_t, arrived[0][0])
-        else:
-            token_next = np.inf
-        if prompt_next < token_next:
-            # A prefill stage (its work may end before the token machine's next iteration starts).
-            requests = members[next_stage]
-            slots = list(range(len(requests)))
-            for slot in slots:
-                prompt_engine.release(slot)
-            begin = prompt_engine.clock()
-            prompt_engine.prefill([prompts[r] for r in requests], slots)
-            seconds = prompt_engine.clock() - begin
-            stage_start.append(prompt_next)
-            stage_end.append(prompt_next + seconds)
-            link_t = max(link_t, stage_end[-1])
-            for slot, request in zip(slots, requests, strict=True):
-                if not free_slots:
-                    raise ValueError(
-                        f"the token engine's {token_engine.slots} slots are all taken by requests decoding "
-                        "or waiting for a client; give it more slots"
-                    )
-                slot_of[request] = free_slots.pop()
-                copy_s[request], copy_bytes[request] = _timed_copy(
-                    prompt_engine, token_engine, slot, slot_of[request]
+
+    def piece_done() -> None:
+        nonlocal pieces
+        pieces += 1
+        if probe is not None and pieces % probe_every == 0:
+            probe()  # between two pieces of work: on no machine's timeline
+
+    def run_stage() -> None:
+        """The next prefill stage, then each of its requests' keys and values over the link."""
+        nonlocal prompt_t, link_t
+        requests = members[len(stage_start)]
+        slots = list(range(len(requests)))
+        for slot in slots:
+            prompt_engine.release(slot)
+        begin = max(prompt_t, float(arrival[requests].max()))  # not before its requests arrive
+        mark = prompt_engine.clock()
+        prompt_engine.prefill([prompts[r] for r in requests], slots)
+        stage_start.append(begin)
+        stage_end.append(begin + prompt_engine.clock() - mark)
+        link_t = max(link_t, stage_end[-1])
+        for slot, request in zip(slots, requests, strict=True):
+            if not free_slots:
+                raise ValueError(
+                    f"the token engine's {token_engine.slots} slots are all taken by requests decoding "
+                    "or waiting for a client; give it more slots"
                 )
-                link_t += float(copy_s[request])
-                transfer_end[request] = link_t
-                stage_of[request] = len(stage_start) - 1
-                heapq.heappush(arrived, (link_t, request))
-            prompt_t = stage_end[-1]
-            next_stage += 1
-            continue
-        # A decode iteration on the token machine; the requests arrived by now join first.
-        token_t = token_next
-        while arrived and free_clients and admits(token_t, arrived[0][0]):
-            _, request = heapq.heappop(arrived)
-            client = heapq.heappop(free_clients)
-            running[client] = request
-            client_of[request], decode_start[request] = client, g
+            slot_of[request] = free_slots.pop()
+            copy_s[request], copy_bytes[request] = _timed_copy(
+                prompt_engine, token_engine, slot, slot_of[request]
+            )
+            link_t += float(copy_s[request])
+            transfer_end[request] = link_t
+            stage_of[request] = len(stage_start) - 1
+        prompt_t = stage_end[-1]
+        piece_done()
+
+    for g in range(iterations):
+        # The requests that join at this iteration: their stages run (in the schedule's order)
+        # and their copies end before it starts.
+        joins = joining.get(g, [])
+        for request in joins:
+            while np.isnan(transfer_end[request]):
+                run_stage()
+            running[int(client_of[request])] = request
+        if joins:
+            token_t = max(token_t, float(transfer_end[joins].max()))
         batch = sorted(running)
-        context = sum(int(prompt[running[c]]) + g - int(decode_start[running[c]]) for c in batch)
+        if not batch:
+            raise ValueError(f"the schedule has the token machine decode nothing at its iteration {g}")
+        context = sum(int(prompt[running[c]]) + g - int(join_at[running[c]]) for c in batch)
         begin = token_engine.clock()
         fed = token_engine.decode([slot_of[running[c]] for c in batch])
         seconds = token_engine.clock() - begin
         runs.append((token_t, seconds, len(batch), context))
         token_t += seconds
-        g += 1
         for client, token in zip(batch, fed, strict=True):
             request = running[client]
             tokens[request].append(token)
             if len(tokens[request]) == int(output[request]):
                 del running[client]
-                heapq.heappush(free_clients, client)
                 token_engine.release(slot_of[request])
                 free_slots.append(slot_of.pop(request))
-                finished += 1
+        piece_done()
     run_start = np.array([r[0] for r in runs])
     run_time = np.array([r[1] for r in runs])
     ends = [*stage_end, *(run_start + run_time).tolist()]
@@ -288,8 +291,8 @@ def execute_disaggregated(
         np.ones(n, dtype=np.int64),
         client_of,
         transfer_end,
-        decode_start,
-        decode_start + output,
+        join_at,
+        join_at + output,
         max(ends),
         {
             **schedule.info,
