@@ -119,16 +119,8 @@ def run(args: Any) -> int:
     if config.rule is not None:
         return _run_rules(config)
     report = validate_runtime(
-        model=config.model,
-        device=config.device,
-        requests=config.requests,
-        clients=config.clients,
-        scale=config.scale,
+        **_setup(config),
         strategy=config.strategy,
-        seed=config.seed,
-        threads=config.threads,
-        dtype=config.dtype,
-        progress=progress(config),
         check_tokens=config.check_tokens,
         executions=config.executions,
         batch_table=config.batch_table,
@@ -190,25 +182,23 @@ def print_report(report: dict[str, Any]) -> None:
     )
 
 
+def _setup(config: Any) -> dict[str, Any]:
+    """What both validations take from the options alike: the model, the machine, the load."""
+    keys = ("model", "device", "requests", "clients", "scale", "seed", "threads", "dtype")
+    return {key: getattr(config, key) for key in keys} | {"progress": progress(config)}
+
+
 def _run_rules(config: Any) -> int:
     """``--rule``: 0 when every rule's runs are valid with exact tokens (float32), else 1."""
     from llmsched.runtime.protocol import RULES, validate_rules
 
     report = validate_rules(
-        model=config.model,
+        **_setup(config),
         rules=RULES if config.rule == "all" else (config.rule,),
         runs=config.executions or 3,
-        device=config.device,
-        requests=config.requests,
-        clients=config.clients,
-        scale=config.scale,
-        seed=config.seed,
-        threads=config.threads,
-        dtype=config.dtype,
         budget=config.budget,
         block_size=config.block_size,
         preemption=config.preemption,
-        progress=progress(config),
     )
     if config.json:
         print_json(report)
