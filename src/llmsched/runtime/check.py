@@ -44,6 +44,7 @@ __all__ = [
     "profile_and_fit",
     "same_decisions",
     "scaled_gsm8k",
+    "time_decodes",
     "validate_runtime",
 ]
 
@@ -265,14 +266,12 @@ def run_facts(model: str, device: str, dtype: str, requests: int, clients: int) 
     }
 
 
-def _reference_iteration(engine: Engine, batch: int, context: int, iterations: int = 20) -> float:
-    """Median seconds of a fixed decode iteration (``batch`` slots at ``context``): the
-    same measurement before profiling, after it and after executing shows whether the
-    machine's speed moved during a run."""
-    slots = list(range(batch))
-    context = max(1, min(context, engine.max_len - iterations - 2))
+def time_decodes(engine: Engine, slots: list[int], context: int, iterations: int) -> list[float]:
+    """Seconds of each of ``iterations`` decode iterations of ``slots``, all at ``context``
+    tokens to start with, after one untimed (the engine is reset first, not after): the
+    machine's speed on a fixed piece of work."""
     engine.reset()
-    engine.occupy(slots, [context] * batch)
+    engine.occupy(slots, [context] * len(slots))
     engine.decode(slots)
     times = []
     end = engine.clock()
@@ -280,6 +279,15 @@ def _reference_iteration(engine: Engine, batch: int, context: int, iterations: i
         engine.decode(slots)
         start, end = end, engine.clock()
         times.append(end - start)
+    return times
+
+
+def _reference_iteration(engine: Engine, batch: int, context: int, iterations: int = 20) -> float:
+    """Median seconds of a fixed decode iteration (``batch`` slots at ``context``): the
+    same measurement before profiling, after it and after executing shows whether the
+    machine's speed moved during a run."""
+    context = max(1, min(context, engine.max_len - iterations - 2))
+    times = time_decodes(engine, list(range(batch)), context, iterations)
     engine.reset()
     return statistics.median(times)
 

@@ -58,7 +58,15 @@ from llmsched.engines.loop import simulate_policies
 from llmsched.fleet.disaggregated import simulate_disaggregated
 from llmsched.online.registry import make_iteration_policy, make_request_policy
 from llmsched.online.simulate import simulate_batching
-from llmsched.runtime.check import check_setup, profile_and_fit, run_facts, scaled_gsm8k, sizes, workload_plan
+from llmsched.runtime.check import (
+    check_setup,
+    profile_and_fit,
+    run_facts,
+    scaled_gsm8k,
+    sizes,
+    time_decodes,
+    workload_plan,
+)
 from llmsched.runtime.disaggregated import execute_disaggregated, fit_link
 from llmsched.runtime.engine import Engine
 from llmsched.runtime.executor import Execution, make_prompts, run_alone, run_batching, run_policies
@@ -91,13 +99,7 @@ class Probe:
         self.samples: list[float] = []
 
     def __call__(self) -> float:
-        engine = self.engine
-        engine.reset()
-        engine.occupy(self.slots, [self.context] * len(self.slots))
-        engine.decode(self.slots)
-        start = engine.clock()
-        engine.decode(self.slots)
-        seconds = engine.clock() - start
+        (seconds,) = time_decodes(self.engine, self.slots, self.context, 1)
         self.samples.append(seconds)
         return seconds
 
