@@ -10,13 +10,17 @@ of one prompt machine and one token machine on two :class:`~llmsched.runtime.eng
 * after a stage, each of its requests' keys and values is copied into the token engine
   (:meth:`Engine.receive <llmsched.runtime.engine.Engine.receive>`), one after another on the
   one link, each copy timed; the request's keys and values arrive when its copy ends;
-* the token machine decodes as the schedule says: each request joins at the schedule's
-  iteration, on the schedule's client (waiting, when its measured copy ends later than the
-  prediction, until it does), and every decoding request makes a token.
+* the token machine decodes as the schedule says: each request on the schedule's client, each
+  client taking its requests in the schedule's order, none before the schedule's iteration;
+  a request whose measured copy ends later than predicted joins at a later iteration (the
+  decoding requests do not wait for it: continuous batching), and every decoding request
+  makes a token.
 
-The executor decides nothing: every decision is the schedule's, made by the cluster's rule in
-the one decision loop (:func:`~llmsched.fleet.disaggregated.simulate_disaggregated`), as
-:func:`~llmsched.runtime.executor.execute_schedule` replays a competition schedule. The two
+The executor chooses no request and no client: those are the schedule's, made by the
+cluster's rule in the one decision loop
+(:func:`~llmsched.fleet.disaggregated.simulate_disaggregated`); it only follows them on the
+measured clock, as :func:`~llmsched.runtime.executor.execute_schedule` replays a competition
+schedule. The two
 machines work at once in the cluster; here one process runs their work one piece at a time (a
 stage runs, with its copies, just before the first iteration one of its requests joins), and
 each machine's timeline is its own work's measured durations back to back (a machine idles
@@ -31,12 +35,14 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from llmsched.core.checks import positive_int
+from llmsched.engines.clock import admits
 from llmsched.engines.disaggregation.cluster import DisaggregatedCluster
 from llmsched.engines.disaggregation.schedule import DisaggregatedSchedule
 from llmsched.runtime.engine import Engine, KVCacheFull
@@ -183,14 +189,14 @@ def execute_disaggregated(
     prompt_engine.reset()
     token_engine.reset()
     prompt, output, arrival = workload.prompt_tokens, workload.output_tokens, workload.arrival
-    # The schedule's decisions, followed as they are: which iteration of the token machine each
-    # request joins at, and on which client.
+    # The schedule's decisions, followed: on which client each request decodes, and in which
+    # order each client takes its requests (by the iteration the schedule has it join at).
     join_at = schedule.request_decode_start.astype(np.int64)
     client_of = schedule.request_client.astype(np.int64)
-    joining: dict[int, list[int]] = {}
+    queues: dict[int, deque[int]] = {}
     for request in np.argsort(join_at, kind="stable").tolist():
-        joining.setdefault(int(join_at[request]), []).append(request)
-    iterations = int((join_at + output).max())
+        queues.setdefault(int(client_of[request]), deque()).append(request)
+    decode_start = np.full(n, -1, dtype=np.int64)
     copy_s = np.zeros(n)
     copy_bytes = np.zeros(n, dtype=np.int64)
     tokens: list[list[int]] = [[] for _ in range(n)]
@@ -243,25 +249,35 @@ def execute_disaggregated(
         prompt_t = stage_end[-1]
         piece_done()
 
-    for g in range(iterations):
-        # The requests that join at this iteration: their stages run (in the schedule's order)
-        # and their copies end before it starts.
-        joins = joining.get(g, [])
-        for request in joins:
+    g = finished = 0
+    while finished < n:
+        # At this iteration boundary a free client takes its next request when the schedule has
+        # it join by now and its keys and values have arrived (its stage runs, with its copies,
+        # when first needed). A request whose copy ends later than predicted joins at a later
+        # iteration: the decoding requests never wait for it (continuous batching).
+        heads = [q[0] for c, q in queues.items() if q and c not in running]
+        due = [r for r in heads if join_at[r] <= g] or (
+            [] if running else [r for r in heads if join_at[r] == min(join_at[heads])]
+        )
+        for request in due:
             while np.isnan(transfer_end[request]):
                 run_stage()
-            running[int(client_of[request])] = request
-        if joins:
-            token_t = max(token_t, float(transfer_end[joins].max()))
+        if not running:  # idle: until the first of them has its keys and values
+            token_t = max(token_t, min(float(transfer_end[r]) for r in due))
+        joins = [r for r in due if admits(token_t, float(transfer_end[r]))]
+        for request in joins:
+            client = int(client_of[request])
+            queues[client].popleft()
+            running[client] = request
+            decode_start[request] = g
         batch = sorted(running)
-        if not batch:
-            raise ValueError(f"the schedule has the token machine decode nothing at its iteration {g}")
-        context = sum(int(prompt[running[c]]) + g - int(join_at[running[c]]) for c in batch)
+        context = sum(int(prompt[running[c]]) + g - int(decode_start[running[c]]) for c in batch)
         begin = token_engine.clock()
         fed = token_engine.decode([slot_of[running[c]] for c in batch])
         seconds = token_engine.clock() - begin
         runs.append((token_t, seconds, len(batch), context))
         token_t += seconds
+        g += 1
         for client, token in zip(batch, fed, strict=True):
             request = running[client]
             tokens[request].append(token)
@@ -269,6 +285,7 @@ def execute_disaggregated(
                 del running[client]
                 token_engine.release(slot_of[request])
                 free_slots.append(slot_of.pop(request))
+                finished += 1
         piece_done()
     run_start = np.array([r[0] for r in runs])
     run_time = np.array([r[1] for r in runs])
@@ -291,8 +308,8 @@ def execute_disaggregated(
         np.ones(n, dtype=np.int64),
         client_of,
         transfer_end,
-        join_at,
-        join_at + output,
+        decode_start,
+        decode_start + output,
         max(ends),
         {
             **schedule.info,
